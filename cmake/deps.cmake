@@ -1,0 +1,26 @@
+# Finds the Debian packages that scripts/setup installs. Nothing is vendored.
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+
+# OpenBLAS (pthread flavour) for CPU GEMM; we drive its threads ourselves.
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
+find_library(OPENBLAS_LIBRARY NAMES openblas PATH_SUFFIXES openblas-pthread)
+if(NOT OPENBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIBRARY)
+  message(FATAL_ERROR "OpenBLAS not found: run scripts/setup")
+endif()
+add_library(rs_openblas INTERFACE)
+target_include_directories(rs_openblas INTERFACE ${OPENBLAS_INCLUDE_DIR})
+target_link_libraries(rs_openblas INTERFACE ${OPENBLAS_LIBRARY})
+
+if(RS_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(RS_BENCH)
+  find_package(benchmark REQUIRED)
+endif()

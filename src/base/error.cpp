@@ -1,0 +1,12 @@
+#include "base/error.h"
+
+#include <cstring>
+
+namespace rs {
+
+void throw_error(const char* file, int line, const std::string& message) {
+  const char* base = std::strrchr(file, '/');
+  throw Error(fmt::format("{}:{}: {}", base ? base + 1 : file, line, message));
+}
+
+}  // namespace rs

@@ -1,0 +1,36 @@
+// rs::Error and the check macros: cold-path failures throw with file:line and a formatted message.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace rs {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+
+}  // namespace rs
+
+// RS_CHECK(cond, "fmt", args...): throws rs::Error("file:line: message") when cond is false.
+#define RS_CHECK(cond, ...)                                                  \
+  do {                                                                       \
+    if (!(cond)) [[unlikely]]                                                \
+      ::rs::throw_error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__));     \
+  } while (0)
+
+#define RS_FAIL(...) ::rs::throw_error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))
+
+// RS_DCHECK: internal invariants in hot loops; compiled out in release builds.
+#ifdef NDEBUG
+#define RS_DCHECK(cond, ...) \
+  do {                       \
+  } while (0)
+#else
+#define RS_DCHECK(cond, ...) RS_CHECK(cond, __VA_ARGS__)
+#endif
