@@ -1,0 +1,111 @@
+// Backend: the device seam. Owns memory and runs the op set every model is built from (CPU reference; CUDA; later Metal).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tensor/buffer.h"
+#include "tensor/tensor.h"
+
+namespace rs {
+
+// A linear layer's weight [out_features, in_features] in one of the storage formats we load.
+struct LinearWeight {
+  enum class Format : uint8_t { kDense, kMxfp4 };
+  Format format = Format::kDense;
+  Tensor weight;   // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]
+  Tensor scales;   // kMxfp4: u8 E8M0 [out, in/32]
+  int64_t out_features = 0;
+  int64_t in_features = 0;
+};
+
+// Per-layer attention facts (never one global setting: gpt-oss alternates windows per layer).
+struct AttentionParams {
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  float scale = 1.0f;       // multiplies q.k
+  int32_t window = 0;       // 0 = full causal; W = keys (i-W, i] (W keys including self)
+  Tensor sinks;             // [num_heads] per-head sink logits, or empty
+};
+
+// Batch metadata on the backend's device, uploaded once per step by the engine (see engine/forward_batch.h).
+struct BatchView {
+  Tensor positions;         // i32 [T]
+  Tensor token_seq;         // i32 [T] sequence index of each token
+  Tensor seq_kv_len;        // i32 [S]
+  Tensor page_table;        // i32 [S, max_pages] for the KV group being read
+  Tensor kv_slots;          // i32 [T] cache row (page * page_size + offset) for the group being written
+  int32_t page_size = 0;
+  int32_t num_seqs = 0;
+  int32_t max_kv_len = 0;   // max over seq_kv_len (host-known bound)
+};
+
+enum class MoeRouting : uint8_t {
+  kSoftmaxTopK,         // Qwen3-MoE: softmax over all experts, top-k, optional renormalisation
+  kTopKSoftmax,         // gpt-oss: top-k logits, softmax over those k
+};
+
+enum class MoeActivation : uint8_t {
+  kSwiGlu,              // down(silu(gate(x)) * up(x)), separate gate/up weights
+  kGptOssSwiGlu,        // interleaved gate_up with bias, clamped: (clamp(up)+1) * g*sigmoid(alpha*g), g=min(gate,limit)
+};
+
+// Expert weights of one MoE layer. kSwiGlu uses gate/up/down; kGptOssSwiGlu uses gate_up/down + biases.
+struct MoeWeights {
+  MoeActivation activation = MoeActivation::kSwiGlu;
+  std::vector<LinearWeight> gate, up, gate_up, down;  // one per expert
+  Tensor gate_up_bias;  // [E, 2I] or empty
+  Tensor down_bias;     // [E, H] or empty
+  float swiglu_alpha = 1.702f;
+  float swiglu_limit = 7.0f;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+
+  // Memory. alloc returns zero-filled device memory.
+  virtual Buffer alloc(size_t bytes) = 0;
+  // Copies between any two tensors of equal byte size where at least one side is on this backend's device or host.
+  virtual void copy(Tensor dst, const Tensor& src) = 0;
+  virtual void synchronize() = 0;
+  // Device-resident copy of a host weight (CPU: returns a view of the same memory, no copy).
+  virtual Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) = 0;
+
+  // ---- ops. Activations are f32 [rows, features] unless stated. ----
+  // out[t] = table[ids[t]] (table f32/bf16 [V, H])
+  virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+  // y = x * rsqrt(mean(x^2) + eps) * (add_one ? 1 + w : w), row-wise over the last dim
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) = 0;
+  // out = x . W^T (+ bias); x [T, in], out [T, out]
+  virtual void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) = 0;
+  // In-place rotary embedding, NeoX half-split over the first rotary_dim dims of each head.
+  // x [T, heads, head_dim]; cos_sin f32 [max_pos, rotary_dim] = (cos[0..d/2) | sin[0..d/2)), scaling folded in.
+  virtual void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) = 0;
+  // Writes k, v [T, kv_heads, head_dim] into the cache rows batch.kv_slots (negative slot = skip).
+  virtual void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) = 0;
+  // Causal paged attention with optional window and sinks. q [T, heads, hd] -> out [T, heads*hd].
+  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+                         const AttentionParams& params, Tensor out) = 0;
+  // out = a + b (elementwise, same shape); out may alias a.
+  virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
+  // gate_up [T, 2I] (gate | up halves) -> out [T, I] = silu(gate) * up
+  virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
+  // out [R, H] = x[rows[r]]
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) = 0;
+  // Router: logits [T, E] -> ids i32 [T, k], weights f32 [T, k] (ties: lower expert id first).
+  virtual void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) = 0;
+  // out [T, H] = sum_k weights[t,k] * expert_{ids[t,k]}(x[t]), summed in ascending expert id.
+  virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
+                           Tensor out) = 0;
+};
+
+// "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.
+std::unique_ptr<Backend> make_backend(const std::string& name, int num_threads = 0);
+
+}  // namespace rs

@@ -1,0 +1,40 @@
+// CpuBackend: the reference backend. Host memory, a thread pool over all cores, kernels in kernels/.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "base/thread_pool.h"
+
+namespace rs::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int num_threads);
+
+  Device device() const override { return Device{}; }
+  std::string name() const override;
+  Buffer alloc(size_t bytes) override;
+  void copy(Tensor dst, const Tensor& src) override;
+  void synchronize() override {}
+  Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) override { return host; }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) override;
+  void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) override;
+  void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override;
+  void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) override;
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+                 const AttentionParams& params, Tensor out) override;
+  void add(const Tensor& a, const Tensor& b, Tensor out) override;
+  void silu_mul(const Tensor& gate_up, Tensor out) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) override;
+  void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) override;
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
+                   Tensor out) override;
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace rs::cpu

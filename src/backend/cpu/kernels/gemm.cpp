@@ -1,0 +1,122 @@
+// Linear layers on CPU: out = x . W^T (+ bias). f32 weights go straight to OpenBLAS; bf16/f16/MXFP4 weights are
+// decoded panel by panel into f32 (exact) so that small batches stream weights once and big ones use sgemm.
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/vec.h"
+
+namespace rs::cpu {
+namespace {
+
+constexpr int64_t kPanelRows = 64;      // output rows decoded at a time
+constexpr int64_t kGemvMaxTokens = 4;   // up to this many tokens, bf16 rows are dotted directly
+
+// Decodes MXFP4 row `row` ([in/32 groups of 16 bytes] + one E8M0 scale per group) into f32.
+void decode_mxfp4_row(const LinearWeight& w, int64_t row, float* out) {
+  const int64_t groups = w.in_features / 32;
+  const uint8_t* blocks = w.weight.data_as<uint8_t>() + row * groups * 16;
+  const uint8_t* scales = w.scales.data_as<uint8_t>() + row * groups;
+  for (int64_t g = 0; g < groups; ++g) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(scales[g]) - 127);
+    for (int k = 0; k < 16; ++k) {
+      const uint8_t byte = blocks[g * 16 + k];
+      out[g * 32 + 2 * k] = fp4_e2m1_to_f32(byte & 15) * scale;
+      out[g * 32 + 2 * k + 1] = fp4_e2m1_to_f32(byte >> 4) * scale;
+    }
+  }
+}
+
+void decode_row(const LinearWeight& w, int64_t row, float* out) {
+  if (w.format == LinearWeight::Format::kMxfp4) {
+    decode_mxfp4_row(w, row, out);
+  } else {
+    load_row(w.weight, row, out, w.in_features);
+  }
+}
+
+#if defined(__AVX512F__)
+inline __m512 load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
+// Dots bf16 rows [row_begin, row_end) with up to kGemvMaxTokens f32 activations; weights are read once.
+void gemv_bf16(const float* x, int64_t num_tokens, const uint16_t* weight, int64_t in, float* out, int64_t out_stride,
+               int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint16_t* wr = weight + r * in;
+    __m512 acc[kGemvMaxTokens];
+    for (int64_t t = 0; t < num_tokens; ++t) acc[t] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= in; i += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr + i + 512), _MM_HINT_T0);
+      const __m512 wv = load_bf16x16(wr + i);
+      for (int64_t t = 0; t < num_tokens; ++t) acc[t] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + t * in + i), acc[t]);
+    }
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      float sum = _mm512_reduce_add_ps(acc[t]);
+      for (int64_t j = i; j < in; ++j) sum += bf16_to_f32(wr[j]) * x[t * in + j];
+      out[t * out_stride + r] = sum;
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
+                 int64_t out_stride, int64_t row_begin, int64_t row_end) {
+  const int64_t in = w.in_features;
+  if (row_begin >= row_end) return;
+  const bool dense_f32 = w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kF32;
+  if (dense_f32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(num_tokens),
+                static_cast<int>(row_end - row_begin), static_cast<int>(in), 1.0f, x, static_cast<int>(in),
+                w.weight.data_as<float>() + row_begin * in, static_cast<int>(in), 0.0f, out + row_begin,
+                static_cast<int>(out_stride));
+  } else
+#if defined(__AVX512F__)
+  if (w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16 && num_tokens <= kGemvMaxTokens) {
+    gemv_bf16(x, num_tokens, w.weight.data_as<uint16_t>(), in, out, out_stride, row_begin, row_end);
+  } else
+#endif
+  {
+    thread_local std::vector<float> panel;
+    panel.resize(kPanelRows * in);
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kPanelRows) {
+      const int64_t rows = std::min(kPanelRows, row_end - r0);
+      for (int64_t r = 0; r < rows; ++r) decode_row(w, r0 + r, panel.data() + r * in);
+      if (num_tokens == 1) {
+        for (int64_t r = 0; r < rows; ++r) out[r0 + r] = dot_f32(x, panel.data() + r * in, in);
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(num_tokens), static_cast<int>(rows),
+                    static_cast<int>(in), 1.0f, x, static_cast<int>(in), panel.data(), static_cast<int>(in), 0.0f,
+                    out + r0, static_cast<int>(out_stride));
+      }
+    }
+  }
+  if (bias) {
+    for (int64_t t = 0; t < num_tokens; ++t)
+      for (int64_t r = row_begin; r < row_end; ++r) out[t * out_stride + r] += bias[r];
+  }
+}
+
+void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
+  const int64_t tokens = x.rows();
+  RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
+           "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
+  std::vector<float> bias_f32;
+  if (!bias.empty()) {
+    bias_f32.resize(w.out_features);
+    load_row(bias.view({1, w.out_features}), 0, bias_f32.data(), w.out_features);
+  }
+  // Split output features across threads in multiples of 16 (whole cache lines of out).
+  pool.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {
+    linear_rows(x.data_as<float>(), tokens, w, bias_f32.empty() ? nullptr : bias_f32.data(), out.data_as<float>(),
+                w.out_features, begin, end);
+  }, 16);
+}
+
+}  // namespace rs::cpu

@@ -1,0 +1,30 @@
+// CPU kernels: the reference implementation of every Backend op (f32 activations; f32/bf16/MXFP4 weights).
+#pragma once
+
+#include "backend/backend.h"
+#include "base/thread_pool.h"
+
+namespace rs::cpu {
+
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor out);
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out);
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out);
+void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out);
+void gather_rows(const Tensor& x, const Tensor& rows, Tensor out);
+
+// out [T, out] = x [T, in] . W^T (+ bias); W dense f32/bf16/f16 or MXFP4.
+void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
+// Single-threaded variant over output rows [row_begin, row_end) (used inside already-parallel loops).
+void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
+                 int64_t out_stride, int64_t row_begin, int64_t row_end);
+
+void rope(ThreadPool& pool, Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim);
+void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch);
+void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+               const AttentionParams& params, Tensor out);
+
+void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights);
+void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
+                 Tensor out);
+
+}  // namespace rs::cpu

@@ -1,0 +1,153 @@
+// CPU kernel tests against naive references written out longhand here.
+#include "backend/cpu/kernels/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace rs::cpu {
+namespace {
+
+std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(CpuKernels, LinearBf16MatchesNaiveForAllBatchSizes) {
+  ThreadPool pool(2);
+  const int64_t in = 96, out = 40;
+  auto w32 = random_vector(in * out, 1);
+  std::vector<uint16_t> w16(w32.size());
+  for (size_t i = 0; i < w32.size(); ++i) {
+    w16[i] = f32_to_bf16(w32[i]);
+    w32[i] = bf16_to_f32(w16[i]);
+  }
+  auto bias = random_vector(out, 3);
+  for (int64_t tokens : {1, 3, 7}) {
+    auto x = random_vector(tokens * in, 2);
+    std::vector<float> got(tokens * out);
+    LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in};
+    linear(pool, Tensor(x.data(), DType::kF32, {tokens, in}), w, Tensor(bias.data(), DType::kF32, {out}),
+           Tensor(got.data(), DType::kF32, {tokens, out}));
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t o = 0; o < out; ++o) {
+        double ref = bias[o];
+        for (int64_t i = 0; i < in; ++i) ref += static_cast<double>(x[t * in + i]) * w32[o * in + i];
+        EXPECT_NEAR(got[t * out + o], ref, 1e-4) << tokens << " " << t << " " << o;
+      }
+  }
+}
+
+TEST(CpuKernels, Mxfp4DecodesLowNibbleFirstWithE8M0Scale) {
+  ThreadPool pool(1);
+  // One row, 32 inputs: byte k holds element 2k (low nibble) and 2k+1 (high nibble).
+  std::vector<uint8_t> blocks(16, 0);
+  blocks[0] = 0x72;  // element 0 = code 2 (1.0), element 1 = code 7 (6.0)
+  blocks[1] = 0x0A;  // element 2 = code 10 (-1.0)
+  std::vector<uint8_t> scales = {128};  // 2^(128-127) = 2
+  LinearWeight w{LinearWeight::Format::kMxfp4, Tensor(blocks.data(), DType::kU8, {1, 1, 16}),
+                 Tensor(scales.data(), DType::kU8, {1, 1}), 1, 32};
+  std::vector<float> x(32, 0.0f);
+  x[0] = 1.0f, x[1] = 10.0f, x[2] = 100.0f;
+  float y = 0.0f;
+  linear(pool, Tensor(x.data(), DType::kF32, {1, 32}), w, Tensor(), Tensor(&y, DType::kF32, {1, 1}));
+  EXPECT_FLOAT_EQ(y, 2.0f * (1.0f + 60.0f - 100.0f));
+}
+
+// Naive attention over a contiguous sequence, with window and sinks.
+std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                                   int len, int heads, int kv_heads, int hd, float scale, int window,
+                                   const std::vector<float>& sinks) {
+  std::vector<float> out(len * heads * hd, 0.0f);
+  for (int i = 0; i < len; ++i)
+    for (int h = 0; h < heads; ++h) {
+      const int kvh = h / (heads / kv_heads);
+      std::vector<double> s;
+      for (int j = 0; j <= i; ++j) {
+        if (window > 0 && j <= i - window) {
+          s.push_back(-INFINITY);
+          continue;
+        }
+        double dot = 0;
+        for (int d = 0; d < hd; ++d) dot += q[(i * heads + h) * hd + d] * k[(j * kv_heads + kvh) * hd + d];
+        s.push_back(dot * scale);
+      }
+      double m = sinks.empty() ? -INFINITY : sinks[h];
+      for (double x : s) m = std::max(m, x);
+      double denom = sinks.empty() ? 0.0 : std::exp(sinks[h] - m);
+      for (double& x : s) denom += (x = std::exp(x - m));
+      for (int j = 0; j <= i; ++j)
+        for (int d = 0; d < hd; ++d) out[(i * heads + h) * hd + d] += s[j] / denom * v[(j * kv_heads + kvh) * hd + d];
+    }
+  return out;
+}
+
+TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
+  ThreadPool pool(2);
+  const int len = 37, heads = 4, kv_heads = 2, hd = 8, page_size = 4, window = 5;
+  auto q = random_vector(len * heads * hd, 10), k = random_vector(len * kv_heads * hd, 11),
+       v = random_vector(len * kv_heads * hd, 12);
+  std::vector<float> sinks = {0.5f, -1.0f, 2.0f, 0.0f};
+  // Scatter K/V into shuffled pages.
+  const int pages = (len + page_size - 1) / page_size;
+  std::vector<int32_t> table(pages);
+  for (int p = 0; p < pages; ++p) table[p] = (p * 7 + 3) % pages;
+  std::vector<float> kc(pages * page_size * kv_heads * hd), vc(kc.size());
+  std::vector<int32_t> positions(len), seq(len, 0), slots(len), kv_len = {len};
+  for (int i = 0; i < len; ++i) {
+    positions[i] = i;
+    slots[i] = table[i / page_size] * page_size + i % page_size;
+  }
+  BatchView batch{Tensor(positions.data(), DType::kI32, {len}), Tensor(seq.data(), DType::kI32, {len}),
+                  Tensor(kv_len.data(), DType::kI32, {1}), Tensor(table.data(), DType::kI32, {1, pages}),
+                  Tensor(slots.data(), DType::kI32, {len}), page_size, 1, len};
+  Tensor kc_t(kc.data(), DType::kF32, {pages * page_size, kv_heads, hd});
+  Tensor vc_t(vc.data(), DType::kF32, {pages * page_size, kv_heads, hd});
+  store_kv(Tensor(k.data(), DType::kF32, {len, kv_heads, hd}), Tensor(v.data(), DType::kF32, {len, kv_heads, hd}), kc_t,
+           vc_t, batch);
+  for (bool use_sinks : {false, true})
+    for (int w : {0, window}) {
+      AttentionParams params{heads, kv_heads, hd, 0.3f, w,
+                             use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
+      std::vector<float> got(len * heads * hd);
+      attention(pool, Tensor(q.data(), DType::kF32, {len, heads, hd}), kc_t, vc_t, batch, params,
+                Tensor(got.data(), DType::kF32, {len, heads * hd}));
+      auto ref = naive_attention(q, k, v, len, heads, kv_heads, hd, 0.3f, w, use_sinks ? sinks : std::vector<float>{});
+      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5) << "window " << w << " sinks " << use_sinks;
+    }
+}
+
+TEST(CpuKernels, MoeRoutingModes) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
+  std::vector<int32_t> ids(2);
+  std::vector<float> w(2);
+  moe_route(Tensor(logits.data(), DType::kF32, {1, 4}), MoeRouting::kTopKSoftmax, false,
+            Tensor(ids.data(), DType::kI32, {1, 2}), Tensor(w.data(), DType::kF32, {1, 2}));
+  EXPECT_EQ(ids[0], 1);  // tie between experts 1 and 3: lower id first
+  EXPECT_EQ(ids[1], 3);
+  EXPECT_FLOAT_EQ(w[0], 0.5f);
+  moe_route(Tensor(logits.data(), DType::kF32, {1, 4}), MoeRouting::kSoftmaxTopK, false,
+            Tensor(ids.data(), DType::kI32, {1, 2}), Tensor(w.data(), DType::kF32, {1, 2}));
+  const double total = std::exp(1.0) + 2 * std::exp(3.0) + std::exp(2.0);
+  EXPECT_NEAR(w[0], std::exp(3.0) / total, 1e-6);
+}
+
+TEST(CpuKernels, RopeRotatesHalfSplitPairs) {
+  ThreadPool pool(1);
+  std::vector<float> x = {1, 2, 3, 4};  // one token, one head, hd 4
+  std::vector<float> table = {1, 1, 0, 0, /*pos 1*/ 0.5f, 0.25f, 0.1f, 0.2f};
+  std::vector<int32_t> pos = {1};
+  rope(pool, Tensor(x.data(), DType::kF32, {1, 1, 4}), Tensor(pos.data(), DType::kI32, {1}),
+       Tensor(table.data(), DType::kF32, {2, 4}), 4);
+  EXPECT_FLOAT_EQ(x[0], 1 * 0.5f - 3 * 0.1f);
+  EXPECT_FLOAT_EQ(x[2], 3 * 0.5f + 1 * 0.1f);
+  EXPECT_FLOAT_EQ(x[1], 2 * 0.25f - 4 * 0.2f);
+}
+
+}  // namespace
+}  // namespace rs::cpu

@@ -1,0 +1,72 @@
+// Row-wise and elementwise CPU kernels: embedding lookup, RMSNorm, residual add, SiLU-gated product, row gather.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/kernels/kernels.h"
+#include "backend/cpu/kernels/vec.h"
+
+namespace rs::cpu {
+
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor out) {
+  const int64_t hidden = table.dim(1), vocab = table.dim(0);
+  const int32_t* id = ids.data_as<int32_t>();
+  for (int64_t t = 0; t < ids.numel(); ++t)
+    RS_CHECK(id[t] >= 0 && id[t] < vocab, "token id {} outside the vocabulary of {}", id[t], vocab);
+  pool.parallel_for(ids.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) load_row(table, id[t], out.data_as<float>() + t * hidden, hidden);
+  });
+}
+
+void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) {
+  const int64_t width = x.dim(-1);
+  RS_CHECK(weight.numel() == width, "rms_norm weight {} does not match width {}", weight.shape_string(), width);
+  std::vector<float> w(width);
+  load_row(weight.view({1, width}), 0, w.data(), width);
+  if (add_one)
+    for (auto& v : w) v += 1.0f;
+  pool.parallel_for(x.rows(), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.data_as<float>() + r * width;
+      float* o = out.data_as<float>() + r * width;
+      double sum = 0.0;
+      for (int64_t i = 0; i < width; ++i) sum += static_cast<double>(in[i]) * in[i];
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sum / width) + eps);
+      for (int64_t i = 0; i < width; ++i) o[i] = in[i] * scale * w[i];
+    }
+  }, 4);
+}
+
+void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out) {
+  RS_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes {} {} {}", a.shape_string(),
+           b.shape_string(), out.shape_string());
+  const float* pa = a.data_as<float>();
+  const float* pb = b.data_as<float>();
+  float* po = out.data_as<float>();
+  pool.parallel_for(a.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+  }, 4096);
+}
+
+void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out) {
+  const int64_t inter = out.dim(-1);
+  RS_CHECK(gate_up.dim(-1) == 2 * inter, "silu_mul: {} -> {}", gate_up.shape_string(), out.shape_string());
+  pool.parallel_for(out.rows(), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* g = gate_up.data_as<float>() + r * 2 * inter;
+      const float* u = g + inter;
+      float* o = out.data_as<float>() + r * inter;
+      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+  });
+}
+
+void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
+  const int64_t width = x.dim(-1);
+  const int32_t* row = rows.data_as<int32_t>();
+  for (int64_t r = 0; r < rows.numel(); ++r) {
+    RS_DCHECK(row[r] >= 0 && row[r] < x.rows(), "gather row {} out of range", row[r]);
+    std::memcpy(out.data_as<float>() + r * width, x.data_as<float>() + row[r] * width, width * sizeof(float));
+  }
+}
+
+}  // namespace rs::cpu

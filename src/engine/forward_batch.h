@@ -1,0 +1,57 @@
+// ForwardBatch: one engine step as flat arrays (prefill chunks and decode tokens mixed), built by the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/sampling_params.h"
+
+namespace rs::engine {
+
+// Per logit row: what the sampler needs to pick a token for one sequence.
+struct SamplingRow {
+  const SamplingParams* params = nullptr;
+  std::span<const int32_t> prompt_ids;     // for repetition_penalty
+  std::span<const int32_t> output_ids;     // generated so far, for all penalties
+  uint64_t rng_seed = 0;                   // per request; combined with output_ids.size() -> deterministic
+};
+
+struct ForwardBatch {
+  // Tokens of all sequences, concatenated sequence after sequence.
+  std::vector<int32_t> token_ids;          // [num_tokens]
+  std::vector<int32_t> positions;          // [num_tokens] absolute 0-based positions
+  std::vector<int32_t> seq_token_start;    // [num_seqs + 1] offsets into token_ids
+  std::vector<int32_t> seq_kv_len;         // [num_seqs] context length after this step (last position + 1)
+  // One page table per KV group (KvPool::groups()), each [num_seqs, max_pages] row-major;
+  // entry = page id within that group, -1 where the page is absent (never allocated, or reclaimed
+  // outside a sliding window). Page p of a sequence holds positions [p*page_size, (p+1)*page_size).
+  std::vector<std::vector<int32_t>> page_tables;
+  int32_t max_pages = 0;
+  // Token rows whose logits are wanted (last token of a finished prefill or a decode token), ascending.
+  std::vector<int32_t> logit_rows;
+  // One entry per logit row. Empty: the engine returns logits only (tests, scoring).
+  std::vector<SamplingRow> sampling;
+
+  int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
+  int32_t num_seqs() const { return static_cast<int32_t>(seq_kv_len.size()); }
+};
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+// Result for one logit row.
+struct SampledToken {
+  int32_t token_id = 0;
+  float logprob = 0.0f;                    // log-softmax of the raw logits (before temperature/penalties)
+  std::vector<TokenLogprob> top_logprobs;  // highest first, when requested
+};
+
+struct StepOutput {
+  std::vector<SampledToken> tokens;        // one per logit row (empty when batch.sampling is empty)
+  std::vector<float> logits;               // [logit_rows, vocab] host f32, filled only when asked (keep_logits)
+};
+
+}  // namespace rs::engine

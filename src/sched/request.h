@@ -1,0 +1,44 @@
+// Request and TokenStream: what the server hands the scheduler, and how tokens flow back to the HTTP thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/channel.h"
+#include "base/clock.h"
+#include "engine/forward_batch.h"
+#include "engine/sampling_params.h"
+
+namespace rs::sched {
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
+
+// One scheduler -> HTTP message: tokens produced since the last event, and the end of the request when finished.
+struct TokenEvent {
+  std::vector<engine::SampledToken> tokens;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string error;                 // set with kError
+  int32_t prompt_tokens = 0;         // filled on the first event
+  int32_t cached_tokens = 0;         // prompt tokens served from the prefix cache
+};
+
+// Shared by the HTTP handler (consumer) and the scheduler (producer).
+struct TokenStream {
+  Channel<TokenEvent> events;
+};
+
+struct Request {
+  uint64_t id = 0;                   // unique, assigned by the server
+  std::vector<int32_t> prompt_ids;
+  engine::SamplingParams sampling;
+  int32_t max_new_tokens = 16;
+  std::vector<int32_t> stop_token_ids;  // finishing tokens (model EOS unless ignore_eos, plus the request's)
+  std::shared_ptr<TokenStream> stream;
+  Clock::time_point arrival = Clock::now();
+};
+
+}  // namespace rs::sched
