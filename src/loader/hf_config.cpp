@@ -1,0 +1,202 @@
+#include "loader/hf_config.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "base/error.h"
+
+namespace rs::loader {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  RS_CHECK(in.good(), "{}: cannot open", path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    RS_FAIL("{}: not valid JSON: {}", path.string(), e.what());
+  }
+}
+
+// Typed field access with errors that name the source file and the field.
+class Fields {
+ public:
+  Fields(const json& object, std::string source) : object_(object), source_(std::move(source)) {}
+
+  bool has(const char* key) const { return object_.contains(key) && !object_[key].is_null(); }
+
+  template <typename T>
+  T get(const char* key) const {
+    RS_CHECK(has(key), "{}: missing field '{}'", source_, key);
+    return as<T>(key);
+  }
+  template <typename T>
+  T get_or(const char* key, T fallback) const {
+    return has(key) ? as<T>(key) : fallback;
+  }
+
+ private:
+  template <typename T>
+  T as(const char* key) const {
+    const json& value = object_[key];
+    bool ok = false;
+    if constexpr (std::is_same_v<T, bool>) ok = value.is_boolean();
+    else if constexpr (std::is_integral_v<T>) ok = value.is_number_integer();
+    else if constexpr (std::is_floating_point_v<T>) ok = value.is_number();
+    else ok = value.is_string();
+    RS_CHECK(ok, "{}: field '{}' has the wrong type: {}", source_, key, value.dump());
+    return value.get<T>();
+  }
+
+  const json& object_;
+  std::string source_;
+};
+
+std::vector<int32_t> token_ids(const json& value) {
+  std::vector<int32_t> out;
+  if (value.is_number_integer()) out.push_back(value.get<int32_t>());
+  if (value.is_array())
+    for (const auto& id : value)
+      if (id.is_number_integer()) out.push_back(id.get<int32_t>());
+  return out;
+}
+
+RopeConfig parse_rope(const json& config, const Fields& fields, const std::string& source) {
+  RopeConfig rope;
+  const json* params = nullptr;
+  if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) params = &config["rope_parameters"];
+  if (config.contains("rope_scaling") && config["rope_scaling"].is_object()) params = &config["rope_scaling"];
+  rope.theta = fields.get_or<double>("rope_theta", 10000.0);
+  rope.partial_rotary_factor = fields.get_or<double>("partial_rotary_factor", 1.0);
+  if (!params) return rope;
+  Fields p(*params, source + " rope parameters");
+  rope.theta = p.get_or<double>("rope_theta", rope.theta);
+  rope.partial_rotary_factor = p.get_or<double>("partial_rotary_factor", rope.partial_rotary_factor);
+  rope.type = p.has("rope_type") ? p.get<std::string>("rope_type") : p.get_or<std::string>("type", "default");
+  rope.factor = p.get_or<double>("factor", 1.0);
+  rope.low_freq_factor = p.get_or<double>("low_freq_factor", 1.0);
+  rope.high_freq_factor = p.get_or<double>("high_freq_factor", 4.0);
+  rope.original_max_position = p.get_or<int64_t>("original_max_position_embeddings", 0);
+  rope.beta_fast = p.get_or<double>("beta_fast", 32.0);
+  rope.beta_slow = p.get_or<double>("beta_slow", 1.0);
+  rope.truncate = p.get_or<bool>("truncate", true);
+  if (p.has("attention_factor")) rope.attention_factor = p.get<double>("attention_factor");
+  if (p.has("mscale")) rope.mscale = p.get<double>("mscale");
+  if (p.has("mscale_all_dim")) rope.mscale_all_dim = p.get<double>("mscale_all_dim");
+  static const char* kKnown[] = {"default", "linear", "llama3", "yarn"};
+  RS_CHECK(std::find(std::begin(kKnown), std::end(kKnown), rope.type) != std::end(kKnown),
+           "{}: unsupported rope type '{}' (supported: default, linear, llama3, yarn)", source, rope.type);
+  return rope;
+}
+
+DType parse_dtype(const std::string& name, const std::string& source) {
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "float32") return DType::kF32;
+  if (name == "float16") return DType::kF16;
+  RS_FAIL("{}: unsupported torch_dtype '{}'", source, name);
+}
+
+}  // namespace
+
+bool ModelConfig::is_moe_layer(int32_t layer) const {
+  if (num_experts == 0) return false;
+  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), layer) != mlp_only_layers.end()) return false;
+  return (layer + 1) % std::max(1, decoder_sparse_step) == 0;
+}
+
+ModelConfig parse_model_config(const json& raw, const std::string& source) {
+  RS_CHECK(raw.is_object(), "{}: config is not a JSON object", source);
+  ModelConfig config;
+  config.raw = raw;
+  const json& text = raw.contains("text_config") && raw["text_config"].is_object() ? raw["text_config"] : raw;
+  Fields top(raw, source);
+  Fields f(text, source);
+  RS_CHECK(raw.contains("architectures") && raw["architectures"].is_array() && !raw["architectures"].empty() &&
+               raw["architectures"][0].is_string(),
+           "{}: missing field 'architectures'", source);
+  config.architecture = raw["architectures"][0].get<std::string>();
+  config.model_type = f.get_or<std::string>("model_type", top.get_or<std::string>("model_type", ""));
+  config.hidden_size = f.get<int32_t>("hidden_size");
+  config.num_layers = f.get<int32_t>("num_hidden_layers");
+  config.num_heads = f.get<int32_t>("num_attention_heads");
+  config.num_kv_heads = f.get_or<int32_t>("num_key_value_heads", config.num_heads);
+  config.vocab_size = f.get<int32_t>("vocab_size");
+  config.intermediate_size = f.get_or<int32_t>("intermediate_size", 0);
+  RS_CHECK(config.hidden_size > 0 && config.num_layers > 0 && config.num_heads > 0 && config.num_kv_heads > 0 &&
+               config.vocab_size > 0,
+           "{}: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and vocab_size must be "
+           "positive",
+           source);
+  RS_CHECK(config.num_heads % config.num_kv_heads == 0, "{}: num_attention_heads {} is not a multiple of "
+           "num_key_value_heads {}", source, config.num_heads, config.num_kv_heads);
+  config.head_dim = f.get_or<int32_t>("head_dim", config.hidden_size / config.num_heads);
+  config.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
+  config.rms_norm_eps = f.get_or<double>("rms_norm_eps", 1e-6);
+  config.tie_word_embeddings = top.get_or<bool>("tie_word_embeddings", f.get_or<bool>("tie_word_embeddings", false));
+  config.attention_bias = f.get_or<bool>("attention_bias", false);
+  config.rope = parse_rope(text, f, source);
+  // Per-layer attention windows.
+  const int32_t window = f.get_or<int32_t>("sliding_window", 0);
+  config.layer_windows.assign(config.num_layers, 0);
+  if (text.contains("layer_types") && text["layer_types"].is_array()) {
+    const json& types = text["layer_types"];
+    RS_CHECK(static_cast<int32_t>(types.size()) == config.num_layers, "{}: layer_types has {} entries for {} layers",
+             source, types.size(), config.num_layers);
+    for (int32_t i = 0; i < config.num_layers; ++i) {
+      RS_CHECK(types[i].is_string(), "{}: layer_types[{}] is not a string", source, i);
+      const std::string type = types[i].get<std::string>();
+      RS_CHECK(type == "full_attention" || type == "sliding_attention",
+               "{}: layer_types[{}] = '{}' is not supported (full_attention, sliding_attention)", source, i, type);
+      if (type == "sliding_attention") {
+        RS_CHECK(window > 0, "{}: layer {} is sliding_attention but sliding_window is not set", source, i);
+        config.layer_windows[i] = window;
+      }
+    }
+  } else if (config.model_type == "gpt_oss" && window > 0) {
+    for (int32_t i = 0; i < config.num_layers; i += 2) config.layer_windows[i] = window;
+  } else if (f.get_or<bool>("use_sliding_window", false) && window > 0) {
+    const int32_t max_window_layers = f.get_or<int32_t>("max_window_layers", config.num_layers);
+    for (int32_t i = max_window_layers; i < config.num_layers; ++i) config.layer_windows[i] = window;
+  }
+  // Mixture of experts.
+  config.num_experts = f.get_or<int32_t>("num_experts", f.get_or<int32_t>("num_local_experts", 0));
+  config.num_experts_per_tok = f.get_or<int32_t>("num_experts_per_tok", f.get_or<int32_t>("experts_per_token", 0));
+  config.moe_intermediate_size = f.get_or<int32_t>("moe_intermediate_size", config.intermediate_size);
+  config.norm_topk_prob = f.get_or<bool>("norm_topk_prob", false);
+  config.decoder_sparse_step = f.get_or<int32_t>("decoder_sparse_step", 1);
+  if (text.contains("mlp_only_layers") && text["mlp_only_layers"].is_array())
+    for (const auto& layer : text["mlp_only_layers"]) config.mlp_only_layers.push_back(layer.get<int32_t>());
+  config.swiglu_limit = f.get_or<double>("swiglu_limit", 7.0);
+  if (config.num_experts > 0)
+    RS_CHECK(config.num_experts_per_tok > 0 && config.num_experts_per_tok <= config.num_experts,
+             "{}: num_experts_per_tok {} must be in [1, {}]", source, config.num_experts_per_tok, config.num_experts);
+  // Tokens and dtype.
+  if (raw.contains("eos_token_id")) config.eos_token_ids = token_ids(raw["eos_token_id"]);
+  if (top.has("bos_token_id") && raw["bos_token_id"].is_number_integer()) config.bos_token_id = raw["bos_token_id"].get<int32_t>();
+  if (top.has("pad_token_id") && raw["pad_token_id"].is_number_integer()) config.pad_token_id = raw["pad_token_id"].get<int32_t>();
+  const std::string dtype_key = top.has("torch_dtype") ? "torch_dtype" : "dtype";
+  if (top.has(dtype_key.c_str())) config.dtype = parse_dtype(top.get<std::string>(dtype_key.c_str()), source);
+  if (raw.contains("quantization_config") && raw["quantization_config"].is_object())
+    config.quant_method = Fields(raw["quantization_config"], source).get_or<std::string>("quant_method", "unknown");
+  return config;
+}
+
+ModelConfig load_model_config(const fs::path& model_dir) {
+  const fs::path path = model_dir / "config.json";
+  RS_CHECK(fs::exists(path), "{}: no config.json in the model folder", model_dir.string());
+  ModelConfig config = parse_model_config(read_json(path), path.string());
+  const fs::path generation = model_dir / "generation_config.json";
+  if (fs::exists(generation)) {
+    config.generation_defaults = read_json(generation);
+    if (config.generation_defaults.contains("eos_token_id")) {
+      auto ids = token_ids(config.generation_defaults["eos_token_id"]);
+      if (!ids.empty()) config.eos_token_ids = ids;
+    }
+  }
+  return config;
+}
+
+}  // namespace rs::loader

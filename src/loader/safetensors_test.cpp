@@ -1,0 +1,118 @@
+#include "loader/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "loader/weight_source.h"
+
+namespace rs::loader {
+namespace {
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("rs_safetensors_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_file(const fs::path& path, const std::string& header, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = header.size();
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << header << data;
+}
+
+// Two f32 tensors: a [2] = {1, 2} and b [1] = {3}.
+void write_valid(const fs::path& path, const std::string& a = "a", const std::string& b = "b") {
+  float values[3] = {1, 2, 3};
+  write_file(path,
+             R"({")" + a + R"(":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},")" + b +
+                 R"(":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},"__metadata__":{"format":"pt"}})",
+             std::string(reinterpret_cast<const char*>(values), 12));
+}
+
+std::string error_of(const fs::path& path) {
+  try {
+    SafetensorsFile file(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Safetensors, ReadsTensors) {
+  auto dir = temp_dir("ok");
+  write_valid(dir / "model.safetensors");
+  SafetensorsCheckpoint checkpoint(dir);
+  Tensor a = checkpoint.tensor("a");
+  EXPECT_EQ(a.dim(0), 2);
+  EXPECT_EQ(a.data_as<float>()[1], 2.0f);
+  EXPECT_EQ(checkpoint.tensor("b").data_as<float>()[0], 3.0f);
+  EXPECT_THROW(checkpoint.tensor("c"), Error);
+}
+
+TEST(Safetensors, ReadsShardsFromIndex) {
+  auto dir = temp_dir("sharded");
+  write_valid(dir / "model-00001-of-00002.safetensors", "a", "b");
+  write_valid(dir / "model-00002-of-00002.safetensors", "c", "d");
+  std::ofstream(dir / "model.safetensors.index.json")
+      << R"({"metadata":{"total_size":24},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors","d":"model-00002-of-00002.safetensors"}})";
+  SafetensorsCheckpoint checkpoint(dir);
+  EXPECT_EQ(checkpoint.tensor("c").data_as<float>()[0], 1.0f);
+  EXPECT_EQ(checkpoint.names().size(), 4u);
+}
+
+TEST(Safetensors, MalformedFilesNameFileAndTensor) {
+  auto dir = temp_dir("bad");
+  write_file(dir / "notjson.safetensors", "{not json", "");
+  EXPECT_NE(error_of(dir / "notjson.safetensors").find("not valid JSON"), std::string::npos);
+  write_file(dir / "dtype.safetensors", R"({"w":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}})", "x");
+  auto err = error_of(dir / "dtype.safetensors");
+  EXPECT_NE(err.find("'w'"), std::string::npos);
+  EXPECT_NE(err.find("unknown dtype"), std::string::npos);
+  EXPECT_NE(err.find("dtype.safetensors"), std::string::npos);
+  write_file(dir / "short.safetensors", R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", "12345678");
+  EXPECT_NE(error_of(dir / "short.safetensors").find("truncated"), std::string::npos);
+  write_file(dir / "size.safetensors", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678");
+  EXPECT_NE(error_of(dir / "size.safetensors").find("needs 12 bytes"), std::string::npos);
+  std::ofstream(dir / "tiny.safetensors") << "abc";
+  EXPECT_NE(error_of(dir / "tiny.safetensors").find("too short"), std::string::npos);
+  // A valid file cut in half.
+  write_valid(dir / "cut.safetensors");
+  fs::resize_file(dir / "cut.safetensors", fs::file_size(dir / "cut.safetensors") - 6);
+  EXPECT_NE(error_of(dir / "cut.safetensors").find("truncated"), std::string::npos);
+}
+
+TEST(WeightSource, ChecksShapesAgainstConfig) {
+  auto dir = temp_dir("shape");
+  write_valid(dir / "model.safetensors");
+  auto source = WeightSource::checkpoint(dir);
+  EXPECT_EQ(source.require("a", {2}).numel(), 2);
+  try {
+    source.require("a", {3});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'a' has shape [2], expected [3]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(source.require("zzz", {1}), Error);
+}
+
+TEST(WeightSource, DummyIsSeededAndSensible) {
+  auto a = WeightSource::dummy(7, DType::kBF16);
+  auto b = WeightSource::dummy(7, DType::kBF16);
+  Tensor wa = a.require("model.layers.0.mlp.up_proj.weight", {8, 8});
+  Tensor wb = b.require("model.layers.0.mlp.up_proj.weight", {8, 8});
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.bytes()), 0);
+  Tensor norm = a.require("model.norm.weight", {8});
+  EXPECT_EQ(bf16_to_f32(norm.data_as<uint16_t>()[3]), 1.0f);
+  float max_abs = 0;
+  for (int i = 0; i < 64; ++i) max_abs = std::max(max_abs, std::abs(bf16_to_f32(wa.data_as<uint16_t>()[i])));
+  EXPECT_GT(max_abs, 0.0f);
+  EXPECT_LE(max_abs, 0.021f);
+}
+
+}  // namespace
+}  // namespace rs::loader

@@ -1,0 +1,97 @@
+#include "loader/weight_source.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <functional>
+
+namespace rs::loader {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_float(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
+
+// splitmix64: a fast, well-mixed generator for dummy weights.
+uint64_t mix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+WeightSource WeightSource::checkpoint(const std::filesystem::path& model_dir) {
+  WeightSource source;
+  source.checkpoint_ = std::make_shared<SafetensorsCheckpoint>(model_dir);
+  return source;
+}
+
+WeightSource WeightSource::dummy(uint64_t seed, DType dtype) {
+  WeightSource source;
+  source.seed_ = seed;
+  source.dummy_dtype_ = dtype;
+  return source;
+}
+
+bool WeightSource::contains(const std::string& name) const { return checkpoint_ && checkpoint_->contains(name); }
+
+Tensor WeightSource::require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype) {
+  return require(name, std::vector<int64_t>(shape), dtype);
+}
+
+Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
+  if (!checkpoint_) return make_dummy(name, shape, dtype.value_or(dummy_dtype_));
+  Tensor tensor = checkpoint_->tensor(name);
+  std::vector<int64_t> actual;
+  for (int i = 0; i < tensor.ndim(); ++i) actual.push_back(tensor.dim(i));
+  RS_CHECK(actual == shape, "{}: tensor '{}' has shape {}, expected {} from config.json", checkpoint_->file_of(name),
+           name, shape_text(actual), shape_text(shape));
+  if (dtype) {
+    RS_CHECK(tensor.dtype() == *dtype, "{}: tensor '{}' has dtype {}, expected {}", checkpoint_->file_of(name), name,
+             dtype_name(tensor.dtype()), dtype_name(*dtype));
+  } else {
+    RS_CHECK(is_float(tensor.dtype()), "{}: tensor '{}' has dtype {}, expected F32, BF16 or F16",
+             checkpoint_->file_of(name), name, dtype_name(tensor.dtype()));
+  }
+  bytes_loaded_ += tensor.bytes();
+  return tensor;
+}
+
+Tensor WeightSource::make_dummy(const std::string& name, const std::vector<int64_t>& shape, DType dtype) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  auto buffer = std::make_shared<Buffer>(Buffer::host(numel * dtype_size(dtype)));
+  uint64_t state = seed_ ^ std::hash<std::string>{}(name);
+  // Norm scales 1, biases and sinks 0, MXFP4 scales near 2^-6, other matrices uniform in ±0.02 (as vLLM's dummy loader).
+  const bool norm = ends_with(name, "norm.weight");
+  const bool zero = ends_with(name, ".bias") || ends_with(name, "_bias") || ends_with(name, "sinks");
+  if (dtype == DType::kU8) {
+    auto* out = static_cast<uint8_t*>(buffer->data());
+    const bool scales = ends_with(name, "_scales");
+    for (int64_t i = 0; i < numel; ++i) out[i] = scales ? static_cast<uint8_t>(119 + mix(state) % 4) : mix(state) & 0xff;
+  } else {
+    for (int64_t i = 0; i < numel; ++i) {
+      float value = norm ? 1.0f : 0.0f;
+      if (!norm && !zero) value = (static_cast<float>(mix(state) >> 40) / static_cast<float>(1ull << 24) - 0.5f) * 0.04f;
+      if (dtype == DType::kF32) {
+        static_cast<float*>(buffer->data())[i] = value;
+      } else if (dtype == DType::kBF16) {
+        static_cast<uint16_t*>(buffer->data())[i] = f32_to_bf16(value);
+      } else {
+        RS_CHECK(dtype == DType::kF16, "dummy weights cannot be {}", dtype_name(dtype));
+        static_cast<uint16_t*>(buffer->data())[i] = f32_to_f16(value);
+      }
+    }
+  }
+  dummy_buffers_.push_back(buffer);
+  bytes_loaded_ += buffer->bytes();
+  return Tensor(buffer->data(), dtype, shape.data(), static_cast<int>(shape.size()));
+}
+
+}  // namespace rs::loader

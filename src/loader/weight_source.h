@@ -1,0 +1,44 @@
+// WeightSource: where a model's tensors come from — a safetensors checkpoint, or seeded dummy values (--load-format dummy).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "loader/safetensors.h"
+#include "tensor/buffer.h"
+
+namespace rs::loader {
+
+class WeightSource {
+ public:
+  // Reads the checkpoint in model_dir.
+  static WeightSource checkpoint(const std::filesystem::path& model_dir);
+  // Fabricates any requested tensor with seeded random values of sensible scale in `dtype`.
+  static WeightSource dummy(uint64_t seed, DType dtype);
+
+  // Whether the tensor exists (dummy sources hold nothing until asked: always false).
+  bool contains(const std::string& name) const;
+  // The tensor `name`, checked against `shape`; float tensors may be f32/bf16/f16 unless `dtype` pins one.
+  // Errors name the file and the tensor.
+  Tensor require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype = {});
+  Tensor require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype = {});
+  bool is_dummy() const { return checkpoint_ == nullptr; }
+  size_t bytes_loaded() const { return bytes_loaded_; }
+
+ private:
+  WeightSource() = default;
+  Tensor make_dummy(const std::string& name, const std::vector<int64_t>& shape, DType dtype);
+
+  std::shared_ptr<SafetensorsCheckpoint> checkpoint_;
+  uint64_t seed_ = 0;
+  DType dummy_dtype_ = DType::kBF16;
+  std::vector<std::shared_ptr<Buffer>> dummy_buffers_;
+  size_t bytes_loaded_ = 0;
+};
+
+}  // namespace rs::loader
