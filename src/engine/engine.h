@@ -10,6 +10,7 @@
 #include "engine/forward_batch.h"
 #include "kv/kv_pool.h"
 #include "loader/hf_config.h"
+#include "loader/weight_source.h"
 
 namespace rs::model {
 class Model;
@@ -25,6 +26,7 @@ struct EngineConfig {
   int32_t page_size = 16;               // tokens per KV page
   double kv_cache_gb = 0.0;             // 0 = derive from context_length * max_running_requests
   int32_t max_running_requests = 16;    // used to size sliding-window KV groups
+  int64_t max_step_tokens = 2048;       // most tokens one step may carry (the chunked-prefill budget)
   int64_t context_length = 0;           // 0 = the model's max_position_embeddings
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
@@ -51,6 +53,7 @@ class Engine {
   EngineConfig config_;
   loader::ModelConfig model_config_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<loader::WeightSource> weights_;  // owns the mmap (or dummy buffers) the model views
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<kv::KvPool> kv_pool_;
   int64_t context_length_ = 0;

@@ -25,7 +25,7 @@ int64_t pages_needed(const KvGroup& group, int32_t page_size, int64_t context_to
   return group.window > 0 ? pages + 1 : pages;
 }
 
-void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running_requests) {
+void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running_requests, int64_t max_step_tokens) {
   RS_CHECK(config.page_size > 0, "page size must be positive, got {}", config.page_size);
   bool has_full = false;
   size_t window_bytes = 0;
@@ -34,7 +34,9 @@ void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running
       has_full = true;
       continue;
     }
-    group.num_pages = 2 * std::max(1, max_running_requests) * pages_needed(group, config.page_size, group.window);
+    const int64_t step_pages = (max_step_tokens + config.page_size - 1) / config.page_size;
+    group.num_pages =
+        2 * (std::max(1, max_running_requests) * pages_needed(group, config.page_size, group.window) + step_pages);
     window_bytes += group.num_pages * page_bytes(config, group);
   }
   if (!has_full) {

@@ -35,10 +35,11 @@ size_t page_bytes(const KvPoolConfig& config, const KvGroup& group);
 // plus one page of slack because the window straddles a page boundary).
 int64_t pages_needed(const KvGroup& group, int32_t page_size, int64_t context_tokens);
 
-// Splits `budget_bytes` among the groups: the full-attention group gets what remains after the window groups
-// are given enough pages for `max_running_requests` windows (twice over, so the prefix cache can keep tails).
-// A model without full-attention layers puts the whole budget in its window groups.
-void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running_requests);
+// Splits `budget_bytes` among the groups: the full-attention group gets what remains after each window group is
+// given enough pages for the windows of `max_running_requests` plus one step of `max_step_tokens` new tokens (a
+// prefill chunk writes all its tokens before any page can be released), twice over so the prefix cache can keep
+// window tails. A model without full-attention layers splits the whole budget among its window groups.
+void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running_requests, int64_t max_step_tokens);
 
 class KvPool {
  public:

@@ -1,0 +1,39 @@
+// Model: the architecture seam. A model loads its weights from a WeightSource and runs one batched forward step.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/forward_batch.h"
+#include "kv/kv_pool.h"
+#include "loader/hf_config.h"
+#include "loader/weight_source.h"
+
+namespace rs::model {
+
+using ProgressFn = std::function<void(const std::string& what, double fraction)>;
+
+// Device-side inputs of one step, prepared by the engine.
+struct StepInputs {
+  Tensor token_ids;                 // i32 [T]
+  Tensor logit_rows;                // i32 [R]
+  std::vector<BatchView> groups;    // one per KV group (same positions/token_seq; own page table and slots)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // Reads every weight (validating shapes against config.json) and moves them to the backend's device.
+  virtual void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) = 0;
+  // Runs the decoder over the step's tokens, storing K/V in `kv`, and writes f32 logits [R, vocab] into `logits`.
+  virtual void forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) = 0;
+};
+
+// Creates the model for config.architecture (see registry.cpp); the error lists the supported architectures.
+std::unique_ptr<Model> create_model(const loader::ModelConfig& config);
+std::vector<std::string> supported_architectures();
+
+}  // namespace rs::model

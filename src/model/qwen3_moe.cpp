@@ -1,0 +1,40 @@
+// Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3 attention; sparse layers route with softmax over all experts, top-k,
+// optional renormalisation; no shared expert. Layers in mlp_only_layers (or off the sparse step) stay dense.
+#include "model/architectures.h"
+#include "model/decoder.h"
+
+namespace rs::model {
+namespace {
+
+class Qwen3MoeModel final : public DecoderModel {
+ public:
+  explicit Qwen3MoeModel(const loader::ModelConfig& config)
+      : DecoderModel(config, DecoderOptions{.qk_norm = true, .routing = MoeRouting::kSoftmaxTopK}) {}
+
+ protected:
+  void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
+                FeedForwardWeights& ffn) override {
+    if (!config_.is_moe_layer(layer)) return DecoderModel::load_ffn(layer, prefix, weights, ffn);
+    const int64_t hidden = config_.hidden_size, inter = config_.moe_intermediate_size;
+    const int32_t experts = config_.num_experts;
+    ffn.is_moe = true;
+    ffn.router = dense(weights, prefix + "mlp.gate.weight", experts, hidden);
+    ffn.experts.activation = MoeActivation::kSwiGlu;
+    for (int32_t e = 0; e < experts; ++e) {
+      const std::string p = prefix + "mlp.experts." + std::to_string(e) + ".";
+      ffn.experts.gate.push_back(dense(weights, p + "gate_proj.weight", inter, hidden));
+      ffn.experts.up.push_back(dense(weights, p + "up_proj.weight", inter, hidden));
+      ffn.experts.down.push_back(dense(weights, p + "down_proj.weight", hidden, inter));
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_qwen3_moe(const loader::ModelConfig& config) {
+  RS_CHECK(config.num_experts > 0 && config.moe_intermediate_size > 0,
+           "Qwen3MoeForCausalLM needs num_experts and moe_intermediate_size in config.json");
+  return std::make_unique<Qwen3MoeModel>(config);
+}
+
+}  // namespace rs::model
