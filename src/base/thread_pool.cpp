@@ -2,7 +2,17 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define RS_CPU_RELAX() _mm_pause()
+#else
+#define RS_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace rs {
+namespace {
+constexpr int kSpinIterations = 1 << 16;  // ~0.1-1 ms of polling before a worker sleeps
+}
 
 int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
@@ -39,31 +49,31 @@ void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, i
     job_ = &fn;
     job_count_ = count;
     job_chunk_ = ((units + threads - 1) / threads) * grain;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_.notify_all();
   run_range(0);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
-  job_ = nullptr;
+  while (pending_.load(std::memory_order_acquire) != 0) RS_CPU_RELAX();
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   while (true) {
-    {
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
+           spins < kSpinIterations) {
+      RS_CPU_RELAX();
+      ++spins;
+    }
+    if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock lock(mutex_);
-      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      start_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_acquire) != seen; });
     }
+    if (stopping_) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_range(index);
-    {
-      std::lock_guard lock(mutex_);
-      --pending_;
-    }
-    done_.notify_one();
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

@@ -1,6 +1,8 @@
 // ThreadPool: a fixed set of workers for data-parallel kernels; the calling thread takes part too.
+// Workers spin briefly before sleeping, because a decode step issues hundreds of short parallel loops.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -21,7 +23,7 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Splits [0, count) into contiguous ranges and calls fn(begin, end) on each, at most one range per thread,
-  // returning when all are done. Ranges are multiples of `grain` (except the last). Not re-entrant.
+  // returning when all are done. Ranges are multiples of `grain` (except the last). Not re-entrant; one caller.
   void parallel_for(int64_t count, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
  private:
@@ -31,13 +33,12 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable start_;
-  std::condition_variable done_;
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_count_ = 0;
   int64_t job_chunk_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 // Number of hardware threads, at least 1.

@@ -44,6 +44,8 @@ class Engine {
   kv::KvPool& kv_pool() { return *kv_pool_; }
   Backend& backend() { return *backend_; }
   int64_t context_length() const { return context_length_; }
+  // Bytes of weights as stored (quantized formats counted packed).
+  size_t weight_bytes() const { return weights_->bytes_loaded(); }
 
   // Runs the model over `batch` (writing its K/V into the pool) and samples one token per logit row.
   // keep_logits also returns the raw logits of the logit rows. Called from one thread at a time (the scheduler).

@@ -1,0 +1,119 @@
+// `radixserve bench`: engine-level prefill and decode throughput of one sequence, beside the memory-bandwidth bound
+// (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object.
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "apps/radixserve/commands.h"
+#include "base/clock.h"
+#include "base/thread_pool.h"
+#include "engine/single_sequence.h"
+
+namespace rs::app {
+namespace {
+
+struct BenchOptions {
+  std::string model_dir;
+  int32_t prompt_tokens = 128;
+  int32_t decode_tokens = 64;
+  int32_t repeats = 3;
+  engine::EngineConfig engine;
+};
+
+// Read bandwidth of this machine with `threads` threads streaming a buffer much larger than the caches (GB/s).
+double measure_read_bandwidth(int threads) {
+  const size_t floats = (512u << 20) / sizeof(float);
+  std::vector<float> data(floats, 1.0f);
+  ThreadPool pool(threads);
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<double> sums(threads, 0.0);
+    const auto start = Clock::now();
+    pool.parallel_for(threads, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const size_t lo = floats / threads * t, hi = floats / threads * (t + 1);
+        float acc[16] = {};
+        for (size_t i = lo; i < hi; i += 16)
+          for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
+        sums[t] = std::accumulate(acc, acc + 16, 0.0);
+      }
+    });
+    const double seconds = seconds_since(start);
+    RS_CHECK(std::accumulate(sums.begin(), sums.end(), 0.0) > 0, "bandwidth probe lost its data");
+    best = std::max(best, floats * sizeof(float) / seconds / 1e9);
+  }
+  return best;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+void run_bench(const BenchOptions& options) {
+  engine::EngineConfig config = options.engine;
+  config.max_running_requests = 1;
+  config.max_step_tokens = options.prompt_tokens;
+  config.progress = make_progress_reporter();
+  engine::Engine engine(options.model_dir, config);
+  const auto& mc = engine.model_config();
+  std::mt19937 rng(0);
+  std::uniform_int_distribution<int32_t> token(0, mc.vocab_size - 1);
+  const engine::SamplingParams greedy{.temperature = 0.0f};
+
+  std::vector<double> prefill_rates, decode_rates;
+  for (int32_t r = 0; r < options.repeats; ++r) {
+    std::vector<int32_t> prompt(options.prompt_tokens);
+    for (auto& id : prompt) id = token(rng);
+    engine::SingleSequence sequence(engine);
+    engine::SamplingRow row{&greedy, {}, {}, 0};
+    auto start = Clock::now();
+    int32_t next = sequence.prefill(prompt, row, options.prompt_tokens).token_id;
+    prefill_rates.push_back(options.prompt_tokens / seconds_since(start));
+    start = Clock::now();
+    for (int32_t i = 0; i < options.decode_tokens; ++i) next = sequence.feed(std::span(&next, 1), row).token_id;
+    decode_rates.push_back(options.decode_tokens / seconds_since(start));
+  }
+  // Per decoded token every weight is read once, except the embedding table when the LM head is separate.
+  const size_t embed_bytes = static_cast<size_t>(mc.vocab_size) * mc.hidden_size * dtype_size(mc.dtype);
+  const size_t bytes_per_token = engine.weight_bytes() - (mc.tie_word_embeddings ? 0 : embed_bytes);
+  const int threads = config.num_threads > 0 ? config.num_threads : hardware_threads();
+  const double bandwidth = engine.backend().device().is_cpu() ? measure_read_bandwidth(threads) : 0.0;
+  nlohmann::json result = {
+      {"model", options.model_dir},
+      {"architecture", mc.architecture},
+      {"backend", engine.backend().name()},
+      {"prompt_tokens", options.prompt_tokens},
+      {"decode_tokens", options.decode_tokens},
+      {"repeats", options.repeats},
+      {"prefill_tokens_per_s", median(prefill_rates)},
+      {"decode_tokens_per_s", median(decode_rates)},
+      {"weight_bytes_per_token", bytes_per_token},
+  };
+  if (bandwidth > 0) {
+    result["read_bandwidth_gb_per_s"] = bandwidth;
+    result["decode_bound_tokens_per_s"] = bandwidth * 1e9 / bytes_per_token;
+    result["decode_fraction_of_bound"] = median(decode_rates) / (bandwidth * 1e9 / bytes_per_token);
+  }
+  std::cout << result.dump(2) << std::endl;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode throughput (JSON on stdout)");
+  cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--decode-tokens", options->decode_tokens, "Tokens decoded after the prompt")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--repeats", options->repeats, "Runs; the median is reported")->check(CLI::PositiveNumber)->capture_default_str();
+  add_engine_options(*cmd, options->engine);
+  cmd->callback([options] { run_bench(*options); });
+}
+
+}  // namespace rs::app

@@ -1,0 +1,21 @@
+// The radixserve subcommands; each file adds one to the CLI11 app. main.cpp is the only place that wires modules.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "engine/engine.h"
+
+namespace rs::app {
+
+void add_generate_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_chat_template_command(CLI::App& app);
+
+// Engine flags shared by generate, bench and serve (--backend, --threads, --load-format, --page-size, ...).
+void add_engine_options(CLI::App& command, engine::EngineConfig& config);
+// A progress reporter for long work that draws a bar on stderr when it is a terminal, else logs milestones.
+std::function<void(const std::string&, double)> make_progress_reporter();
+
+}  // namespace rs::app

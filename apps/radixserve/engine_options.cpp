@@ -1,0 +1,42 @@
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "apps/radixserve/commands.h"
+
+namespace rs::app {
+
+void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
+  command.add_option("--backend", config.backend, "Device backend: cpu or cuda[:N]")->capture_default_str();
+  command.add_option("--threads", config.num_threads, "CPU threads (0 = all cores)")->capture_default_str();
+  command.add_option("--load-format", config.load_format,
+                     "auto (safetensors) or dummy (seeded random weights for a config-only folder)")
+      ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
+      ->capture_default_str();
+  command.add_option("--page-size", config.page_size, "Tokens per KV page")->check(CLI::Range(1, 1024))->capture_default_str();
+  command.add_option("--kv-cache-gb", config.kv_cache_gb, "KV cache budget in GiB (0 = derive from free memory)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")
+      ->check(CLI::NonNegativeNumber);
+}
+
+std::function<void(const std::string&, double)> make_progress_reporter() {
+  const bool tty = ::isatty(STDERR_FILENO);
+  auto last_tenth = std::make_shared<int>(-1);
+  return [tty, last_tenth](const std::string& what, double fraction) {
+    const int percent = static_cast<int>(fraction * 100);
+    if (tty) {
+      const int filled = percent / 4;
+      std::fprintf(stderr, "\r%s [%.*s%*s] %3d%%", what.c_str(), filled, "#########################", 25 - filled, "",
+                   percent);
+      if (percent >= 100) std::fputc('\n', stderr);
+      std::fflush(stderr);
+    } else if (percent / 10 != *last_tenth) {
+      *last_tenth = percent / 10;
+      std::fprintf(stderr, "%s: %d%%\n", what.c_str(), percent);
+    }
+  };
+}
+
+}  // namespace rs::app
