@@ -9,6 +9,8 @@ namespace rs::app {
 void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command.add_option("--backend", config.backend, "Device backend: cpu or cuda[:N]")->capture_default_str();
   command.add_option("--threads", config.num_threads, "CPU threads (0 = all cores)")->capture_default_str();
+  command.add_flag("--exact-f32", config.exact_f32,
+                   "CPU: compute bf16-weight products in exact f32 instead of bf16 x bf16 (slower prefill)");
   command.add_option("--load-format", config.load_format,
                      "auto (safetensors) or dummy (seeded random weights for a config-only folder)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))

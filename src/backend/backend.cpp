@@ -7,8 +7,8 @@
 
 namespace rs {
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int num_threads) {
-  if (name == "cpu") return std::make_unique<cpu::CpuBackend>(num_threads);
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
+  if (name == "cpu") return std::make_unique<cpu::CpuBackend>(options.num_threads, !options.exact_f32);
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
 #ifdef RS_HAVE_CUDA
     const int index = name == "cuda" ? 0 : std::stoi(name.substr(5));

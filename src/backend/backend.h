@@ -105,7 +105,12 @@ class Backend {
                            Tensor out) = 0;
 };
 
+struct BackendOptions {
+  int num_threads = 0;        // CPU: 0 = all cores
+  bool exact_f32 = false;     // CPU: keep every product in f32 instead of bf16 x bf16 for bf16 weights
+};
+
 // "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.
-std::unique_ptr<Backend> make_backend(const std::string& name, int num_threads = 0);
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options = {});
 
 }  // namespace rs

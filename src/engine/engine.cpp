@@ -27,7 +27,7 @@ size_t host_available_bytes() {
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
   model_config_ = loader::load_model_config(model_dir);
   model_ = model::create_model(model_config_);  // fails early, listing supported architectures
-  backend_ = make_backend(config_.backend, config_.num_threads);
+  backend_ = make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32});
   RS_CHECK(config_.load_format == "dummy" || config_.load_format == "auto" || config_.load_format == "safetensors",
            "unknown load format '{}' (auto, safetensors, dummy)", config_.load_format);
   weights_ = std::make_unique<loader::WeightSource>(

@@ -21,6 +21,7 @@ namespace rs::engine {
 struct EngineConfig {
   std::string backend = "cpu";          // "cpu" | "cuda[:N]"
   int32_t num_threads = 0;              // CPU threads; 0 = all cores
+  bool exact_f32 = false;               // CPU: exact f32 products even for bf16 weights (reference numerics)
   std::string load_format = "auto";     // "auto" (safetensors) | "dummy" (seeded random weights)
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;               // tokens per KV page

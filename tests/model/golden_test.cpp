@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "engine/single_sequence.h"
 #include "loader/safetensors.h"
 
 namespace rs {
@@ -25,46 +26,9 @@ json golden(const fs::path& dir) {
   return json::parse(in);
 }
 
-// Drives one sequence through the engine: prefill in chunks of `chunk` tokens, then greedy decode.
-class SequenceRunner {
- public:
-  explicit SequenceRunner(engine::Engine& engine) : engine_(engine) {
-    const auto& pool = engine.kv_pool();
-    max_pages_ = static_cast<int32_t>(engine.context_length() / pool.page_size() + 1);
-  }
-
-  // Feeds tokens at positions [pos_, pos_ + n); returns the logits of the last one.
-  std::vector<float> feed(std::span<const int32_t> ids) {
-    engine::ForwardBatch batch;
-    batch.token_ids.assign(ids.begin(), ids.end());
-    for (size_t i = 0; i < ids.size(); ++i) batch.positions.push_back(pos_ + static_cast<int32_t>(i));
-    batch.seq_token_start = {0, static_cast<int32_t>(ids.size())};
-    pos_ += static_cast<int32_t>(ids.size());
-    batch.seq_kv_len = {pos_};
-    batch.max_pages = max_pages_;
-    const int32_t page_size = engine_.kv_pool().page_size();
-    const int32_t first_new_page = (pos_ - static_cast<int32_t>(ids.size())) / page_size;
-    for (int g = 0; g < engine_.kv_pool().num_groups(); ++g) {
-      // Full groups: page p at slot p. Window groups: a ring of the group's pages, and pages that no token of this
-      // step can see are left absent (-1), so any read outside the window would fault.
-      const kv::KvGroup& group = engine_.kv_pool().group(g);
-      std::vector<int32_t> table(max_pages_, -1);
-      const int32_t used = (pos_ + page_size - 1) / page_size;
-      for (int32_t p = 0; p < used; ++p) {
-        const bool visible = group.window == 0 || p >= first_new_page - (group.window + page_size - 1) / page_size;
-        if (visible) table[p] = group.window == 0 ? p : static_cast<int32_t>(p % group.num_pages);
-      }
-      batch.page_tables.push_back(table);
-    }
-    batch.logit_rows = {static_cast<int32_t>(ids.size()) - 1};
-    return engine_.forward(batch, /*keep_logits=*/true).logits;
-  }
-
- private:
-  engine::Engine& engine_;
-  int32_t pos_ = 0;
-  int32_t max_pages_ = 0;
-};
+// Greedy sampling row (the logits are what the test compares; the token is re-derived from them).
+const engine::SamplingParams kGreedy{.temperature = 0.0f};
+engine::SamplingRow greedy_row() { return engine::SamplingRow{&kGreedy, {}, {}, 0}; }
 
 int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -73,6 +37,7 @@ int32_t argmax(const std::vector<float>& v) {
 engine::EngineConfig test_config() {
   engine::EngineConfig config;
   config.num_threads = 2;
+  config.exact_f32 = true;
   config.kv_cache_gb = 0.02;
   config.max_running_requests = 2;
   config.context_length = 1024;
@@ -91,12 +56,9 @@ CaseResult run_case(engine::Engine& engine, const json& c, int chunk) {
   const auto expected_logits = c["last_logits"].get<std::vector<float>>();
   const auto expected = c["greedy_ids"].get<std::vector<int32_t>>();
   const auto margins = c["greedy_margins"].get<std::vector<float>>();
-  SequenceRunner runner(engine);
+  engine::SingleSequence runner(engine);
   std::vector<float> logits;
-  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
-    const size_t end = std::min(prompt.size(), begin + chunk);
-    logits = runner.feed(std::span(prompt).subspan(begin, end - begin));
-  }
+  runner.prefill(prompt, greedy_row(), chunk, &logits);
   CaseResult result;
   EXPECT_EQ(logits.size(), expected_logits.size());
   for (size_t i = 0; i < logits.size(); ++i)
@@ -111,7 +73,7 @@ CaseResult run_case(engine::Engine& engine, const json& c, int chunk) {
       break;
     }
     ++result.greedy_matched;
-    if (step + 1 < expected.size()) logits = runner.feed(std::span(&expected[step], 1));
+    if (step + 1 < expected.size()) runner.feed(std::span(&expected[step], 1), greedy_row(), &logits);
   }
   return result;
 }
@@ -149,8 +111,9 @@ fs::path copy_fixture(const std::string& name, const std::string& tag) {
 float last_logit_diff(const fs::path& dir, const json& ref) {
   engine::Engine engine(dir, test_config());
   const auto& c = ref["cases"][0];
-  SequenceRunner runner(engine);
-  auto logits = runner.feed(c["prompt_ids"].get<std::vector<int32_t>>());
+  engine::SingleSequence runner(engine);
+  std::vector<float> logits;
+  runner.prefill(c["prompt_ids"].get<std::vector<int32_t>>(), greedy_row(), 1 << 20, &logits);
   const auto expected = c["last_logits"].get<std::vector<float>>();
   float diff = 0;
   for (size_t i = 0; i < logits.size(); ++i) diff = std::max(diff, std::abs(logits[i] - expected[i]));
@@ -207,6 +170,65 @@ TEST(Golden, UnknownArchitectureListsSupportedOnes) {
     EXPECT_NE(std::string(e.what()).find("GptOssForCausalLM"), std::string::npos);
   }
   fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace rs
+
+namespace rs {
+namespace {
+
+// The bundled demo model (models/radixserve-demo) against its transformers greedy continuations, in exact f32 mode
+// and in the default bf16-GEMM mode (where only a near-tie may flip a token).
+struct DemoResult {
+  int identical_prompts = 0;
+  int prompts = 0;
+};
+
+DemoResult run_demo(bool exact) {
+  const fs::path dir = fs::path(RS_SOURCE_DIR) / "models/radixserve-demo";
+  const json ref = json::parse(std::ifstream(dir / "reference_greedy.json"));
+  engine::EngineConfig config = test_config();
+  config.exact_f32 = exact;
+  engine::Engine engine(dir, config);
+  const auto eos = ref["eos_token_id"].get<std::vector<int32_t>>();
+  DemoResult result;
+  for (const auto& p : ref["prompts"]) {
+    const auto prompt = p["prompt_ids"].get<std::vector<int32_t>>();
+    const auto expected = p["completion_ids"].get<std::vector<int32_t>>();
+    const auto margins = p["top1_top2_margin"].get<std::vector<float>>();
+    engine::SingleSequence sequence(engine);
+    int32_t token = sequence.prefill(prompt, greedy_row(), 1 << 20).token_id;
+    size_t matched = 0;
+    for (; matched < expected.size(); ++matched) {
+      if (token != expected[matched]) {
+        // bf16 activations may flip a near-tie; exact mode may not flip anything but a sub-1e-3 tie.
+        EXPECT_LT(margins[matched], exact ? kAmbiguousMargin : 0.05f)
+            << p["name"] << " step " << matched << ": got " << token << ", HF " << expected[matched];
+        break;
+      }
+      if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
+        ++matched;
+        break;
+      }
+      token = sequence.feed(std::span(&token, 1), greedy_row()).token_id;
+    }
+    std::printf("[demo %s] %s: %zu/%zu greedy tokens identical\n", exact ? "f32" : "bf16", p["name"].get<std::string>().c_str(),
+                matched, expected.size());
+    result.identical_prompts += matched == expected.size();
+    ++result.prompts;
+  }
+  return result;
+}
+
+TEST(GoldenDemoModel, GreedyMatchesTransformersExactF32) {
+  DemoResult r = run_demo(/*exact=*/true);
+  EXPECT_EQ(r.identical_prompts, r.prompts);
+}
+
+TEST(GoldenDemoModel, GreedyMatchesTransformersBf16Gemm) {
+  DemoResult r = run_demo(/*exact=*/false);
+  EXPECT_GE(r.identical_prompts, r.prompts - 1);
 }
 
 }  // namespace

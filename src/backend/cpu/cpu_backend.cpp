@@ -8,12 +8,15 @@
 
 namespace rs::cpu {
 
-CpuBackend::CpuBackend(int num_threads) : pool_(num_threads > 0 ? num_threads : hardware_threads()) {
+CpuBackend::CpuBackend(int num_threads, bool bf16_gemm)
+    : pool_(num_threads > 0 ? num_threads : hardware_threads()), bf16_gemm_(bf16_gemm) {
   // We split GEMMs across our own pool; OpenBLAS must not spawn threads of its own inside them.
   openblas_set_num_threads(1);
 }
 
-std::string CpuBackend::name() const { return fmt::format("cpu ({} threads)", pool_.num_threads()); }
+std::string CpuBackend::name() const {
+  return fmt::format("cpu ({} threads, {} GEMM)", pool_.num_threads(), bf16_gemm_ ? "bf16" : "f32");
+}
 
 Buffer CpuBackend::alloc(size_t bytes) { return Buffer::host(bytes); }
 
@@ -27,7 +30,7 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, bool
   cpu::rms_norm(pool_, x, weight, eps, add_one, out);
 }
 void CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
-  cpu::linear(pool_, x, w, bias, out);
+  cpu::linear(pool_, x, w, bias, out, bf16_gemm_);
 }
 void CpuBackend::rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) {
   cpu::rope(pool_, x, positions, cos_sin, rotary_dim);
@@ -47,7 +50,7 @@ void CpuBackend::moe_route(const Tensor& logits, MoeRouting routing, bool renorm
 }
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                              Tensor out) {
-  cpu::moe_experts(pool_, x, ids, weights, experts, out);
+  cpu::moe_experts(pool_, x, ids, weights, experts, out, bf16_gemm_);
 }
 
 }  // namespace rs::cpu

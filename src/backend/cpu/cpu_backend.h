@@ -10,7 +10,9 @@ namespace rs::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int num_threads);
+  // bf16_gemm: multi-token products with bf16 weights round activations to bf16 (fast, HF-bf16-like numerics);
+  // false keeps every product in exact f32 (the golden tests' reference mode).
+  CpuBackend(int num_threads, bool bf16_gemm);
 
   Device device() const override { return Device{}; }
   std::string name() const override;
@@ -35,6 +37,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  bool bf16_gemm_;
 };
 
 }  // namespace rs::cpu

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/vec.h"
 
@@ -103,7 +104,8 @@ void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, cons
   }
 }
 
-void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
+void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
+            bool bf16_activations) {
   const int64_t tokens = x.rows();
   RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
            "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
@@ -111,6 +113,22 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
   if (!bias.empty()) {
     bias_f32.resize(w.out_features);
     load_row(bias.view({1, w.out_features}), 0, bias_f32.data(), w.out_features);
+  }
+  const bool use_bf16_gemm = bf16_activations && tokens > kGemvMaxTokens && has_bf16_gemm() &&
+                             w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16;
+  if (use_bf16_gemm) {
+    std::vector<uint16_t> x_bf16;  // not thread_local: worker threads read it
+    x_bf16.resize(tokens * w.in_features);
+    const float* xf = x.data_as<float>();
+    for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = f32_to_bf16(xf[i]);
+    pool.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {
+      float* o = out.data_as<float>();
+      gemm_bf16(x_bf16.data(), tokens, w.weight.data_as<uint16_t>(), w.in_features, o, w.out_features, begin, end);
+      if (!bias_f32.empty())
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t r = begin; r < end; ++r) o[t * w.out_features + r] += bias_f32[r];
+    }, 16);
+    return;
   }
   // Split output features across threads in multiples of 16 (whole cache lines of out).
   pool.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {

@@ -12,8 +12,10 @@ void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out);
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor out);
 
-// out [T, out] = x [T, in] . W^T (+ bias); W dense f32/bf16/f16 or MXFP4.
-void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
+// out [T, out] = x [T, in] . W^T (+ bias); W dense f32/bf16/f16 or MXFP4. With bf16_activations, multi-token
+// products with bf16 weights round x to bf16 and use the AVX512-BF16 kernel (f32 accumulation); otherwise exact f32.
+void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
+            bool bf16_activations = false);
 // Single-threaded variant over output rows [row_begin, row_end) (used inside already-parallel loops).
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
                  int64_t out_stride, int64_t row_begin, int64_t row_end);
@@ -25,6 +27,6 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
 
 void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights);
 void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
-                 Tensor out);
+                 Tensor out, bool bf16_activations = false);
 
 }  // namespace rs::cpu

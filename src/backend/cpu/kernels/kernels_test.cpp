@@ -151,3 +151,29 @@ TEST(CpuKernels, RopeRotatesHalfSplitPairs) {
 
 }  // namespace
 }  // namespace rs::cpu
+
+namespace rs::cpu {
+namespace {
+
+TEST(CpuKernels, Bf16GemmMatchesReferenceOnRoundedActivations) {
+  ThreadPool pool(2);
+  const int64_t in = 200, out = 37, tokens = 11;  // odd sizes exercise every tail path
+  auto w32 = random_vector(in * out, 5);
+  std::vector<uint16_t> w16(w32.size());
+  for (size_t i = 0; i < w32.size(); ++i) w16[i] = f32_to_bf16(w32[i]);
+  auto x = random_vector(tokens * in, 6);
+  std::vector<float> got(tokens * out);
+  LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in};
+  linear(pool, Tensor(x.data(), DType::kF32, {tokens, in}), w, Tensor(), Tensor(got.data(), DType::kF32, {tokens, out}),
+         /*bf16_activations=*/true);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double ref = 0;
+      for (int64_t i = 0; i < in; ++i)
+        ref += static_cast<double>(bf16_to_f32(f32_to_bf16(x[t * in + i]))) * bf16_to_f32(w16[o * in + i]);
+      EXPECT_NEAR(got[t * out + o], ref, 1e-3) << t << " " << o;
+    }
+}
+
+}  // namespace
+}  // namespace rs::cpu

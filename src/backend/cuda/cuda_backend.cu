@@ -1,0 +1,200 @@
+// CudaBackend: the Backend on one CUDA device. One stream orders all work; memory comes from the stream-ordered pool
+// (alloc) or plain cudaMalloc (weights); ops validate shapes on the host and launch kernels from kernels/*.cu.
+#include "backend/cuda/cuda_backend.h"
+
+#include <memory>
+
+#include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/device_context.cuh"
+
+namespace rs::cuda {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int index) : ctx_(std::make_shared<DeviceContext>(index)) {}
+
+  Device device() const override { return Device{DeviceKind::kCuda, ctx_->index()}; }
+  std::string name() const override {
+    return fmt::format("cuda:{} ({}, {} SMs, {:.0f} GiB)", ctx_->index(), ctx_->device_name(), ctx_->num_sms(),
+                       ctx_->total_memory() / double(1 << 30));
+  }
+
+  Buffer alloc(size_t bytes) override {
+    if (bytes == 0) return Buffer(nullptr, 0, device(), {});
+    ctx_->activate();
+    void* data = nullptr;
+    RS_CUDA_CHECK(cudaMallocAsync(&data, bytes, ctx_->stream()));
+    RS_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, ctx_->stream()));
+    // The deleter keeps the context (and its stream) alive; the free is ordered after all work already enqueued.
+    return Buffer(data, bytes, device(), [ctx = ctx_](void* p) {
+      ctx->activate();
+      (void)cudaFreeAsync(p, ctx->stream());
+    });
+  }
+
+  void copy(Tensor dst, const Tensor& src) override {
+    RS_CHECK(dst.bytes() == src.bytes(), "copy of {} bytes into {} bytes", src.bytes(), dst.bytes());
+    if (src.bytes() == 0) return;
+    ctx_->activate();
+    // Pageable host memory is staged by the runtime: the host side may be reused as soon as this returns (H2D), and a
+    // D2H copy into pageable memory has completed on return.
+    RS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDefault, ctx_->stream()));
+  }
+
+  void synchronize() override { ctx_->synchronize_and_check(); }
+
+  Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) override {
+    if (host.empty() || host.bytes() == 0) return host;
+    ctx_->activate();
+    void* data = nullptr;
+    RS_CUDA_CHECK(cudaMalloc(&data, host.bytes()));
+    keep_alive.emplace_back(data, host.bytes(), device(), [ctx = ctx_](void* p) {
+      ctx->activate();
+      (void)cudaFree(p);
+    });
+    RS_CUDA_CHECK(cudaMemcpyAsync(data, host.data(), host.bytes(), cudaMemcpyDefault, ctx_->stream()));
+    int64_t shape[Tensor::kMaxDims];
+    for (int i = 0; i < host.ndim(); ++i) shape[i] = host.dim(i);
+    return Tensor(data, host.dtype(), shape, host.ndim(), device());
+  }
+
+  void embedding(const Tensor& table, const Tensor& ids, Tensor out) override {
+    const int64_t hidden = table.dim(1);
+    RS_CHECK(out.numel() == ids.numel() * hidden && ids.dtype() == DType::kI32, "embedding: ids {} table {} out {}",
+             ids.shape_string(), table.shape_string(), out.shape_string());
+    on_device({&table, &ids, &out});
+    launch_embedding(table.data(), elem_type(table.dtype()), table.dim(0), hidden, ids.data_as<int32_t>(), ids.numel(),
+                     out.data_as<float>(), ctx_->error_flags(), ctx_->stream());
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) override {
+    const int64_t width = x.dim(-1);
+    RS_CHECK(weight.numel() == width && out.numel() == x.numel(), "rms_norm: x {} weight {} out {}", x.shape_string(),
+             weight.shape_string(), out.shape_string());
+    on_device({&x, &weight, &out});
+    launch_rms_norm(x.data_as<float>(), weight.data(), elem_type(weight.dtype()), x.rows(), width, eps, add_one,
+                    out.data_as<float>(), ctx_->stream());
+  }
+
+  void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) override {
+    run_linear(*ctx_, x, w, bias, out);
+  }
+
+  void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override {
+    RS_CHECK(x.ndim() == 3 && rotary_dim <= x.dim(2) && rotary_dim % 2 == 0 && cos_sin.dim(1) == rotary_dim &&
+                 positions.numel() == x.dim(0),
+             "rope: x {} positions {} table {} rotary dim {}", x.shape_string(), positions.shape_string(),
+             cos_sin.shape_string(), rotary_dim);
+    on_device({&x, &positions, &cos_sin});
+    launch_rope(x.data_as<float>(), x.dim(0), x.dim(1), x.dim(2), positions.data_as<int32_t>(),
+                cos_sin.data_as<float>(), cos_sin.dim(0), rotary_dim, ctx_->error_flags(), ctx_->stream());
+  }
+
+  void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) override {
+    const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
+    RS_CHECK(k.numel() == k.dim(0) * row_width && v.numel() == k.numel(), "store_kv: k {} does not match cache rows of {}",
+             k.shape_string(), row_width);
+    RS_CHECK(k_cache.dtype() == DType::kF32 && v_cache.dtype() == DType::kF32, "CUDA KV cache must be f32 (for now)");
+    on_device({&k, &v, &k_cache, &v_cache, &batch.kv_slots});
+    launch_store_kv(k.data_as<float>(), v.data_as<float>(), k.dim(0), row_width, batch.kv_slots.data_as<int32_t>(),
+                    k_cache.dim(0), k_cache.data_as<float>(), v_cache.data_as<float>(), ctx_->error_flags(),
+                    ctx_->stream());
+  }
+
+  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+                 const AttentionParams& params, Tensor out) override {
+    const int32_t tokens = static_cast<int32_t>(q.dim(0));
+    RS_CHECK(params.num_kv_heads > 0 && params.num_heads % params.num_kv_heads == 0 && params.head_dim <= 256 &&
+                 q.numel() == int64_t{tokens} * params.num_heads * params.head_dim && out.numel() == q.numel(),
+             "attention: q {} out {} with {} heads / {} kv heads of {}", q.shape_string(), out.shape_string(),
+             params.num_heads, params.num_kv_heads, params.head_dim);
+    RS_CHECK(k_cache.dtype() == DType::kF32 && k_cache.dim(-1) == params.head_dim, "attention: cache {} must be f32",
+             k_cache.shape_string());
+    on_device({&q, &k_cache, &v_cache, &out, &batch.positions, &batch.token_seq, &batch.page_table, &params.sinks});
+    AttentionArgs a{};
+    a.q = q.data_as<float>();
+    a.k_cache = k_cache.data_as<float>();
+    a.v_cache = v_cache.data_as<float>();
+    a.positions = batch.positions.data_as<int32_t>();
+    a.token_seq = batch.token_seq.data_as<int32_t>();
+    a.page_table = batch.page_table.data_as<int32_t>();
+    a.sinks = params.sinks.empty() ? nullptr : params.sinks.data();
+    a.sinks_type = params.sinks.empty() ? ElemType::kF32 : elem_type(params.sinks.dtype());
+    a.out = out.data_as<float>();
+    a.error_flags = ctx_->error_flags();
+    a.num_tokens = tokens;
+    a.num_heads = params.num_heads;
+    a.num_kv_heads = params.num_kv_heads;
+    a.head_dim = params.head_dim;
+    a.page_size = batch.page_size;
+    a.max_pages = static_cast<int32_t>(batch.page_table.dim(1));
+    a.window = params.window;
+    a.scale = params.scale;
+    const int64_t partial = attention_partial_floats(tokens, params.num_heads, params.head_dim, batch.max_kv_len,
+                                                     params.window, ctx_->num_sms(), &a.splits, &a.split_keys);
+    if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
+    launch_attention(a, ctx_->stream());
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor out) override {
+    RS_CHECK(a.numel() == b.numel() && a.numel() == out.numel(), "add: shapes {} {} {}", a.shape_string(),
+             b.shape_string(), out.shape_string());
+    on_device({&a, &b, &out});
+    launch_add(a.data_as<float>(), b.data_as<float>(), out.data_as<float>(), a.numel(), ctx_->stream());
+  }
+
+  void silu_mul(const Tensor& gate_up, Tensor out) override {
+    const int64_t inter = out.dim(-1);
+    RS_CHECK(gate_up.dim(-1) == 2 * inter && gate_up.rows() == out.rows(), "silu_mul: {} -> {}",
+             gate_up.shape_string(), out.shape_string());
+    on_device({&gate_up, &out});
+    launch_silu_mul(gate_up.data_as<float>(), out.rows(), inter, out.data_as<float>(), ctx_->stream());
+  }
+
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) override {
+    const int64_t width = x.dim(-1);
+    RS_CHECK(out.numel() == rows.numel() * width, "gather_rows: x {} rows {} out {}", x.shape_string(),
+             rows.shape_string(), out.shape_string());
+    on_device({&x, &rows, &out});
+    launch_gather_rows(x.data_as<float>(), rows.data_as<int32_t>(), rows.numel(), width, out.data_as<float>(),
+                       ctx_->stream());
+  }
+
+  void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) override {
+    RS_CHECK(logits.ndim() == 2 && ids.dim(0) == logits.dim(0) && weights.numel() == ids.numel(),
+             "moe_route: logits {} ids {} weights {}", logits.shape_string(), ids.shape_string(),
+             weights.shape_string());
+    on_device({&logits, &ids, &weights});
+    launch_moe_route(logits.data_as<float>(), logits.dim(0), static_cast<int32_t>(logits.dim(1)),
+                     static_cast<int32_t>(ids.dim(1)), routing == MoeRouting::kSoftmaxTopK, renormalize,
+                     ids.data_as<int32_t>(), weights.data_as<float>(), ctx_->stream());
+  }
+
+  void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
+                   Tensor out) override {
+    run_moe_experts(*ctx_, x, ids, weights, experts, out);
+  }
+
+ private:
+  // Every non-empty tensor must live on this device; also makes the device current for the launches that follow.
+  void on_device(std::initializer_list<const Tensor*> tensors) const {
+    for (const Tensor* t : tensors)
+      RS_CHECK(t->empty() || t->device() == device(), "tensor {} is on {}, expected {}", t->shape_string(),
+               device_name(t->device()), device_name(device()));
+    ctx_->activate();
+  }
+
+  std::shared_ptr<DeviceContext> ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<CudaBackend>(index); }
+
+int cuda_device_count() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+}  // namespace rs::cuda

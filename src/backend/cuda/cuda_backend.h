@@ -1,0 +1,17 @@
+// CUDA backend factory. This header includes no CUDA headers, so backend.cpp and tests compile with the host compiler.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace rs::cuda {
+
+// The CUDA backend on device `index` (one stream, cuBLAS, kernels in kernels/*.cu). Throws rs::Error when the device
+// is absent or CUDA fails to initialise.
+std::unique_ptr<Backend> make_cuda_backend(int index);
+
+// Number of usable CUDA devices; 0 when there is no driver or no device (never throws).
+int cuda_device_count();
+
+}  // namespace rs::cuda

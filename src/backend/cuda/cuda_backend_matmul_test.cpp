@@ -1,0 +1,144 @@
+// Parity of the CUDA linear layers (GEMV, cuBLAS, tiled GEMM over f32/bf16/f16/MXFP4 weights) and MoE routing and
+// experts with the CPU reference backend on random inputs.
+#include "backend/cuda/parity_test_util.h"
+
+namespace rs::cuda_test {
+namespace {
+
+// A random host weight [out, in] in `format` (MXFP4: random codes, scales 2^-9 .. 2^3).
+LinearWeight random_weight(std::mt19937& rng, DType dtype, bool mxfp4, int64_t out, int64_t in,
+                           std::vector<std::vector<uint8_t>>& store) {
+  LinearWeight w;
+  w.out_features = out;
+  w.in_features = in;
+  auto keep = [&](std::vector<uint8_t> bytes) -> void* { return store.emplace_back(std::move(bytes)).data(); };
+  if (mxfp4) {
+    w.format = LinearWeight::Format::kMxfp4;
+    std::vector<uint8_t> blocks(out * in / 2), scales(out * in / 32);
+    for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+    for (auto& s : scales) s = static_cast<uint8_t>(118 + rng() % 13);
+    w.weight = Tensor(keep(std::move(blocks)), DType::kU8, {out, in / 32, 16});
+    w.scales = Tensor(keep(std::move(scales)), DType::kU8, {out, in / 32});
+    return w;
+  }
+  const auto values = normal(rng, out * in, 1.0f / std::sqrt(float(in)));
+  std::vector<uint8_t> bytes;
+  if (dtype == DType::kF32) {
+    bytes.resize(values.size() * 4);
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+  } else {
+    const auto half = dtype == DType::kBF16 ? to_bf16(values) : to_f16(values);
+    bytes.resize(half.size() * 2);
+    std::memcpy(bytes.data(), half.data(), bytes.size());
+  }
+  w.weight = Tensor(keep(std::move(bytes)), dtype, {out, in});
+  return w;
+}
+
+TEST_F(CudaParity, Linear) {
+  struct Shape {
+    int64_t in, out;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool mxfp4 = variant == 3;
+    const DType dtype = variant == 0 ? DType::kF32 : variant == 1 ? DType::kBF16 : variant == 2 ? DType::kF16 : DType::kU8;
+    const std::vector<Shape> shapes = mxfp4 ? std::vector<Shape>{{256, 96}, {96, 37}}
+                                            : std::vector<Shape>{{256, 96}, {100, 37}};
+    for (const Shape s : shapes) {
+      const LinearWeight wh = random_weight(rng_, dtype, mxfp4, s.out, s.in, host_);
+      const LinearWeight wd = dev_weight(wh);
+      for (int64_t tokens : {1, 3, 8, 9, 64, 200}) {
+        for (bool with_bias : {false, true}) {
+          const Tensor xh = host(normal(rng_, tokens * s.in), DType::kF32, {tokens, s.in});
+          const Tensor bias = with_bias ? host(to_bf16(normal(rng_, s.out)), DType::kBF16, {s.out}) : Tensor();
+          Tensor ref = host_zeros(DType::kF32, {tokens, s.out});
+          cpu_->linear(xh, wh, bias, ref);
+          Tensor out = dev(host_zeros(DType::kF32, {tokens, s.out}));
+          gpu_->linear(dev(xh), wd, dev(bias), out);
+          const bool split = dtype == DType::kBF16 && !mxfp4 && tokens > 8;
+          EXPECT_PARITY(fetch<float>(out), as_floats(ref), split ? kBf16Split : kF32Dot,
+                        fmt::format("linear {} [{}x{}] T={}{}", mxfp4 ? "mxfp4" : dtype_name(dtype), s.out, s.in,
+                                    tokens, with_bias ? " +bias" : ""));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaParity, MoeRoute) {
+  for (int32_t experts : {8, 128}) {
+    for (int32_t k : {2, 4}) {
+      for (int mode = 0; mode < 3; ++mode) {
+        const MoeRouting routing = mode == 0 ? MoeRouting::kTopKSoftmax : MoeRouting::kSoftmaxTopK;
+        const bool renormalize = mode == 2;
+        const int64_t tokens = 33;
+        const Tensor logits = host(normal(rng_, tokens * experts, 2.0f), DType::kF32, {tokens, experts});
+        Tensor ids_ref = host_zeros(DType::kI32, {tokens, k}), w_ref = host_zeros(DType::kF32, {tokens, k});
+        cpu_->moe_route(logits, routing, renormalize, ids_ref, w_ref);
+        Tensor ids = dev(ids_ref), w = dev(w_ref);
+        gpu_->moe_route(dev(logits), routing, renormalize, ids, w);
+        const auto got_ids = fetch<int32_t>(ids);
+        EXPECT_TRUE(std::equal(got_ids.begin(), got_ids.end(), ids_ref.data_as<int32_t>())) << experts << " " << k;
+        EXPECT_PARITY(fetch<float>(w), as_floats(w_ref), kElementwise,
+                      fmt::format("moe_route E={} k={} mode {}", experts, k, mode));
+      }
+    }
+  }
+}
+
+struct MoeCase {
+  MoeActivation activation;
+  DType dtype;
+  bool mxfp4;
+  int32_t experts, top_k;
+  int64_t hidden, inter;
+};
+
+TEST_F(CudaParity, MoeExperts) {
+  const MoeCase cases[] = {
+      {MoeActivation::kSwiGlu, DType::kBF16, false, 8, 2, 128, 64},
+      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 64, 96},
+      {MoeActivation::kGptOssSwiGlu, DType::kF32, false, 32, 4, 96, 64},
+  };
+  for (const MoeCase& c : cases) {
+    MoeWeights host_experts, dev_experts;
+    host_experts.activation = dev_experts.activation = c.activation;
+    const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
+    for (int32_t e = 0; e < c.experts; ++e) {
+      auto add = [&](std::vector<LinearWeight>& h, std::vector<LinearWeight>& d, int64_t out, int64_t in) {
+        h.push_back(random_weight(rng_, c.dtype, c.mxfp4, out, in, host_));
+        d.push_back(dev_weight(h.back()));
+      };
+      if (gpt_oss) {
+        add(host_experts.gate_up, dev_experts.gate_up, 2 * c.inter, c.hidden);
+      } else {
+        add(host_experts.gate, dev_experts.gate, c.inter, c.hidden);
+        add(host_experts.up, dev_experts.up, c.inter, c.hidden);
+      }
+      add(host_experts.down, dev_experts.down, c.hidden, c.inter);
+    }
+    if (gpt_oss) {
+      host_experts.gate_up_bias = host(to_bf16(normal(rng_, c.experts * 2 * c.inter)), DType::kBF16,
+                                       {c.experts, 2 * c.inter});
+      host_experts.down_bias = host(normal(rng_, c.experts * c.hidden), DType::kF32, {c.experts, c.hidden});
+      dev_experts.gate_up_bias = dev(host_experts.gate_up_bias);
+      dev_experts.down_bias = dev(host_experts.down_bias);
+    }
+    for (int64_t tokens : {1, 3, 40, 300}) {
+      const Tensor logits = host(normal(rng_, tokens * c.experts), DType::kF32, {tokens, int64_t{c.experts}});
+      Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
+      cpu_->moe_route(logits, MoeRouting::kTopKSoftmax, false, ids, w);
+      const Tensor x = host(normal(rng_, tokens * c.hidden, 2.0f), DType::kF32, {tokens, c.hidden});
+      Tensor ref = host_zeros(DType::kF32, {tokens, c.hidden});
+      cpu_->moe_experts(x, ids, w, host_experts, ref);
+      Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
+      gpu_->moe_experts(dev(x), dev(ids), dev(w), dev_experts, out);
+      EXPECT_PARITY(fetch<float>(out), as_floats(ref), kMoe,
+                    fmt::format("moe_experts {} {} E={} k={} T={}", gpt_oss ? "gpt-oss" : "swiglu",
+                                c.mxfp4 ? "mxfp4" : dtype_name(c.dtype), c.experts, c.top_k, tokens));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rs::cuda_test

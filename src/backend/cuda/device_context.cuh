@@ -1,0 +1,79 @@
+// DeviceContext: what every CUDA op needs on one device (stream, cuBLAS handle, error word, growable scratch, MoE
+// expert pointer tables). Shared by the backend and by the deleters of its Buffers, so it outlives the last of them.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/kernels/kernels.cuh"
+
+namespace rs::cuda {
+
+// Scratch buffers for op temporaries; one op never holds two uses of the same slot.
+enum class ScratchSlot : int { kSplitHi, kSplitLo, kAttention, kMoeMeta, kMoeHidden, kMoeAct, kMoeOut, kCount };
+
+// Device pointer arrays of one list of expert weights (weights, then MXFP4 scales).
+struct ExpertTable {
+  const void* const* weights = nullptr;
+  const uint8_t* const* scales = nullptr;
+};
+
+class DeviceContext {
+ public:
+  explicit DeviceContext(int index);
+  ~DeviceContext();
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  int index() const { return index_; }
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t cublas() const { return cublas_; }
+  int num_sms() const { return num_sms_; }
+  const std::string& device_name() const { return device_name_; }
+  size_t total_memory() const { return total_memory_; }
+  uint32_t* error_flags() const { return error_flags_; }
+
+  // Makes this device current on the calling thread (cheap when it already is).
+  void activate() const;
+  // Waits for the stream, then throws rs::Error if a kernel flagged bad input since the last call.
+  void synchronize_and_check();
+  // At least `bytes` of device memory for `slot`, stream-ordered: valid for work enqueued until the next call for the
+  // same slot.
+  void* scratch(ScratchSlot slot, size_t bytes);
+  // Device pointer table for a list of expert weights (cached by the list's pointers; built once per MoE layer).
+  ExpertTable expert_table(const std::vector<LinearWeight>& experts);
+
+ private:
+  struct CachedTable {
+    std::vector<const void*> host;  // weights then scales, as uploaded
+    void* device = nullptr;
+  };
+
+  int index_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  int num_sms_ = 0;
+  std::string device_name_;
+  size_t total_memory_ = 0;
+  uint32_t* error_flags_ = nullptr;       // device word
+  uint32_t* error_flags_host_ = nullptr;  // pinned mirror read at synchronize()
+  std::array<void*, static_cast<size_t>(ScratchSlot::kCount)> scratch_{};
+  std::array<size_t, static_cast<size_t>(ScratchSlot::kCount)> scratch_bytes_{};
+  std::unordered_map<const void*, CachedTable> expert_tables_;
+};
+
+ElemType elem_type(DType dtype);
+
+// Linear layers and MoE experts (linear.cu): GEMV, tiled GEMM or cuBLAS by shape and format.
+void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
+void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                     const MoeWeights& experts, Tensor out);
+
+}  // namespace rs::cuda

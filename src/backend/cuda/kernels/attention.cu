@@ -1,0 +1,241 @@
+// Paged causal attention on CUDA (f32 KV cache) with per-layer sliding window and per-head sinks, and the K/V store.
+// One block of 4 warps per (token, head, key split). Each lane scores one key of a 32-key tile (its own cache row), the
+// warp keeps an online softmax, and P.V is accumulated with each lane owning head_dim/32 output dims (coalesced V
+// reads). Warps are merged in shared memory; with several key splits (flash-decoding, for few long sequences) a second
+// kernel merges the splits and adds the sink term.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/kernels/device_utils.cuh"
+
+namespace rs::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+
+__global__ void store_kv_kernel(const float* k, const float* v, int64_t row_width, const int32_t* slots,
+                                int64_t cache_rows, float* k_cache, float* v_cache, uint32_t* error_flags) {
+  const int64_t t = blockIdx.x;
+  const int64_t slot = slots[t];
+  if (slot < 0) return;
+  if (slot >= cache_rows) {
+    if (threadIdx.x == 0) set_error(error_flags, kErrKvSlot);
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < row_width; i += blockDim.x) {
+    k_cache[slot * row_width + i] = k[t * row_width + i];
+    v_cache[slot * row_width + i] = v[t * row_width + i];
+  }
+}
+
+template <int kDimsPerLane>
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hd = a.head_dim;
+  const int kvh = h / (a.num_heads / a.num_kv_heads);
+  const int pos = a.positions[t];
+  const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+  const int64_t begin64 = first + static_cast<int64_t>(split) * a.split_keys;
+  const int begin = static_cast<int>(min(static_cast<long long>(begin64), static_cast<long long>(pos) + 1));
+  const int end = static_cast<int>(min(static_cast<long long>(pos) + 1, static_cast<long long>(begin64) + a.split_keys));
+
+  const int q_floats = (hd + 3) & ~3;
+  float* q_s = smem;
+  const float* q = a.q + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) q_s[d] = q[d];
+  __syncthreads();
+
+  const int32_t* pages = a.page_table + static_cast<int64_t>(a.token_seq[t]) * a.max_pages;
+  const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * hd;
+  const float* k_base = a.k_cache + static_cast<int64_t>(kvh) * hd;
+  const float* v_base = a.v_cache + static_cast<int64_t>(kvh) * hd;
+  const bool vec4 = (hd & 3) == 0;
+
+  float m = -INFINITY, l = 0.0f;
+  float acc[kDimsPerLane];
+#pragma unroll
+  for (int i = 0; i < kDimsPerLane; ++i) acc[i] = 0.0f;
+
+  for (int tile = begin + warp * 32; tile < end; tile += kWarps * 32) {
+    const int j = tile + lane;
+    int64_t row = 0;
+    float s = -INFINITY;
+    if (j < end) {
+      const int32_t page = pages[j / a.page_size];
+      if (page < 0) {
+        set_error(a.error_flags, kErrAbsentPage);
+      } else {
+        row = static_cast<int64_t>(page) * a.page_size + j % a.page_size;
+        const float* kr = k_base + row * row_stride;
+        float dot = 0.0f;
+        if (vec4) {
+          for (int d = 0; d < hd; d += 4) {
+            const float4 kv = *reinterpret_cast<const float4*>(kr + d);
+            const float4 qv = *reinterpret_cast<const float4*>(q_s + d);
+            dot += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        } else {
+          for (int d = 0; d < hd; ++d) dot += kr[d] * q_s[d];
+        }
+        s = dot * a.scale;
+      }
+    }
+    const float m_new = fmaxf(m, warp_max(s));
+    if (m_new == -INFINITY) continue;  // warp-uniform: nothing valid yet
+    const float correction = expf(m - m_new);
+    const float p = s == -INFINITY ? 0.0f : expf(s - m_new);
+    l = l * correction + warp_sum(p);
+#pragma unroll
+    for (int i = 0; i < kDimsPerLane; ++i) acc[i] *= correction;
+    m = m_new;
+    const int count = min(32, end - tile);
+    for (int jj = 0; jj < count; ++jj) {
+      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const long long rj = __shfl_sync(0xffffffffu, static_cast<long long>(row), jj);
+      if (pj == 0.0f) continue;  // warp-uniform (broadcast value)
+      const float* vr = v_base + rj * row_stride;
+#pragma unroll
+      for (int i = 0; i < kDimsPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < hd) acc[i] += pj * vr[d];
+      }
+    }
+  }
+
+  // Merge the warps: per warp [m, l, acc[hd]].
+  float* merged = smem + q_floats;
+  const int stride = hd + 2;
+  float* mine = merged + warp * stride;
+  if (lane == 0) {
+    mine[0] = m;
+    mine[1] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kDimsPerLane; ++i) {
+    const int d = lane + 32 * i;
+    if (d < hd) mine[2 + d] = acc[i];
+  }
+  __syncthreads();
+  float max_all = -INFINITY;
+  for (int w = 0; w < kWarps; ++w) max_all = fmaxf(max_all, merged[w * stride]);
+  const bool final_pass = a.splits == 1;
+  float sink = -INFINITY;
+  if (final_pass && a.sinks) {
+    sink = load_elem(a.sinks, a.sinks_type, h);
+    max_all = fmaxf(max_all, sink);
+  }
+  float factor[kWarps];
+  float denom = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const float mw = merged[w * stride];
+    factor[w] = mw == -INFINITY ? 0.0f : expf(mw - max_all);
+    denom += merged[w * stride + 1] * factor[w];
+  }
+  if (final_pass) {
+    if (a.sinks) denom += expf(sink - max_all);
+    const float inv = 1.0f / denom;
+    float* out = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float num = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) num += merged[w * stride + 2 + d] * factor[w];
+      out[d] = num * inv;
+    }
+  } else {
+    float* part = a.partial + ((static_cast<int64_t>(t) * a.num_heads + h) * a.splits + split) * stride;
+    if (threadIdx.x == 0) {
+      part[0] = max_all;
+      part[1] = denom;
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float num = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) num += merged[w * stride + 2 + d] * factor[w];
+      part[2 + d] = num;
+    }
+  }
+}
+
+// Merges the key splits of one (token, head) and adds the sink term.
+__global__ void attention_combine_kernel(AttentionArgs a) {
+  const int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, stride = hd + 2;
+  const float* part = a.partial + (static_cast<int64_t>(t) * a.num_heads + h) * a.splits * stride;
+  float sink = -INFINITY, max_all = -INFINITY;
+  if (a.sinks) max_all = sink = load_elem(a.sinks, a.sinks_type, h);
+  for (int s = 0; s < a.splits; ++s) max_all = fmaxf(max_all, part[s * stride]);
+  float denom = a.sinks ? expf(sink - max_all) : 0.0f;
+  for (int s = 0; s < a.splits; ++s) {
+    const float ms = part[s * stride];
+    if (ms != -INFINITY) denom += part[s * stride + 1] * expf(ms - max_all);
+  }
+  const float inv = 1.0f / denom;
+  float* out = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float num = 0.0f;
+    for (int s = 0; s < a.splits; ++s) {
+      const float ms = part[s * stride];
+      if (ms != -INFINITY) num += part[s * stride + 2 + d] * expf(ms - max_all);
+    }
+    out[d] = num * inv;
+  }
+}
+
+template <int kDimsPerLane>
+void launch_attention_for(const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(a.num_tokens, a.num_heads, a.splits);
+  const size_t smem = (((a.head_dim + 3) & ~3) + kWarps * (a.head_dim + 2)) * sizeof(float);
+  attention_kernel<kDimsPerLane><<<grid, kWarps * 32, smem, stream>>>(a);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
+                     int64_t cache_rows, float* k_cache, float* v_cache, uint32_t* error_flags, cudaStream_t stream) {
+  if (num_tokens == 0) return;
+  store_kv_kernel<<<num_tokens, 256, 0, stream>>>(k, v, row_width, slots, cache_rows, k_cache, v_cache, error_flags);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
+                                 int32_t window, int32_t num_sms, int32_t* splits, int32_t* split_keys) {
+  const int64_t range = window > 0 ? std::min(window, max_kv_len) : max_kv_len;
+  const int64_t blocks = static_cast<int64_t>(num_tokens) * num_heads;
+  const int64_t target = 2 * static_cast<int64_t>(num_sms);
+  int64_t count = 1;
+  if (blocks < target && range > 512) count = std::min({ceil_div(range, 256), ceil_div(target, blocks), int64_t{64}});
+  if (count <= 1) {
+    *splits = 1;
+    *split_keys = INT_MAX / 2;
+    return 0;
+  }
+  const int64_t keys = ceil_div(ceil_div(range, count), 32) * 32;
+  *split_keys = static_cast<int32_t>(keys);
+  *splits = static_cast<int32_t>(ceil_div(range, keys));
+  return blocks * *splits * (head_dim + 2);
+}
+
+void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
+  if (args.num_tokens == 0) return;
+  if (args.head_dim <= 32) {
+    launch_attention_for<1>(args, stream);
+  } else if (args.head_dim <= 64) {
+    launch_attention_for<2>(args, stream);
+  } else if (args.head_dim <= 128) {
+    launch_attention_for<4>(args, stream);
+  } else {
+    launch_attention_for<8>(args, stream);
+  }
+  if (args.splits > 1) {
+    attention_combine_kernel<<<dim3(args.num_tokens, args.num_heads), 128, 0, stream>>>(args);
+    RS_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace rs::cuda

@@ -1,0 +1,74 @@
+// Device helpers shared by the kernels: typed scalar loads, bf16/f16/MXFP4 decoding, warp and block reductions.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/kernels/kernels.cuh"
+
+namespace rs::cuda {
+
+__device__ __forceinline__ float bf16_bits_to_float(uint32_t bits16) { return __uint_as_float(bits16 << 16); }
+
+// Element i of a float-valued parameter stored as f32/bf16/f16.
+__device__ __forceinline__ float load_elem(const void* base, ElemType type, int64_t i) {
+  switch (type) {
+    case ElemType::kBF16: return bf16_bits_to_float(static_cast<const uint16_t*>(base)[i]);
+    case ElemType::kF16: return __half2float(static_cast<const __half*>(base)[i]);
+    default: return static_cast<const float*>(base)[i];
+  }
+}
+
+// Two bf16 values packed in a 32-bit word -> floats (low element first, as stored).
+__device__ __forceinline__ void unpack_bf16x2(uint32_t word, float& lo, float& hi) {
+  lo = __uint_as_float(word << 16);
+  hi = __uint_as_float(word & 0xffff0000u);
+}
+
+__device__ __forceinline__ void unpack_f16x2(uint32_t word, float& lo, float& hi) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&word));
+  lo = f.x;
+  hi = f.y;
+}
+
+// FP4 E2M1 code (4 bits) -> float: 0, .5, 1, 1.5, 2, 3, 4, 6 and bit 3 the sign.
+__device__ __forceinline__ float fp4_e2m1_to_float(uint32_t code) {
+  const uint32_t mag = code & 7u;
+  const uint32_t bits = mag < 2 ? (mag ? 126u << 23 : 0u) : (((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22);
+  return __uint_as_float(bits | ((code & 8u) << 28));
+}
+
+// E8M0 scale byte -> 2^(e - 127) (e = 0 gives the subnormal 2^-127, as std::ldexp does on the host).
+__device__ __forceinline__ float e8m0_to_float(uint32_t e) { return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Sum over a block of blockDim.x threads (a multiple of 32, at most 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_sum(v);
+  __syncthreads();  // partial may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  v = lane < warps ? partial[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ void set_error(uint32_t* flags, uint32_t bit) {
+  if (flags) atomicOr(flags, bit);
+}
+
+}  // namespace rs::cuda

@@ -1,0 +1,135 @@
+// Launchers of the CUDA kernels, one op family per .cu file. Raw device pointers in, work enqueued on `stream`.
+// Kernels that find bad input (an id out of range) set a bit in `error_flags` instead of faulting; the backend turns it
+// into rs::Error at synchronize().
+#pragma once
+
+#include <cuda_runtime.h>
+#include <vector_types.h>
+
+#include <cstdint>
+
+namespace rs::cuda {
+
+constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Element types that float-valued parameters (norm weights, biases, sinks, embedding tables) may be stored in.
+enum class ElemType : int32_t { kF32, kBF16, kF16 };
+
+// Storage format of a linear weight [out, in].
+enum class WeightFormat : int32_t { kF32, kBF16, kF16, kMxfp4 };
+
+// Bits of the device error word.
+enum ErrorFlag : uint32_t {
+  kErrTokenId = 1u << 0,      // embedding: id outside the vocabulary
+  kErrPosition = 1u << 1,     // rope: position beyond the table
+  kErrKvSlot = 1u << 2,       // store_kv: slot beyond the cache
+  kErrExpertId = 1u << 3,     // moe: expert id out of range
+  kErrAbsentPage = 1u << 4,   // attention: page table entry < 0 inside the attended range
+};
+
+// ---- elementwise.cu ----
+void launch_embedding(const void* table, ElemType table_type, int64_t vocab, int64_t hidden, const int32_t* ids,
+                      int64_t num_tokens, float* out, uint32_t* error_flags, cudaStream_t stream);
+void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width, float eps,
+                     bool add_one, float* out, cudaStream_t stream);
+void launch_add(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
+// gate_up [rows, 2*inter] (gate | up) -> out [rows, inter]
+void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out, cudaStream_t stream);
+// gate_up [rows, 2*inter] interleaved (gate, up) pairs -> out [rows, inter], gpt-oss clamped SwiGLU
+void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
+                        cudaStream_t stream);
+void launch_gather_rows(const float* x, const int32_t* rows, int64_t num_rows, int64_t width, float* out,
+                        cudaStream_t stream);
+// out [rows, features] += bias[features]
+void launch_add_bias(float* out, int64_t rows, int64_t features, const void* bias, ElemType bias_type,
+                     cudaStream_t stream);
+// x [rows, width] f32 -> hi, lo bf16 with hi + lo = x to ~2^-17 relative (two-term split for bf16 tensor-core GEMM).
+void launch_split_bf16(const float* x, int64_t count, void* hi, void* lo, cudaStream_t stream);
+
+// ---- rope.cu ----
+void launch_rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, const int32_t* positions,
+                 const float* cos_sin, int64_t max_positions, int32_t rotary_dim, uint32_t* error_flags,
+                 cudaStream_t stream);
+
+// ---- attention.cu ----
+void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
+                     int64_t cache_rows, float* k_cache, float* v_cache, uint32_t* error_flags, cudaStream_t stream);
+
+struct AttentionArgs {
+  const float* q;            // [T, heads, hd]
+  const float* k_cache;      // [rows, kv_heads, hd]
+  const float* v_cache;
+  const int32_t* positions;  // [T]
+  const int32_t* token_seq;  // [T]
+  const int32_t* page_table; // [S, max_pages]
+  const void* sinks;         // [heads] or null
+  ElemType sinks_type;
+  float* out;                // [T, heads * hd]
+  float* partial;            // [T, heads, splits, hd + 2] when splits > 1
+  uint32_t* error_flags;
+  int32_t num_tokens, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits, split_keys;
+  float scale;
+};
+// Chooses the split count (flash-decoding) from the shape; returns the floats of `partial` it needs (0: none).
+int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
+                                 int32_t window, int32_t num_sms, int32_t* splits, int32_t* split_keys);
+void launch_attention(const AttentionArgs& args, cudaStream_t stream);
+
+// ---- linear: gemv.cu (few rows) and gemm_tiled.cu (any rows), both over "row chunks" of one weight group ----
+struct GroupedWeights {
+  const void* weight = nullptr;              // single group: [out, in] (or MXFP4 blocks [out, in/32, 16])
+  const uint8_t* scales = nullptr;           // single group MXFP4 scales [out, in/32]
+  const void* const* weight_table = nullptr; // per-group device pointer arrays (MoE experts); override the above
+  const uint8_t* const* scale_table = nullptr;
+  const void* bias = nullptr;                // [groups, out] or [out]
+  ElemType bias_type = ElemType::kF32;
+  int64_t bias_group_stride = 0;             // elements between consecutive groups' biases
+};
+
+// Activation rows are processed in chunks of consecutive rows that share one weight group. Either implicit (chunks of
+// `chunk_rows` over [0, total_rows), group 0) or an explicit device list of int4 {group, first_row, row_count, 0}.
+struct RowChunks {
+  const int4* list = nullptr;
+  const int32_t* count = nullptr;  // device: number of valid entries of list
+  int32_t max_chunks = 0;          // grid bound
+  int32_t chunk_rows = 0;
+  int64_t total_rows = 0;
+};
+
+struct LinearArgs {
+  const float* x;             // activations, row stride x_stride
+  int64_t x_stride;
+  const int32_t* x_rows;      // row r reads x[x_rows[r]] (gather), or null: x[r]
+  float* out;                 // row r writes out[r * out_stride + o]
+  int64_t out_stride;
+  int64_t in_features, out_features;
+  WeightFormat format;
+  GroupedWeights w;
+  RowChunks rows;
+};
+
+// Rows per chunk the GEMV kernel handles (weights are read once per chunk).
+constexpr int32_t kGemvMaxRows = 8;
+// Whether the vectorised GEMV applies: in_features divisible by the 16-byte vector's elements, x and its rows 16-byte
+// aligned, and the weight 16-byte aligned (weight == nullptr: a per-group table, checked when it was built).
+bool gemv_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride, const void* weight);
+void launch_gemv(const LinearArgs& args, int32_t rows_per_chunk, cudaStream_t stream);
+
+constexpr int32_t kTiledRows = 64;
+void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
+
+// ---- moe.cu ----
+// logits [T, E] -> ids [T, k], weights [T, k]; softmax_first: kSoftmaxTopK (then optional renormalisation), else
+// top-k logits then softmax over them.
+void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool softmax_first,
+                      bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
+// Groups the T*k (token, slot) pairs by expert: pos_of_slot [T*k] (row of each pair in expert order, -1 if its id is
+// bad), x_row_of_pos [T*k] (token of each row), chunks [max_chunks] of up to chunk_rows rows of one expert, *num_chunks.
+void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts, int32_t chunk_rows,
+                     int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
+                     uint32_t* error_flags, cudaStream_t stream);
+// out[t] = sum over its k slots in ascending expert id of weights[t, i] * y[pos_of_slot[t*k+i]]
+void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
+                        int64_t num_tokens, int32_t top_k, int64_t hidden, float* out, cudaStream_t stream);
+
+}  // namespace rs::cuda

@@ -1,0 +1,177 @@
+// Mixture-of-experts kernels on CUDA: router top-k (both routing conventions), device-side grouping of (token, slot)
+// pairs by expert (a counting sort that also cuts each expert's rows into GEMM chunks, so no host round trip), and the
+// weighted combine, summed per token in ascending expert id like the CPU reference.
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/kernels/device_utils.cuh"
+
+namespace rs::cuda {
+namespace {
+
+constexpr int kRouteWarps = 4;
+constexpr int kMaxTopK = 32;
+
+// One warp per token; the logits row is staged in shared memory.
+__global__ void moe_route_kernel(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
+                                 bool softmax_first, bool renormalize, int32_t* ids, float* weights) {
+  extern __shared__ float rows[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= num_tokens) return;
+  float* row = rows + warp * num_experts;
+  for (int e = lane; e < num_experts; e += 32) row[e] = logits[t * num_experts + e];
+  __syncwarp();
+  if (softmax_first) {
+    float max_logit = -INFINITY;
+    for (int e = lane; e < num_experts; e += 32) max_logit = fmaxf(max_logit, row[e]);
+    max_logit = warp_max(max_logit);
+    float sum = 0.0f;
+    for (int e = lane; e < num_experts; e += 32) sum += (row[e] = expf(row[e] - max_logit));
+    sum = warp_sum(sum);
+    for (int e = lane; e < num_experts; e += 32) row[e] /= sum;
+    __syncwarp();
+  }
+  float picked[kMaxTopK];
+  int32_t* out_ids = ids + t * top_k;
+  for (int i = 0; i < top_k; ++i) {
+    float best = -INFINITY;
+    int best_id = INT_MAX;
+    for (int e = lane; e < num_experts; e += 32)
+      if (row[e] > best || (row[e] == best && e < best_id)) best = row[e], best_id = e;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+      const int other_id = __shfl_xor_sync(0xffffffffu, best_id, offset);
+      if (other > best || (other == best && other_id < best_id)) best = other, best_id = other_id;
+    }
+    if (best_id == INT_MAX) best_id = i;  // every remaining logit is -inf or NaN: keep ids distinct and valid
+    picked[i] = best;
+    if (lane == 0) out_ids[i] = best_id;
+    __syncwarp();
+    if (lane == best_id % 32) row[best_id] = -INFINITY;
+    __syncwarp();
+  }
+  if (lane != 0) return;
+  float* out_w = weights + t * top_k;
+  if (!softmax_first) {
+    const float max_logit = picked[0];
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) sum += (picked[i] = expf(picked[i] - max_logit));
+    for (int i = 0; i < top_k; ++i) out_w[i] = picked[i] / sum;
+  } else if (renormalize) {
+    float sum = 0.0f;
+    for (int i = 0; i < top_k; ++i) sum += picked[i];
+    for (int i = 0; i < top_k; ++i) out_w[i] = picked[i] / sum;
+  } else {
+    for (int i = 0; i < top_k; ++i) out_w[i] = picked[i];
+  }
+}
+
+// Single block: counting sort of the slots by expert, then per expert its chunks of <= chunk_rows rows.
+__global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts,
+                                int32_t chunk_rows, int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks,
+                                int32_t* num_chunks, uint32_t* error_flags) {
+  extern __shared__ int32_t counts[];  // counts[E] | cursor[E] | chunk_first[E + 1]
+  int32_t* cursor = counts + num_experts;
+  int32_t* chunk_first = cursor + num_experts;
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int64_t s = threadIdx.x; s < num_slots; s += blockDim.x) {
+    const int32_t e = ids[s];
+    if (e >= 0 && e < num_experts) {
+      atomicAdd(&counts[e], 1);
+    } else {
+      set_error(error_flags, kErrExpertId);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int32_t offset = 0, chunk = 0;
+    for (int e = 0; e < num_experts; ++e) {
+      cursor[e] = offset;
+      chunk_first[e] = chunk;
+      offset += counts[e];
+      chunk += (counts[e] + chunk_rows - 1) / chunk_rows;
+    }
+    chunk_first[num_experts] = chunk;
+    *num_chunks = chunk;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {
+    const int32_t first = cursor[e];
+    for (int32_t c = chunk_first[e], row = 0; c < chunk_first[e + 1]; ++c, row += chunk_rows)
+      chunks[c] = make_int4(e, first + row, min(chunk_rows, counts[e] - row), 0);
+  }
+  __syncthreads();  // chunk writers read cursor[] before it advances
+  for (int64_t s = threadIdx.x; s < num_slots; s += blockDim.x) {
+    const int32_t e = ids[s];
+    if (e < 0 || e >= num_experts) {
+      pos_of_slot[s] = -1;
+      continue;
+    }
+    const int32_t pos = atomicAdd(&cursor[e], 1);
+    pos_of_slot[s] = pos;
+    x_row_of_pos[pos] = static_cast<int32_t>(s / top_k);
+  }
+}
+
+__global__ void moe_combine_kernel(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
+                                   int32_t top_k, int64_t hidden, float* out) {
+  __shared__ int32_t order[kMaxTopK];
+  const int64_t t = blockIdx.x;
+  if (threadIdx.x == 0) {  // insertion sort of the token's slots by expert id
+    for (int i = 0; i < top_k; ++i) {
+      int j = i;
+      while (j > 0 && ids[t * top_k + order[j - 1]] > ids[t * top_k + i]) {
+        order[j] = order[j - 1];
+        --j;
+      }
+      order[j] = i;
+    }
+  }
+  __syncthreads();
+  for (int64_t h = threadIdx.x; h < hidden; h += blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < top_k; ++i) {
+      const int64_t slot = t * top_k + order[i];
+      const int32_t pos = pos_of_slot[slot];
+      if (pos >= 0) acc = fmaf(weights[slot], y[pos * hidden + h], acc);
+    }
+    out[t * hidden + h] = acc;
+  }
+}
+
+}  // namespace
+
+void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool softmax_first,
+                      bool renormalize, int32_t* ids, float* weights, cudaStream_t stream) {
+  RS_CHECK(top_k >= 1 && top_k <= kMaxTopK && top_k <= num_experts, "moe top-k {} of {} experts", top_k, num_experts);
+  const size_t smem = sizeof(float) * kRouteWarps * num_experts;
+  RS_CHECK(smem <= 48 * 1024, "{} experts exceed the router kernel's shared memory", num_experts);
+  if (num_tokens == 0) return;
+  moe_route_kernel<<<ceil_div(num_tokens, kRouteWarps), kRouteWarps * 32, smem, stream>>>(
+      logits, num_tokens, num_experts, top_k, softmax_first, renormalize, ids, weights);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts, int32_t chunk_rows,
+                     int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
+                     uint32_t* error_flags, cudaStream_t stream) {
+  const size_t smem = sizeof(int32_t) * (3 * num_experts + 1);
+  RS_CHECK(smem <= 48 * 1024, "{} experts exceed the MoE sort kernel's shared memory", num_experts);
+  moe_sort_kernel<<<1, 1024, smem, stream>>>(ids, num_slots, top_k, num_experts, chunk_rows, pos_of_slot, x_row_of_pos,
+                                             chunks, num_chunks, error_flags);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
+                        int64_t num_tokens, int32_t top_k, int64_t hidden, float* out, cudaStream_t stream) {
+  RS_CHECK(top_k <= kMaxTopK, "moe top-k {} exceeds {}", top_k, kMaxTopK);
+  if (num_tokens == 0) return;
+  moe_combine_kernel<<<num_tokens, 256, 0, stream>>>(y, ids, weights, pos_of_slot, top_k, hidden, out);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rs::cuda

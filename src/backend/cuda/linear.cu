@@ -1,0 +1,205 @@
+// Linear layers and MoE experts on CUDA: picks the GEMV (<= 8 rows, reads weights once), cuBLAS (dense f32, and dense
+// bf16 with the activations split into bf16 hi + lo terms for near-fp32 accuracy on tensor cores), or the tiled SIMT
+// GEMM (MXFP4/f16 with many rows, MoE groups) by shape and format. MoE grouping stays on the device.
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/device_context.cuh"
+
+namespace rs::cuda {
+namespace {
+
+WeightFormat weight_format(const LinearWeight& w) {
+  if (w.format == LinearWeight::Format::kMxfp4) {
+    RS_CHECK(w.in_features % 32 == 0 && !w.scales.empty(), "MXFP4 weight [{}, {}] needs in % 32 == 0 and scales",
+             w.out_features, w.in_features);
+    return WeightFormat::kMxfp4;
+  }
+  switch (w.weight.dtype()) {
+    case DType::kF32: return WeightFormat::kF32;
+    case DType::kBF16: return WeightFormat::kBF16;
+    case DType::kF16: return WeightFormat::kF16;
+    default: RS_FAIL("linear weight of dtype {} is not supported on CUDA", dtype_name(w.weight.dtype()));
+  }
+}
+
+void check_on_device(const DeviceContext& ctx, const Tensor& t, const char* what) {
+  RS_CHECK(t.empty() || (t.device().kind == DeviceKind::kCuda && t.device().index == ctx.index()),
+           "{} is on {}, expected cuda:{}", what, device_name(t.device()), ctx.index());
+}
+
+void set_bias(GroupedWeights& w, const Tensor& bias, int64_t group_stride) {
+  if (bias.empty()) return;
+  w.bias = bias.data();
+  w.bias_type = elem_type(bias.dtype());
+  w.bias_group_stride = group_stride;
+}
+
+// out [T, out] = x [T, in] . W^T through cuBLAS: f32 weights with SGEMM, bf16 weights as two bf16 GEMMs on x's hi and
+// lo halves (fp32 accumulation; x = hi + lo to ~2^-17, W exact) so the result stays close to the fp32 reference.
+void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const LinearWeight& w, float* out) {
+  RS_CHECK(tokens < INT_MAX && w.in_features < INT_MAX && w.out_features < INT_MAX, "GEMM too large for cuBLAS");
+  const int m = static_cast<int>(w.out_features), n = static_cast<int>(tokens), k = static_cast<int>(w.in_features);
+  const float one = 1.0f, zero = 0.0f;
+  if (w.weight.dtype() == DType::kF32) {
+    RS_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data_as<float>(), k, x,
+                                k, &zero, out, m));
+    return;
+  }
+  const size_t count = static_cast<size_t>(tokens) * w.in_features;
+  void* hi = ctx.scratch(ScratchSlot::kSplitHi, count * 2);
+  void* lo = ctx.scratch(ScratchSlot::kSplitLo, count * 2);
+  launch_split_bf16(x, static_cast<int64_t>(count), hi, lo, ctx.stream());
+  RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
+                               hi, CUDA_R_16BF, k, &zero, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
+                               lo, CUDA_R_16BF, k, &one, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// Runs one grouped linear over explicit chunks with the GEMV or the tiled kernel.
+void grouped_linear(DeviceContext& ctx, const LinearArgs& args, bool use_gemv) {
+  if (use_gemv) {
+    launch_gemv(args, args.rows.chunk_rows, ctx.stream());
+  } else {
+    launch_gemm_tiled(args, ctx.stream());
+  }
+}
+
+// Checks that every expert of a list has the first one's format and shape; returns the format.
+WeightFormat expert_format(const std::vector<LinearWeight>& list, int64_t out, int64_t in, size_t num_experts) {
+  RS_CHECK(list.size() == num_experts, "{} expert weights for {} experts", list.size(), num_experts);
+  const WeightFormat format = weight_format(list.front());
+  for (const auto& w : list)
+    RS_CHECK(weight_format(w) == format && w.out_features == out && w.in_features == in,
+             "MoE experts differ in format or shape");
+  return format;
+}
+
+}  // namespace
+
+void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
+  const int64_t tokens = x.rows();
+  RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
+           "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
+  RS_CHECK(x.dtype() == DType::kF32 && out.dtype() == DType::kF32, "linear activations must be f32");
+  check_on_device(ctx, x, "linear input"), check_on_device(ctx, out, "linear output");
+  check_on_device(ctx, w.weight, "linear weight"), check_on_device(ctx, bias, "linear bias");
+  if (tokens == 0 || w.out_features == 0) return;
+  ctx.activate();
+  const WeightFormat format = weight_format(w);
+  LinearArgs args{};
+  args.x = x.data_as<float>();
+  args.x_stride = w.in_features;
+  args.out = out.data_as<float>();
+  args.out_stride = w.out_features;
+  args.in_features = w.in_features;
+  args.out_features = w.out_features;
+  args.format = format;
+  args.w.weight = w.weight.data();
+  args.w.scales = format == WeightFormat::kMxfp4 ? w.scales.data_as<uint8_t>() : nullptr;
+  set_bias(args.w, bias, 0);
+  args.rows.total_rows = tokens;
+  if (tokens <= kGemvMaxRows && gemv_supported(format, w.in_features, args.x, args.x_stride, args.w.weight)) {
+    args.rows.chunk_rows = static_cast<int32_t>(tokens);
+    launch_gemv(args, args.rows.chunk_rows, ctx.stream());
+  } else if (format == WeightFormat::kF32 || format == WeightFormat::kBF16) {
+    cublas_linear(ctx, args.x, tokens, w, args.out);
+    if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
+  } else {
+    args.rows.chunk_rows = kTiledRows;
+    launch_gemm_tiled(args, ctx.stream());
+  }
+}
+
+void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
+                     const MoeWeights& experts, Tensor out) {
+  const int64_t tokens = x.dim(0), hidden = x.dim(1), top_k = ids.dim(1);
+  const size_t num_experts = experts.down.size();
+  RS_CHECK(num_experts > 0 && ids.dim(0) == tokens && weights.dim(0) == tokens && weights.dim(1) == top_k &&
+               out.dim(0) == tokens && out.dim(1) == hidden,
+           "moe_experts: x {} ids {} weights {} out {}", x.shape_string(), ids.shape_string(), weights.shape_string(),
+           out.shape_string());
+  RS_CHECK(ids.dtype() == DType::kI32 && weights.dtype() == DType::kF32, "moe_experts: ids i32, weights f32");
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &ids, &weights, &out})
+    check_on_device(ctx, *t, "moe_experts tensor");
+  if (tokens == 0) return;
+  ctx.activate();
+  const bool gpt_oss = experts.activation == MoeActivation::kGptOssSwiGlu;
+  const int64_t inter = gpt_oss ? experts.gate_up.front().out_features / 2 : experts.gate.front().out_features;
+  const WeightFormat down_format = expert_format(experts.down, hidden, inter, num_experts);
+  const WeightFormat up_format = gpt_oss ? expert_format(experts.gate_up, 2 * inter, hidden, num_experts)
+                                         : expert_format(experts.gate, inter, hidden, num_experts);
+  if (!gpt_oss) RS_CHECK(expert_format(experts.up, inter, hidden, num_experts) == up_format, "gate/up formats differ");
+
+  const int64_t slots = tokens * top_k;
+  auto* hidden_act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeHidden, slots * 2 * inter * sizeof(float)));
+  auto* act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeAct, slots * inter * sizeof(float)));
+  auto* y = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeOut, slots * hidden * sizeof(float)));
+  // Few rows per expert (decode): GEMV chunks of <= 8 rows; otherwise 64-row tiles.
+  const int64_t active = std::min<int64_t>(slots, static_cast<int64_t>(num_experts));
+  const bool use_gemv = slots <= kGemvMaxRows * active &&
+                        gemv_supported(up_format, hidden, x.data_as<float>(), hidden, nullptr) &&
+                        gemv_supported(down_format, inter, act, inter, nullptr);
+  const int32_t chunk_rows = use_gemv ? static_cast<int32_t>(std::min<int64_t>(kGemvMaxRows, slots)) : kTiledRows;
+  const int64_t max_chunks = std::min(slots, ceil_div(slots, chunk_rows) + static_cast<int64_t>(num_experts));
+  RS_CHECK(max_chunks <= 65535, "MoE batch of {} slots needs {} chunks (grid limit)", slots, max_chunks);
+
+  // Scratch: pos_of_slot [slots] | x_row_of_pos [slots] | num_chunks, padded to 16 bytes | chunks [max_chunks].
+  const size_t ints = static_cast<size_t>(2 * slots + 4);
+  auto* meta = static_cast<int32_t*>(ctx.scratch(ScratchSlot::kMoeMeta, ints * 4 + max_chunks * sizeof(int4) + 16));
+  int32_t* pos_of_slot = meta;
+  int32_t* x_row_of_pos = meta + slots;
+  int32_t* num_chunks = meta + 2 * slots;
+  auto* chunks = reinterpret_cast<int4*>(meta + ((ints + 3) & ~size_t{3}));
+  launch_moe_sort(ids.data_as<int32_t>(), slots, static_cast<int32_t>(top_k), static_cast<int32_t>(num_experts),
+                  chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks, ctx.error_flags(), ctx.stream());
+  const RowChunks rows{chunks, num_chunks, static_cast<int32_t>(max_chunks), chunk_rows, slots};
+
+  LinearArgs up{};
+  up.x = x.data_as<float>();
+  up.x_stride = hidden;
+  up.x_rows = x_row_of_pos;
+  up.out_stride = 2 * inter;
+  up.in_features = hidden;
+  up.format = up_format;
+  up.rows = rows;
+  const auto bind = [&](LinearArgs& args, const std::vector<LinearWeight>& list) {
+    const ExpertTable table = ctx.expert_table(list);
+    args.w.weight_table = table.weights;
+    args.w.scale_table = table.scales;
+  };
+  if (gpt_oss) {
+    up.out = hidden_act;
+    up.out_features = 2 * inter;
+    bind(up, experts.gate_up);
+    set_bias(up.w, experts.gate_up_bias, 2 * inter);
+    grouped_linear(ctx, up, use_gemv);
+    launch_gpt_oss_glu(hidden_act, slots, inter, experts.swiglu_alpha, experts.swiglu_limit, act, ctx.stream());
+  } else {
+    up.out_features = inter;
+    up.out = hidden_act;  // gate into columns [0, I)
+    bind(up, experts.gate);
+    grouped_linear(ctx, up, use_gemv);
+    up.out = hidden_act + inter;  // up into columns [I, 2I)
+    bind(up, experts.up);
+    grouped_linear(ctx, up, use_gemv);
+    launch_silu_mul(hidden_act, slots, inter, act, ctx.stream());
+  }
+  LinearArgs down{};
+  down.x = act;
+  down.x_stride = inter;
+  down.out = y;
+  down.out_stride = hidden;
+  down.in_features = inter;
+  down.out_features = hidden;
+  down.format = down_format;
+  down.rows = rows;
+  bind(down, experts.down);
+  set_bias(down.w, experts.down_bias, hidden);
+  grouped_linear(ctx, down, use_gemv);
+  launch_moe_combine(y, ids.data_as<int32_t>(), weights.data_as<float>(), pos_of_slot, tokens,
+                     static_cast<int32_t>(top_k), hidden, out.data_as<float>(), ctx.stream());
+}
+
+}  // namespace rs::cuda
