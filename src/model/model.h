@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "engine/forward_batch.h"
 #include "kv/kv_pool.h"
 #include "loader/hf_config.h"
 #include "loader/weight_source.h"
