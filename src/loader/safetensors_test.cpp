@@ -18,7 +18,10 @@ fs::path temp_dir(const std::string& name) {
   return dir;
 }
 
-void write_file(const fs::path& path, const std::string& header, const std::string& data) {
+// Writes a safetensors file; pad_header aligns the data start to 8 bytes as real writers do.
+void write_file(const fs::path& path, std::string header, const std::string& data, bool pad_header = true) {
+  if (pad_header)
+    while ((8 + header.size()) % 8) header += ' ';
   std::ofstream out(path, std::ios::binary);
   const uint64_t n = header.size();
   out.write(reinterpret_cast<const char*>(&n), 8);
@@ -98,6 +101,19 @@ TEST(WeightSource, ChecksShapesAgainstConfig) {
     EXPECT_NE(std::string(e.what()).find("tensor 'a' has shape [2], expected [3]"), std::string::npos) << e.what();
   }
   EXPECT_THROW(source.require("zzz", {1}), Error);
+}
+
+TEST(WeightSource, CopiesMisalignedTensorsToAlignedMemory) {
+  auto dir = temp_dir("unaligned");
+  float values[3] = {1, 2, 3};
+  // Header of odd length and a 1-byte tensor first: the f32 tensor starts at an odd address.
+  write_file(dir / "model.safetensors",
+             R"({"u":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"f":{"dtype":"F32","shape":[3],"data_offsets":[1,13]}})",
+             std::string("\x07") + std::string(reinterpret_cast<const char*>(values), 12), /*pad_header=*/false);
+  auto source = WeightSource::checkpoint(dir);
+  Tensor f = source.require("f", {3});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f.data()) % alignof(float), 0u);
+  EXPECT_EQ(f.data_as<float>()[2], 3.0f);
 }
 
 TEST(WeightSource, DummyIsSeededAndSensible) {

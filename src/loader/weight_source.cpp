@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstring>
 #include <functional>
 
 namespace rs::loader {
@@ -60,6 +61,13 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
              checkpoint_->file_of(name), name, dtype_name(tensor.dtype()));
   }
   bytes_loaded_ += tensor.bytes();
+  // Safetensors only promises 8-byte alignment of the data section; an odd offset gets an aligned copy.
+  if (reinterpret_cast<uintptr_t>(tensor.data()) % dtype_size(tensor.dtype()) != 0) {
+    auto buffer = std::make_shared<Buffer>(Buffer::host(tensor.bytes()));
+    std::memcpy(buffer->data(), tensor.data(), tensor.bytes());
+    owned_buffers_.push_back(buffer);
+    return Tensor(buffer->data(), tensor.dtype(), actual.data(), static_cast<int>(actual.size()));
+  }
   return tensor;
 }
 
@@ -89,7 +97,7 @@ Tensor WeightSource::make_dummy(const std::string& name, const std::vector<int64
       }
     }
   }
-  dummy_buffers_.push_back(buffer);
+  owned_buffers_.push_back(buffer);
   bytes_loaded_ += buffer->bytes();
   return Tensor(buffer->data(), dtype, shape.data(), static_cast<int>(shape.size()));
 }

@@ -37,7 +37,7 @@ class WeightSource {
   std::shared_ptr<SafetensorsCheckpoint> checkpoint_;
   uint64_t seed_ = 0;
   DType dummy_dtype_ = DType::kBF16;
-  std::vector<std::shared_ptr<Buffer>> dummy_buffers_;
+  std::vector<std::shared_ptr<Buffer>> owned_buffers_;  // dummy tensors and aligned copies
   size_t bytes_loaded_ = 0;
 };
 
