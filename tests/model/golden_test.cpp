@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -34,8 +35,10 @@ int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// RS_TEST_BACKEND=cuda runs the goldens on the GPU (tools/device_test_cuda.sh); CPU otherwise.
 engine::EngineConfig test_config() {
   engine::EngineConfig config;
+  if (const char* backend = std::getenv("RS_TEST_BACKEND")) config.backend = backend;
   config.num_threads = 2;
   config.exact_f32 = true;
   config.kv_cache_gb = 0.02;

@@ -1,5 +1,7 @@
+// DeviceContext: stream, cuBLAS handle, pooled memory settings, the device error word and scratch for one CUDA device.
 #include "backend/cuda/device_context.cuh"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 

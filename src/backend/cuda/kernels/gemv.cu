@@ -41,7 +41,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a)
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
 
-#pragma unroll 2
   for (int64_t v = lane; v < vecs; v += 32) {
     const uint4 r0 = __ldg(w0 + v), r1 = __ldg(w1 + v);
     const uint32_t words0[4] = {r0.x, r0.y, r0.z, r0.w}, words1[4] = {r1.x, r1.y, r1.z, r1.w};
