@@ -8,10 +8,7 @@
 #include "apps/radixserve/commands.h"
 #include "base/clock.h"
 #include "engine/single_sequence.h"
-#if __has_include("tokenizer/tokenizer.h")
 #include "tokenizer/tokenizer.h"
-#define RS_HAVE_TOKENIZER 1
-#endif
 
 namespace rs::app {
 namespace {
@@ -53,15 +50,11 @@ void run_generate(const GenerateOptions& options) {
   config.progress = make_progress_reporter();
   engine::Engine engine(options.model_dir, config);
 
-#ifdef RS_HAVE_TOKENIZER
   std::optional<tokenizer::Tokenizer> tok;
-#endif
   std::vector<int32_t> prompt;
   if (!options.prompt.empty()) {
-#ifdef RS_HAVE_TOKENIZER
     tok.emplace(tokenizer::Tokenizer::load(options.model_dir));
     prompt = tok->encode(options.prompt, tok->add_special_tokens_default());
-#endif
   } else {
     prompt = parse_ids(options.prompt_ids);
   }
@@ -98,9 +91,7 @@ void run_generate(const GenerateOptions& options) {
                            {"prompt_tokens", prompt.size()},
                            {"prefill_seconds", prefill_s},
                            {"decode_seconds", decode_s}};
-#ifdef RS_HAVE_TOKENIZER
   if (tok) result["text"] = tok->decode(output, /*skip_special_tokens=*/true);
-#endif
   std::cout << result.dump() << std::endl;
 }
 
