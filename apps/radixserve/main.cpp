@@ -15,17 +15,11 @@ int main(int argc, char** argv) {
   app.parse_complete_callback([&] { rs::set_log_level(log_level); });
   spdlog::set_default_logger(spdlog::stderr_color_mt("radixserve"));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%^%l%$] %v");
-#ifdef RS_WITH_SERVE
   rs::app::add_serve_command(app);
-#endif
   rs::app::add_generate_command(app);
   rs::app::add_bench_command(app);
-#ifdef RS_WITH_TOKENIZE
   rs::app::add_tokenize_command(app);
-#endif
-#ifdef RS_WITH_CHAT_TEMPLATE
   rs::app::add_chat_template_command(app);
-#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,199 @@
+// `radixserve serve`: loads a model and serves the OpenAI-compatible API until SIGTERM or SIGINT, then drains:
+// no new calls, running ones get --drain-timeout seconds to finish, the rest are aborted, and the process exits.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "apps/radixserve/commands.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "kv/kv_footprint.h"
+#include "sched/scheduler.h"
+#include "server/http_server.h"
+#include "server/openai_request.h"
+
+namespace rs::app {
+namespace {
+
+struct ServeOptions {
+  std::string model_dir;
+  std::string served_model_name;        // empty: the model folder's name
+  server::ServerConfig http;
+  sched::SchedulerConfig scheduler;
+  engine::EngineConfig engine;
+  int32_t drain_timeout_s = 30;
+};
+
+// The write end of the shutdown pipe. The one global here: a signal handler can reach nothing else.
+int g_shutdown_pipe = -1;
+
+extern "C" void on_shutdown_signal(int signal_number) {
+  const unsigned char byte = static_cast<unsigned char>(signal_number);
+  [[maybe_unused]] const ssize_t written = ::write(g_shutdown_pipe, &byte, 1);  // async-signal-safe
+}
+
+// SIGTERM / SIGINT: the handler writes the signal to a pipe and a waiter thread acts on it. (Blocking the signals and
+// using sigwait would not do: OpenBLAS starts its threads before main, with the signals unblocked.)
+class ShutdownSignal {
+ public:
+  // Installs the handlers and starts the waiter, which lives until the process exits and shares its state with this
+  // object.
+  ShutdownSignal() : state_(std::make_shared<State>()) {
+    int fds[2];
+    RS_CHECK(::pipe(fds) == 0, "cannot create the shutdown pipe");
+    g_shutdown_pipe = fds[1];
+    struct sigaction action = {};
+    action.sa_handler = on_shutdown_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(SIGTERM, &action, nullptr);
+    ::sigaction(SIGINT, &action, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);  // a client closing its socket must not kill the server
+    std::thread([state = state_, read_fd = fds[0]] { wait_loop(*state, read_fd); }).detach();
+  }
+  // While not serving (loading), a signal exits at once: there is nothing to drain.
+  void set_serving(bool serving) { state_->serving = serving; }
+  // Blocks until the first signal.
+  void wait() {
+    std::unique_lock lock(state_->mutex);
+    state_->raised_cv.wait(lock, [&] { return state_->raised; });
+  }
+
+ private:
+  struct State {
+    std::atomic<bool> serving{false};
+    std::mutex mutex;
+    std::condition_variable raised_cv;
+    bool raised = false;
+  };
+  static void wait_loop(State& state, int read_fd) {
+    for (int received = 0;;) {
+      unsigned char signal_number = 0;
+      if (::read(read_fd, &signal_number, 1) != 1) continue;
+      if (!state.serving || received++ > 0) {
+        RS_LOG_WARN("signal {}: exiting immediately", signal_number);  // a second signal means "now"
+        std::_Exit(received > 1 ? 1 : 0);
+      }
+      RS_LOG_INFO("signal {}: draining", signal_number);
+      {
+        std::lock_guard lock(state.mutex);
+        state.raised = true;
+      }
+      state.raised_cv.notify_all();
+    }
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+// The API's model name: --served-model-name, else the model folder's name.
+std::string served_name(const ServeOptions& options) {
+  if (!options.served_model_name.empty()) return options.served_model_name;
+  std::filesystem::path folder = std::filesystem::absolute(options.model_dir).lexically_normal();
+  if (folder.filename().empty()) folder = folder.parent_path();
+  return folder.filename().string();
+}
+
+void log_kv_plan(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
+  const int64_t context = engine.context_length();
+  const kv::KvFootprint footprint = kv::request_kv_footprint(pool, context);
+  RS_LOG_INFO("KV per request at {} tokens: {:.1f} MiB with sliding-window pages reclaimed, {:.1f} MiB keeping every "
+              "page", context, footprint.windowed_bytes / 1048576.0, footprint.keep_all_bytes / 1048576.0);
+  for (size_t g = 0; g < pool.groups.size(); ++g)
+    RS_LOG_INFO("KV group {}: window {}, {} layers, {} pages of {} tokens", g, pool.groups[g].window,
+                pool.groups[g].layers.size(), pool.groups[g].num_pages, pool.page_size);
+}
+
+// Tokens one request may span: the context, and no more than the full-attention pages can hold.
+int64_t max_request_tokens(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
+  int64_t limit = engine.context_length();
+  for (const kv::KvGroup& group : pool.groups)
+    if (group.window == 0) limit = std::min(limit, group.num_pages * pool.page_size);
+  return limit;
+}
+
+void run_serve(ServeOptions options) {
+  ShutdownSignal shutdown;
+  options.http.num_threads = std::min(1024, options.scheduler.max_running_requests +
+                                                options.scheduler.max_queued_requests + 16);
+  server::HttpServer http(options.http);
+  http.start();  // /health says "loading" from here on
+
+  options.engine.max_running_requests = options.scheduler.max_running_requests;
+  options.engine.max_step_tokens = options.scheduler.max_prefill_tokens + options.scheduler.max_running_requests;
+  options.engine.progress = make_progress_reporter();
+  engine::Engine engine(options.model_dir, options.engine);
+  const kv::KvPoolConfig& pool = engine.kv_pool().config();
+  log_kv_plan(engine, pool);
+
+  server::ServingModel model;
+  model.name = served_name(options);
+  model.max_context = max_request_tokens(engine, pool);
+  model.vocab_size = engine.model_config().vocab_size;
+  model.eos_token_ids = engine.model_config().eos_token_ids;
+  model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
+  model.text = server::ModelText::load(options.model_dir);
+
+  options.scheduler.context_length = model.max_context;
+  sched::Scheduler scheduler(options.scheduler, pool,
+                             [&engine](const engine::ForwardBatch& batch) { return engine.forward(batch); });
+  std::thread scheduler_thread([&scheduler] { scheduler.run(); });
+  http.set_ready(model, scheduler, pool.page_size);
+  shutdown.set_serving(true);
+  RS_LOG_INFO("serving {} (context {} tokens) on {}:{}", model.name, model.max_context, options.http.host, http.port());
+
+  shutdown.wait();
+  http.begin_drain();
+  const auto deadline = Clock::now() + std::chrono::seconds(options.drain_timeout_s);
+  while (http.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (http.in_flight() > 0) RS_LOG_WARN("drain timeout: aborting {} call(s) still running", http.in_flight());
+  scheduler.stop();  // aborts what is left; their handlers answer and return
+  scheduler_thread.join();
+  const auto grace = Clock::now() + std::chrono::seconds(2);
+  while (http.in_flight() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  http.stop();
+  RS_LOG_INFO("shut down");
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto options = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
+  cmd->add_option("--model", options->model_dir, "Model folder (config.json, safetensors, tokenizer.json)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--served-model-name", options->served_model_name, "Model name in the API (default: folder name)");
+  cmd->add_option("--host", options->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", options->http.port, "Port to listen on (0 = any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", options->http.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--max-running-requests", options->scheduler.max_running_requests, "Sequences in the running batch")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-prefill-tokens", options->scheduler.max_prefill_tokens, "Prefill tokens per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--chunked-prefill-size", options->scheduler.chunked_prefill_size,
+                  "Prefill tokens of one request per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--max-queued-requests", options->scheduler.max_queued_requests,
+                  "Requests waiting for admission before new ones get 503")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", options->drain_timeout_s, "Seconds running requests get to finish on SIGTERM")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  add_engine_options(*cmd, options->engine);
+  cmd->callback([options] { run_serve(*options); });
+}
+
+}  // namespace rs::app

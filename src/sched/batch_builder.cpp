@@ -1,0 +1,44 @@
+#include "sched/batch_builder.h"
+
+#include <algorithm>
+
+namespace rs::sched {
+
+uint64_t sampling_seed(const Request& request) {
+  if (request.sampling.seed) return *request.sampling.seed;
+  uint64_t x = request.id + 0x9e3779b97f4a7c15ull;  // splitmix64: distinct ids give unrelated streams
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int num_groups) {
+  engine::ForwardBatch batch;
+  batch.seq_token_start.push_back(0);
+  for (const StepItem& item : items) {
+    const Sequence& seq = *item.seq;
+    for (int64_t pos = item.begin; pos < item.end; ++pos) {
+      batch.token_ids.push_back(seq.tokens[pos]);
+      batch.positions.push_back(static_cast<int32_t>(pos));
+    }
+    batch.seq_token_start.push_back(batch.num_tokens());
+    batch.seq_kv_len.push_back(static_cast<int32_t>(item.end));
+    for (const auto& pages : seq.kv.pages) batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
+    if (item.samples()) {
+      batch.logit_rows.push_back(batch.num_tokens() - 1);
+      batch.sampling.push_back(engine::SamplingRow{.params = &seq.request->sampling,
+                                                   .prompt_ids = seq.prompt_ids(),
+                                                   .output_ids = seq.output_ids(),
+                                                   .rng_seed = sampling_seed(*seq.request)});
+    }
+  }
+  batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));
+  for (size_t s = 0; s < items.size(); ++s)
+    for (int g = 0; g < num_groups; ++g) {
+      const auto& pages = items[s].seq->kv.pages[g];
+      std::copy(pages.begin(), pages.end(), batch.page_tables[g].begin() + s * batch.max_pages);
+    }
+  return batch;
+}
+
+}  // namespace rs::sched

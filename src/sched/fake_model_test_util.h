@@ -1,0 +1,90 @@
+// FakeModel: a stand-in for Engine::forward in scheduler tests. It stores each token in its page-table slot and
+// "attends" by hashing what it reads back through the page tables (within each group's window), so a wrong page
+// table, a page reused while still live, or a wrongly reclaimed window page changes the generated tokens.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/forward_batch.h"
+#include "kv/kv_pool.h"
+
+namespace rs::sched::testing {
+
+class FakeModel {
+ public:
+  static constexpr int32_t kVocab = 1000;
+
+  explicit FakeModel(const kv::KvPoolConfig& geometry) : geometry_(geometry) {
+    for (const auto& group : geometry_.groups) slots_.emplace_back(group.num_pages * geometry_.page_size, -1);
+  }
+
+  engine::StepOutput forward(const engine::ForwardBatch& batch) {
+    batches_.push_back(batch);
+    const int32_t page_size = geometry_.page_size;
+    auto slot_of = [&](int g, int s, int64_t pos) -> int64_t {
+      const int32_t page = batch.page_tables[g][s * batch.max_pages + pos / page_size];
+      return page < 0 ? -1 : int64_t{page} * page_size + pos % page_size;
+    };
+    for (int s = 0; s < batch.num_seqs(); ++s)
+      for (int t = batch.seq_token_start[s]; t < batch.seq_token_start[s + 1]; ++t)
+        for (int g = 0; g < static_cast<int>(slots_.size()); ++g) {
+          const int64_t slot = slot_of(g, s, batch.positions[t]);
+          if (slot < 0) throw std::runtime_error("write to an absent page");
+          slots_[g][slot] = (int64_t{batch.positions[t]} << 32) | static_cast<uint32_t>(batch.token_ids[t]);
+        }
+    engine::StepOutput output;
+    for (int32_t row : batch.logit_rows) {
+      int s = 0;
+      while (batch.seq_token_start[s + 1] <= row) ++s;
+      const int64_t pos = batch.positions[row];
+      uint64_t hash = 1469598103934665603ull;
+      for (int g = 0; g < static_cast<int>(slots_.size()); ++g) {
+        for (int64_t p = first_read(g, pos); p <= pos; ++p) {
+          const int64_t slot = slot_of(g, s, p);
+          if (slot < 0) throw std::runtime_error("read of an absent page");
+          const int64_t value = slots_[g][slot];
+          hash = mix(hash, (value >> 32) == p ? static_cast<int32_t>(value & 0xffffffff) : -7);
+        }
+      }
+      engine::SampledToken token;
+      token.token_id = static_cast<int32_t>(hash % kVocab);
+      output.tokens.push_back(token);
+    }
+    return output;
+  }
+
+  // The tokens a correct server produces for `prompt` (greedy, until max_new or a stop token).
+  std::vector<int32_t> reference(std::vector<int32_t> tokens, int32_t max_new, int32_t stop_token = -1) const {
+    std::vector<int32_t> output;
+    while (static_cast<int32_t>(output.size()) < max_new) {
+      const int64_t pos = static_cast<int64_t>(tokens.size()) - 1;
+      uint64_t hash = 1469598103934665603ull;
+      for (int g = 0; g < static_cast<int>(slots_.size()); ++g)
+        for (int64_t p = first_read(g, pos); p <= pos; ++p) hash = mix(hash, tokens[p]);
+      const int32_t next = static_cast<int32_t>(hash % kVocab);
+      tokens.push_back(next);
+      output.push_back(next);
+      if (next == stop_token) break;
+    }
+    return output;
+  }
+
+  const std::vector<engine::ForwardBatch>& batches() const { return batches_; }
+
+ private:
+  int64_t first_read(int g, int64_t pos) const {
+    const int32_t window = geometry_.groups[g].window;
+    return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+  }
+  static uint64_t mix(uint64_t hash, int32_t token) { return (hash ^ static_cast<uint32_t>(token)) * 1099511628211ull; }
+
+  kv::KvPoolConfig geometry_;
+  std::vector<std::vector<int64_t>> slots_;  // [group][page * page_size + offset] = position << 32 | token
+  std::vector<engine::ForwardBatch> batches_;
+};
+
+}  // namespace rs::sched::testing

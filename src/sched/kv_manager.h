@@ -1,0 +1,68 @@
+// KvManager: the scheduler's KV resources (one PageAllocator per KV group and the RadixCache) and the page table
+// of every live sequence: prefix reuse, growth, sliding-window reclaim, caching and release. Scheduler thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kv/kv_pool.h"
+#include "kv/page_allocator.h"
+#include "kv/radix_cache.h"
+
+namespace rs::sched {
+
+// The pages one sequence holds a reference on.
+struct SeqPages {
+  std::vector<std::vector<int32_t>> pages;  // [group][page index]; -1 = absent (reclaimed behind a window)
+  kv::RadixNode* locked = nullptr;          // deepest cached node this sequence keeps locked
+};
+
+struct KvGroupStats {
+  int32_t window = 0;         // 0 = full attention
+  int64_t num_pages = 0;
+  int64_t used_pages = 0;     // referenced by sequences or the prefix cache
+  int64_t cached_pages = 0;   // held by the prefix cache (some may also be used by sequences)
+};
+
+class KvManager {
+ public:
+  // geometry: page size and groups with their num_pages (KvPool::config()).
+  explicit KvManager(const kv::KvPoolConfig& geometry);
+
+  int32_t page_size() const { return page_size_; }
+  int num_groups() const { return static_cast<int>(windows_.size()); }
+
+  // Reuses the longest cached prefix of tokens[0, max_tokens): refs its pages into the empty `seq` and locks them.
+  // Returns the number of tokens reused (page-aligned).
+  int64_t match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens);
+
+  // Makes positions [begin, end) writable in every group for a sequence whose K/V ends at `begin`: first drops the
+  // window pages no token from `begin` on can read, then allocates pages, evicting cached pages when short.
+  // Returns the end actually reserved: `end`, or less (down to `begin`) when the pool cannot supply more.
+  int64_t reserve(SeqPages& seq, int64_t begin, int64_t end);
+
+  // Caches the whole pages of tokens[0, kv_len) and moves the sequence's lock to the cached path.
+  void cache(SeqPages& seq, std::span<const int32_t> tokens, int64_t kv_len);
+
+  // Drops every page reference and the lock of `seq`.
+  void release(SeqPages& seq);
+
+  // Pages of full-attention groups needed to hold `tokens` positions, and how many could be supplied now
+  // (free + evictable), minimised over the full-attention groups. Used for admission; window groups are bounded.
+  int64_t full_pages_for(int64_t tokens) const { return (tokens + page_size_ - 1) / page_size_; }
+  int64_t full_pages_available() const;
+  int64_t full_pages_total() const;
+
+  void flush_cache() { cache_->evict_all(); }
+  std::vector<KvGroupStats> stats() const;
+
+ private:
+  int32_t page_size_;
+  std::vector<int32_t> windows_;                   // [group]
+  std::vector<kv::PageAllocator> allocators_;      // [group]
+  std::unique_ptr<kv::RadixCache> cache_;          // refers to allocators_
+};
+
+}  // namespace rs::sched

@@ -1,0 +1,75 @@
+#include "sched/kv_manager.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+namespace rs::sched {
+namespace {
+
+kv::KvPoolConfig geometry(int64_t full_pages, int64_t window_pages, int32_t window) {
+  kv::KvPoolConfig config;
+  config.page_size = 4;
+  config.groups.resize(2);
+  config.groups[0].num_pages = full_pages;
+  config.groups[1].window = window;
+  config.groups[1].num_pages = window_pages;
+  return config;
+}
+
+std::vector<int32_t> tokens(int count) {
+  std::vector<int32_t> result(count);
+  std::iota(result.begin(), result.end(), 10);
+  return result;
+}
+
+TEST(KvManager, ReserveGrowsPagesAndReclaimsBehindTheWindow) {
+  KvManager kv(geometry(16, 16, 8));
+  SeqPages seq;
+  EXPECT_EQ(kv.reserve(seq, 0, 20), 20);
+  EXPECT_EQ(seq.pages[0].size(), 5u);
+  EXPECT_EQ(kv.stats()[1].used_pages, 5);
+  // The next token at 20 reads 13..20: pages 0..2 of the window group go back to the pool.
+  EXPECT_EQ(kv.reserve(seq, 20, 21), 21);
+  EXPECT_EQ(seq.pages[1][2], -1);
+  EXPECT_GE(seq.pages[1][3], 0);
+  EXPECT_EQ(kv.stats()[1].used_pages, 3);
+  EXPECT_EQ(kv.stats()[0].used_pages, 6);
+  kv.release(seq);
+  EXPECT_EQ(kv.stats()[0].used_pages, 0);
+  EXPECT_EQ(kv.stats()[1].used_pages, 0);
+}
+
+TEST(KvManager, ReserveStopsAtWhatThePoolHolds) {
+  KvManager kv(geometry(4, 16, 8));
+  SeqPages a, b;
+  EXPECT_EQ(kv.reserve(a, 0, 12), 12);
+  EXPECT_EQ(kv.reserve(b, 0, 12), 4);  // one full-attention page left
+  EXPECT_EQ(kv.reserve(b, 4, 8), 4);   // none left
+  kv.release(a);
+  kv.release(b);
+}
+
+TEST(KvManager, CachedPrefixIsMatchedAndEvictedUnderPressure) {
+  KvManager kv(geometry(8, 16, 8));
+  auto prompt = tokens(16);
+  SeqPages first;
+  kv.reserve(first, 0, 16);
+  kv.cache(first, prompt, 16);
+  kv.release(first);
+  EXPECT_EQ(kv.stats()[0].cached_pages, 4);
+  EXPECT_EQ(kv.full_pages_available(), 8);
+
+  SeqPages second;
+  EXPECT_EQ(kv.match(second, prompt, 15), 12);
+  EXPECT_EQ(kv.full_pages_available(), 4);  // the matched path is locked
+  kv.release(second);
+
+  SeqPages big;
+  EXPECT_EQ(kv.reserve(big, 0, 32), 32);  // evicts the cached prefix to make room
+  EXPECT_EQ(kv.stats()[0].cached_pages, 0);
+  kv.release(big);
+}
+
+}  // namespace
+}  // namespace rs::sched

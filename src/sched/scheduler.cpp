@@ -1,0 +1,300 @@
+#include "sched/scheduler.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace rs::sched {
+
+Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward)
+    : config_(config), forward_(std::move(forward)), kv_(kv_geometry) {
+  RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
+  RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
+           "max_prefill_tokens and chunked_prefill_size must be positive");
+  RS_CHECK(config_.context_length > 0, "context length must be positive");
+  publish_stats();
+}
+
+bool Scheduler::submit(std::unique_ptr<Request> request) {
+  if (never_admitted_.fetch_add(1) >= config_.max_queued_requests) {
+    never_admitted_.fetch_sub(1);
+    return false;
+  }
+  if (!inbox_.push(std::move(request))) {
+    never_admitted_.fetch_sub(1);
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::abort(uint64_t request_id) { inbox_.push(AbortMessage{request_id}); }
+void Scheduler::flush_cache() { inbox_.push(FlushCacheMessage{}); }
+void Scheduler::stop() { inbox_.close(); }
+
+void Scheduler::run() {
+  while (true) {
+    if (waiting_.empty() && running_.empty()) {
+      auto message = inbox_.pop();  // idle: sleep until work arrives or stop()
+      if (!message) break;
+      handle(std::move(*message));
+    }
+    if (inbox_.closed()) break;
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // A bug in scheduling itself: fail what is in flight rather than the process.
+      RS_LOG_ERROR("scheduler step failed: {}", e.what());
+      end_all(FinishReason::kError, e.what());
+    }
+  }
+  while (auto message = inbox_.try_pop()) handle(std::move(*message));
+  end_all(FinishReason::kAbort, "server shutting down");
+  publish_stats();
+}
+
+void Scheduler::handle(Message message) {
+  std::visit(
+      [&](auto&& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, std::unique_ptr<Request>>) {
+          receive(std::move(m));
+        } else if constexpr (std::is_same_v<T, AbortMessage>) {
+          for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+            if ((*it)->request->id != m.request_id) continue;
+            if (!(*it)->admitted_before) never_admitted_.fetch_sub(1);
+            finish(**it, FinishReason::kAbort);
+            waiting_.erase(it);
+            return;
+          }
+          for (auto& seq : running_)
+            if (seq->request->id == m.request_id) finish(*seq, FinishReason::kAbort);
+          drop_finished();
+        } else {
+          kv_.flush_cache();
+        }
+      },
+      std::move(message));
+}
+
+void Scheduler::receive(std::unique_ptr<Request> request) {
+  auto seq = std::make_unique<Sequence>();
+  seq->tokens = request->prompt_ids;
+  seq->num_prompt = static_cast<int32_t>(request->prompt_ids.size());
+  seq->request = std::move(request);
+  const int64_t total = seq->num_tokens() + seq->request->max_new_tokens;
+  std::string error;
+  if (seq->tokens.empty()) {
+    error = "the prompt is empty";
+  } else if (seq->request->max_new_tokens < 1 || total > config_.context_length) {
+    error = fmt::format("{} prompt + {} new tokens exceed the context length {}", seq->num_prompt,
+                        seq->request->max_new_tokens, config_.context_length);
+  } else if (kv_.full_pages_for(total) > kv_.full_pages_total()) {
+    error = fmt::format("the request needs {} KV pages but the pool holds {}", kv_.full_pages_for(total),
+                        kv_.full_pages_total());
+  }
+  if (!error.empty()) {
+    never_admitted_.fetch_sub(1);
+    finish(*seq, FinishReason::kError, error);
+    return;
+  }
+  waiting_.push_back(std::move(seq));
+}
+
+bool Scheduler::step() {
+  while (auto message = inbox_.try_pop()) handle(std::move(*message));
+  std::vector<StepItem> items = schedule();
+  if (items.empty()) {
+    publish_stats();
+    return false;
+  }
+  engine::ForwardBatch batch = build_forward_batch(items, kv_.num_groups());
+  engine::StepOutput output;
+  try {
+    output = forward_(batch);
+    RS_CHECK(output.tokens.size() == batch.logit_rows.size(), "forward returned {} tokens for {} logit rows",
+             output.tokens.size(), batch.logit_rows.size());
+  } catch (const std::exception& e) {
+    RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
+    for (const StepItem& item : items) finish(*item.seq, FinishReason::kError, e.what());
+    drop_finished();
+    publish_stats();
+    return true;
+  }
+  ++counters_.steps;
+  commit(items, output);
+  drop_finished();
+  publish_stats();
+  return true;
+}
+
+std::vector<StepItem> Scheduler::schedule() {
+  std::vector<StepItem> items;
+  schedule_decodes(items);
+  schedule_prefills(items);
+  if (items.empty() && !running_.empty()) {
+    // Every running sequence is a prefill starved of pages: retract the newest so the others can move on.
+    if (running_.size() == 1) {
+      finish(*running_.front(), FinishReason::kError, "KV cache too small for this request");
+      drop_finished();
+    } else {
+      preempt_newest();
+    }
+  }
+  return items;
+}
+
+void Scheduler::schedule_decodes(std::vector<StepItem>& items) {
+  // Decodes go first and are never skipped for prefill, so prefill-first admission cannot starve them.
+  for (size_t i = 0; i < running_.size();) {
+    Sequence* seq = running_[i].get();
+    if (seq->remaining() != 1) {
+      ++i;
+      continue;
+    }
+    bool retracted = false;
+    while (kv_.reserve(seq->kv, seq->kv_len, seq->kv_len + 1) == seq->kv_len) {
+      retracted = running_.back().get() == seq;  // out of KV: the newest sequence goes back to the queue
+      preempt_newest();
+      if (retracted) break;
+    }
+    if (retracted) continue;
+    items.push_back(StepItem{seq, seq->kv_len, seq->kv_len + 1});
+    ++i;
+  }
+}
+
+void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
+  int64_t budget = config_.max_prefill_tokens;
+  for (auto& seq : running_) {
+    if (seq->remaining() <= 1 || budget <= 0) continue;
+    const int64_t want = std::min<int64_t>({seq->remaining(), config_.chunked_prefill_size, budget});
+    const int64_t end = kv_.reserve(seq->kv, seq->kv_len, seq->kv_len + want);
+    if (end == seq->kv_len) continue;
+    items.push_back(StepItem{seq.get(), seq->kv_len, end});
+    budget -= end - seq->kv_len;
+  }
+  while (budget > 0 && !waiting_.empty() &&
+         static_cast<int32_t>(running_.size()) < config_.max_running_requests) {
+    if (!admit(*waiting_.front(), budget, items)) break;
+    budget -= items.back().end - items.back().begin;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items) {
+  const int64_t reused = kv_.match(seq.kv, seq.tokens, seq.num_tokens() - 1);
+  // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence;
+  // decode growth beyond that is covered by preemption.
+  const int64_t need = kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() +
+                       static_cast<int64_t>(running_.size());
+  const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, config_.chunked_prefill_size, budget});
+  const int64_t end = need <= kv_.full_pages_available() ? kv_.reserve(seq.kv, reused, reused + want) : reused;
+  if (end == reused) {
+    kv_.release(seq.kv);
+    return false;
+  }
+  seq.kv_len = reused;
+  seq.admit_order = ++admit_counter_;
+  if (!seq.admitted_before) {
+    seq.admitted_before = true;
+    seq.cached_tokens = static_cast<int32_t>(reused);
+    never_admitted_.fetch_sub(1);
+    counters_.prompt_tokens += seq.num_prompt;
+    counters_.cached_prompt_tokens += std::min<int64_t>(reused, seq.num_prompt);
+  }
+  items.push_back(StepItem{&seq, reused, end});
+  return true;
+}
+
+void Scheduler::preempt_newest() {
+  std::unique_ptr<Sequence> seq = std::move(running_.back());
+  running_.pop_back();
+  RS_LOG_DEBUG("rid={} preempted at {} tokens", seq->request->id, seq->kv_len);
+  kv_.cache(seq->kv, seq->tokens, seq->kv_len);  // a later readmission can reuse what was computed
+  kv_.release(seq->kv);
+  seq->kv_len = 0;
+  ++counters_.preemptions;
+  waiting_.push_front(std::move(seq));
+}
+
+FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
+  const auto& stops = seq.request->stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kStop;
+  if (seq.num_output() >= seq.request->max_new_tokens || seq.num_tokens() >= config_.context_length)
+    return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
+void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOutput& output) {
+  size_t row = 0;
+  for (const StepItem& item : items) {
+    Sequence& seq = *item.seq;
+    seq.kv_len = item.end;
+    if (item.end - item.begin > 1) kv_.cache(seq.kv, seq.tokens, seq.kv_len);  // share prompt pages early
+    if (!item.samples()) continue;
+    const engine::SampledToken& sampled = output.tokens[row++];
+    seq.tokens.push_back(sampled.token_id);
+    ++counters_.generation_tokens;
+    TokenEvent event;
+    event.tokens.push_back(sampled);
+    event.choice_index = seq.request->choice_index;
+    if (!seq.first_event_sent) {
+      seq.first_event_sent = true;
+      event.prompt_tokens = seq.num_prompt;
+      event.cached_tokens = seq.cached_tokens;
+    }
+    event.finish_reason = stop_reason(seq, sampled.token_id);
+    event.finished = event.finish_reason != FinishReason::kNone;
+    if (event.finished) finish(seq, event.finish_reason);
+    seq.request->stream->events.push(std::move(event));
+  }
+}
+
+void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+  if (!seq.kv.pages.empty() || seq.kv.locked != nullptr) {
+    kv_.cache(seq.kv, seq.tokens, seq.kv_len);
+    kv_.release(seq.kv);
+  }
+  seq.finished = true;
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) return;  // commit() sends the last token
+  TokenEvent event;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.error = error;
+  event.choice_index = seq.request->choice_index;
+  event.prompt_tokens = seq.num_prompt;
+  event.cached_tokens = seq.cached_tokens;
+  seq.request->stream->events.push(std::move(event));
+}
+
+void Scheduler::drop_finished() {
+  std::erase_if(running_, [](const std::unique_ptr<Sequence>& seq) { return seq->finished; });
+}
+
+void Scheduler::end_all(FinishReason reason, const std::string& error) {
+  for (auto& seq : running_) finish(*seq, reason, error);
+  drop_finished();
+  for (auto& seq : waiting_) {
+    if (!seq->admitted_before) never_admitted_.fetch_sub(1);
+    finish(*seq, reason, error);
+  }
+  waiting_.clear();
+}
+
+void Scheduler::publish_stats() {
+  SchedulerStats snapshot = counters_;
+  snapshot.num_running = static_cast<int32_t>(running_.size());
+  snapshot.num_queued = static_cast<int32_t>(waiting_.size());
+  snapshot.kv = kv_.stats();
+  std::lock_guard lock(stats_mutex_);
+  published_ = std::move(snapshot);
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  return published_;
+}
+
+}  // namespace rs::sched

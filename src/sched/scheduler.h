@@ -1,0 +1,104 @@
+// Scheduler: continuous batching on its own thread. Admits requests under the KV budget, mixes chunked-prefill slices
+// with every running decode in each step, preempts (retract and recompute later) when KV runs out, and streams tokens.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <variant>
+#include <vector>
+
+#include "base/channel.h"
+#include "engine/forward_batch.h"
+#include "kv/kv_pool.h"
+#include "sched/batch_builder.h"
+#include "sched/kv_manager.h"
+#include "sched/request.h"
+#include "sched/sequence.h"
+
+namespace rs::sched {
+
+struct SchedulerConfig {
+  int32_t max_running_requests = 16;   // sequences in the running batch
+  int32_t max_prefill_tokens = 8192;   // prefill tokens per step, over all sequences (decode tokens ride on top)
+  int32_t chunked_prefill_size = 2048; // prefill tokens of one sequence per step
+  int32_t max_queued_requests = 256;   // submitted but never admitted; submit() refuses beyond this
+  int64_t context_length = 0;          // positions per sequence (prompt + output)
+};
+
+// A snapshot for /metrics, taken after every step.
+struct SchedulerStats {
+  int32_t num_running = 0;
+  int32_t num_queued = 0;              // waiting for admission, preempted sequences included
+  std::vector<KvGroupStats> kv;        // per KV group
+  uint64_t prompt_tokens = 0;          // prompt tokens of admitted requests (first admission)
+  uint64_t cached_prompt_tokens = 0;   // of which reused from the prefix cache
+  uint64_t generation_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+};
+
+// Runs one step's ForwardBatch and samples a token per logit row (Engine::forward in production, a fake in tests).
+using ForwardFn = std::function<engine::StepOutput(const engine::ForwardBatch&)>;
+
+class Scheduler {
+ public:
+  // kv_geometry: the pool's page size and groups (with num_pages), usually engine.kv_pool().config().
+  Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Any thread. false (the request is dropped) when max_queued_requests are waiting or the scheduler stopped.
+  bool submit(std::unique_ptr<Request> request);
+  // Any thread. The request ends with FinishReason::kAbort and its pages are freed at the next step; unknown ids
+  // (already finished) are ignored.
+  void abort(uint64_t request_id);
+  // Any thread. Drops every cached page no request uses.
+  void flush_cache();
+  // Any thread. run() returns after aborting whatever is still queued or running.
+  void stop();
+
+  // The scheduler thread's loop: blocks while idle, steps while there is work, returns after stop().
+  void run();
+  // One iteration: handles messages, schedules, runs the forward pass, emits tokens. Returns false when there was
+  // nothing to run. Only the thread that owns the scheduler (run(), or a test) may call it.
+  bool step();
+
+  SchedulerStats stats() const;  // any thread
+
+ private:
+  struct AbortMessage { uint64_t request_id; };
+  struct FlushCacheMessage {};
+  using Message = std::variant<std::unique_ptr<Request>, AbortMessage, FlushCacheMessage>;
+
+  void handle(Message message);
+  void receive(std::unique_ptr<Request> request);
+  std::vector<StepItem> schedule();
+  void schedule_decodes(std::vector<StepItem>& items);
+  void schedule_prefills(std::vector<StepItem>& items);
+  bool admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items);
+  void preempt_newest();
+  void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
+  FinishReason stop_reason(const Sequence& seq, int32_t token) const;
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
+  void drop_finished();
+  void end_all(FinishReason reason, const std::string& error);
+  void publish_stats();
+
+  SchedulerConfig config_;
+  ForwardFn forward_;
+  KvManager kv_;
+  Channel<Message> inbox_;
+  std::atomic<int32_t> never_admitted_{0};     // submitted, not yet admitted once (the queue limit)
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // in admission order (oldest first)
+  uint64_t admit_counter_ = 0;
+  SchedulerStats counters_;                    // scheduler thread's running totals
+  mutable std::mutex stats_mutex_;
+  SchedulerStats published_;                   // guarded by stats_mutex_
+};
+
+}  // namespace rs::sched

@@ -1,0 +1,356 @@
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "sched/fake_model_test_util.h"
+
+namespace rs::sched {
+namespace {
+
+using testing::FakeModel;
+
+constexpr int32_t kPageSize = 4;
+
+kv::KvPoolConfig geometry(std::vector<std::pair<int32_t, int64_t>> groups) {  // (window, num_pages) per group
+  kv::KvPoolConfig config;
+  config.page_size = kPageSize;
+  for (auto [window, pages] : groups) {
+    config.groups.emplace_back();
+    config.groups.back().window = window;
+    config.groups.back().num_pages = pages;
+  }
+  return config;
+}
+
+struct Submitted {
+  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> output;
+  FinishReason reason = FinishReason::kNone;
+  int32_t cached_tokens = -1;
+  std::string error;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void make(const kv::KvPoolConfig& kv, SchedulerConfig config = {}) {
+    if (config.context_length == 0) config.context_length = 4096;
+    model_ = std::make_unique<FakeModel>(kv);
+    scheduler_ = std::make_unique<Scheduler>(config, kv, [this](const engine::ForwardBatch& batch) {
+      if (fail_next_) {
+        fail_next_ = false;
+        throw std::runtime_error("device fell over");
+      }
+      if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return model_->forward(batch);
+    });
+    config_ = config;
+  }
+
+  Submitted* submit(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
+    auto request = std::make_unique<Request>();
+    request->id = next_id_++;
+    request->prompt_ids = prompt;
+    request->max_new_tokens = max_new;
+    request->stop_token_ids = std::move(stops);
+    request->sampling.temperature = 0.0f;
+    auto submitted = std::make_unique<Submitted>();
+    submitted->prompt = std::move(prompt);
+    request->stream = submitted->stream;
+    EXPECT_TRUE(scheduler_->submit(std::move(request)));
+    submitted_.push_back(std::move(submitted));
+    return submitted_.back().get();
+  }
+
+  // Steps until every submitted request has finished (or gives up), collecting events.
+  void run_to_completion(int max_steps = 100000) {
+    for (int step = 0; step < max_steps && !all_finished(); ++step) {
+      scheduler_->step();
+      collect();
+    }
+    ASSERT_TRUE(all_finished());
+  }
+
+  void collect() {
+    for (auto& s : submitted_)
+      while (auto event = s->stream->events.try_pop()) {
+        if (s->cached_tokens < 0) s->cached_tokens = event->cached_tokens;
+        for (const auto& token : event->tokens) s->output.push_back(token.token_id);
+        if (event->finished) {
+          s->reason = event->finish_reason;
+          s->error = event->error;
+        }
+      }
+  }
+
+  bool all_finished() const {
+    for (const auto& s : submitted_)
+      if (s->reason == FinishReason::kNone) return false;
+    return true;
+  }
+
+  // After all work: no sequence holds a page, only the prefix cache does; flushing it empties the pool.
+  void expect_no_leaks() {
+    scheduler_->step();
+    SchedulerStats stats = scheduler_->stats();
+    EXPECT_EQ(stats.num_running, 0);
+    EXPECT_EQ(stats.num_queued, 0);
+    for (const auto& group : stats.kv) EXPECT_EQ(group.used_pages, group.cached_pages) << "window " << group.window;
+    scheduler_->flush_cache();
+    scheduler_->step();
+    for (const auto& group : scheduler_->stats().kv) EXPECT_EQ(group.used_pages, 0) << "window " << group.window;
+  }
+
+  static std::vector<int32_t> random_prompt(std::mt19937& rng, int length, int32_t first_token = -1) {
+    std::vector<int32_t> prompt(length);
+    for (auto& token : prompt) token = static_cast<int32_t>(rng() % 900) + 1;
+    if (first_token >= 0 && length > 0) prompt[0] = first_token;
+    return prompt;
+  }
+
+  SchedulerConfig config_;
+  std::unique_ptr<FakeModel> model_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Submitted>> submitted_;
+  uint64_t next_id_ = 1;
+  bool fail_next_ = false;
+  std::atomic<bool> slow_ = false;
+};
+
+TEST_F(SchedulerTest, SingleRequestMatchesReference) {
+  make(geometry({{0, 64}}));
+  Submitted* s = submit({5, 6, 7, 8, 9, 10, 11}, 12);
+  run_to_completion();
+  EXPECT_EQ(s->reason, FinishReason::kLength);
+  EXPECT_EQ(s->output, model_->reference(s->prompt, 12));
+  EXPECT_EQ(s->cached_tokens, 0);
+  expect_no_leaks();
+}
+
+TEST_F(SchedulerTest, StopTokenEndsTheRequest) {
+  make(geometry({{0, 64}}));
+  std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
+  const auto expected = model_->reference(prompt, 10);
+  Submitted* s = submit(prompt, 10, {expected[2]});
+  run_to_completion();
+  EXPECT_EQ(s->reason, FinishReason::kStop);
+  EXPECT_EQ(s->output, std::vector<int32_t>(expected.begin(), expected.begin() + 3));
+}
+
+// Mixed lengths under a small step budget, a small chunk size and a running limit: every request still gets exactly
+// the tokens it gets alone, and the limits hold in every step. Variants: full attention; full + window; window only.
+class MixedBatchTest : public SchedulerTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(MixedBatchTest, SixteenRequestsMatchTheirSoloOutput) {
+  const int variant = GetParam();
+  kv::KvPoolConfig kv = variant == 0   ? geometry({{0, 512}})
+                        : variant == 1 ? geometry({{0, 512}, {8, 512}})
+                                       : geometry({{6, 512}});
+  make(kv, SchedulerConfig{.max_running_requests = 8, .max_prefill_tokens = 40, .chunked_prefill_size = 7,
+                           .context_length = 4096});
+  std::mt19937 rng(variant);
+  for (int i = 0; i < 16; ++i) submit(random_prompt(rng, 1 + static_cast<int>(rng() % 90)), 1 + rng() % 25);
+  run_to_completion();
+  for (const auto& s : submitted_) {
+    EXPECT_EQ(s->reason, FinishReason::kLength);
+    EXPECT_EQ(s->output, model_->reference(s->prompt, static_cast<int32_t>(s->output.size())));
+  }
+  bool chunked = false;
+  for (const auto& batch : model_->batches()) {
+    EXPECT_LE(batch.num_seqs(), 8);
+    int prefill_tokens = 0;
+    for (int s = 0; s < batch.num_seqs(); ++s) {
+      const int tokens = batch.seq_token_start[s + 1] - batch.seq_token_start[s];
+      EXPECT_LE(tokens, 7);
+      if (tokens > 1) prefill_tokens += tokens;
+      chunked |= tokens > 1 && batch.seq_kv_len[s] < 20;
+    }
+    EXPECT_LE(prefill_tokens, 40);
+  }
+  EXPECT_TRUE(chunked);
+  expect_no_leaks();
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, MixedBatchTest, ::testing::Values(0, 1, 2));
+
+TEST_F(SchedulerTest, SecondRequestReusesASharedPrefix) {
+  make(geometry({{0, 256}, {8, 256}}));
+  std::mt19937 rng(7);
+  const auto prefix = random_prompt(rng, 50);
+  auto first = prefix, second = prefix;
+  first.insert(first.end(), {1, 2, 3});
+  second.insert(second.end(), {9, 8, 7, 6});
+  Submitted* a = submit(first, 5);
+  run_to_completion();
+  Submitted* b = submit(second, 5);
+  run_to_completion();
+  EXPECT_EQ(a->cached_tokens, 0);
+  EXPECT_EQ(b->cached_tokens, 48);  // whole pages of the shared 50 tokens
+  EXPECT_EQ(b->output, model_->reference(second, 5));
+  // The same prompt again reuses everything but its last page (the last token is always recomputed).
+  Submitted* c = submit(second, 5);
+  run_to_completion();
+  EXPECT_EQ(c->cached_tokens, 52);
+  EXPECT_EQ(c->output, b->output);
+  expect_no_leaks();
+}
+
+// Shared prefixes of many lengths while the window pool is too small to keep every tail: whatever the cache
+// reuses must be exactly what the window layers read, so every output still matches its reference.
+TEST_F(SchedulerTest, WindowPrefixReuseUnderWindowPressure) {
+  make(geometry({{0, 1024}, {8, 24}}), SchedulerConfig{.max_running_requests = 3, .context_length = 4096});
+  std::mt19937 rng(11);
+  std::vector<std::vector<int32_t>> stems;
+  for (int i = 0; i < 3; ++i) stems.push_back(random_prompt(rng, 40));
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 5; ++i) {
+      auto prompt = stems[rng() % stems.size()];
+      prompt.resize(5 + rng() % 36);
+      auto suffix = random_prompt(rng, static_cast<int>(rng() % 6));
+      prompt.insert(prompt.end(), suffix.begin(), suffix.end());
+      submit(prompt, 1 + static_cast<int32_t>(rng() % 6));
+    }
+    run_to_completion();
+  }
+  int reused = 0;
+  for (const auto& s : submitted_) {
+    EXPECT_EQ(s->reason, FinishReason::kLength) << s->error;
+    EXPECT_EQ(s->output, model_->reference(s->prompt, static_cast<int32_t>(s->output.size())));
+    reused += s->cached_tokens > 0;
+  }
+  EXPECT_GT(reused, 5);
+  expect_no_leaks();
+}
+
+TEST_F(SchedulerTest, WindowPagesBehindEveryWindowAreReclaimed) {
+  make(geometry({{0, 512}, {8, 512}}));
+  Submitted* s = submit(std::vector<int32_t>(100, 3), 60);
+  int64_t peak_window_pages = 0;
+  while (s->reason == FinishReason::kNone) {
+    scheduler_->step();
+    collect();
+    const auto stats = scheduler_->stats();
+    peak_window_pages = std::max(peak_window_pages, stats.kv[1].used_pages - stats.kv[1].cached_pages);
+  }
+  EXPECT_EQ(s->output, model_->reference(s->prompt, 60));
+  // The 100-token prefill writes 25 pages; decoding then holds only the pages a window of 8 can still read.
+  EXPECT_LE(peak_window_pages, 4);
+  expect_no_leaks();
+}
+
+TEST_F(SchedulerTest, PreemptsAndRecomputesWhenKvRunsOut) {
+  // 40 pages = 160 token slots for 8 requests of 70 tokens each.
+  make(geometry({{0, 40}, {8, 64}}), SchedulerConfig{.max_running_requests = 8, .context_length = 4096});
+  std::mt19937 rng(3);
+  for (int i = 0; i < 8; ++i) submit(random_prompt(rng, 30), 40);
+  run_to_completion();
+  for (const auto& s : submitted_) {
+    EXPECT_EQ(s->reason, FinishReason::kLength);
+    EXPECT_EQ(s->output, model_->reference(s->prompt, 40));
+  }
+  EXPECT_GT(scheduler_->stats().preemptions, 0u);
+  expect_no_leaks();
+}
+
+TEST_F(SchedulerTest, AbortFreesPagesAtTheNextStep) {
+  make(geometry({{0, 64}}));
+  Submitted* s = submit(std::vector<int32_t>(30, 2), 100);
+  Submitted* other = submit(std::vector<int32_t>(10, 4), 20);
+  for (int i = 0; i < 5; ++i) scheduler_->step();
+  scheduler_->abort(1);
+  scheduler_->step();
+  collect();
+  EXPECT_EQ(s->reason, FinishReason::kAbort);
+  EXPECT_EQ(scheduler_->stats().num_running, 1);
+  run_to_completion();
+  EXPECT_EQ(other->output, model_->reference(other->prompt, 20));
+  scheduler_->abort(1);  // already gone: ignored
+  expect_no_leaks();
+}
+
+TEST_F(SchedulerTest, AbortWhileQueued) {
+  make(geometry({{0, 64}}), SchedulerConfig{.max_running_requests = 1, .context_length = 4096});
+  submit({1, 2, 3}, 50);
+  Submitted* queued = submit({4, 5, 6}, 5);
+  scheduler_->step();
+  scheduler_->abort(2);
+  run_to_completion();
+  EXPECT_EQ(queued->reason, FinishReason::kAbort);
+  EXPECT_TRUE(queued->output.empty());
+}
+
+TEST_F(SchedulerTest, QueueLimitRefusesSubmissions) {
+  make(geometry({{0, 64}}), SchedulerConfig{.max_queued_requests = 2, .context_length = 4096});
+  submit({1}, 2);
+  submit({2}, 2);
+  auto request = std::make_unique<Request>();
+  request->prompt_ids = {3};
+  request->stream = std::make_shared<TokenStream>();
+  EXPECT_FALSE(scheduler_->submit(std::move(request)));
+  run_to_completion();
+}
+
+TEST_F(SchedulerTest, RequestsThatCannotFitFailAlone) {
+  make(geometry({{0, 8}}), SchedulerConfig{.context_length = 64});
+  Submitted* too_long = submit(std::vector<int32_t>(60, 1), 10);  // beyond the context
+  Submitted* too_big = submit(std::vector<int32_t>(30, 1), 10);    // beyond the 32-token pool
+  Submitted* fine = submit({1, 2}, 3);
+  run_to_completion();
+  EXPECT_EQ(too_long->reason, FinishReason::kError);
+  EXPECT_EQ(too_big->reason, FinishReason::kError);
+  EXPECT_FALSE(too_big->error.empty());
+  EXPECT_EQ(fine->reason, FinishReason::kLength);
+}
+
+TEST_F(SchedulerTest, ForwardFailureFailsOnlyThatBatch) {
+  make(geometry({{0, 64}}));
+  Submitted* first = submit({1, 2, 3}, 4);
+  fail_next_ = true;
+  scheduler_->step();
+  Submitted* second = submit({1, 2, 3}, 4);
+  run_to_completion();
+  EXPECT_EQ(first->reason, FinishReason::kError);
+  EXPECT_EQ(second->output, model_->reference(second->prompt, 4));
+  expect_no_leaks();
+}
+
+TEST_F(SchedulerTest, RunsOnItsOwnThreadAndStops) {
+  make(geometry({{0, 64}}));
+  slow_ = true;
+  std::thread thread([&] { scheduler_->run(); });
+  auto stream = std::make_shared<TokenStream>();
+  auto request = std::make_unique<Request>();
+  request->id = 42;
+  request->prompt_ids = {1, 2, 3};
+  request->max_new_tokens = 3;
+  request->stream = stream;
+  ASSERT_TRUE(scheduler_->submit(std::move(request)));
+  int tokens = 0;
+  while (auto event = stream->events.pop()) {
+    tokens += static_cast<int>(event->tokens.size());
+    if (event->finished) break;
+  }
+  EXPECT_EQ(tokens, 3);
+  auto endless = std::make_shared<TokenStream>();
+  request = std::make_unique<Request>();
+  request->id = 43;
+  request->prompt_ids = {1, 2, 3};
+  request->max_new_tokens = 200;
+  request->stream = endless;
+  ASSERT_TRUE(scheduler_->submit(std::move(request)));
+  EXPECT_FALSE(endless->events.pop()->finished);
+  scheduler_->stop();
+  thread.join();
+  FinishReason last = FinishReason::kNone;
+  while (auto event = endless->events.try_pop())
+    if (event->finished) last = event->finish_reason;
+  EXPECT_EQ(last, FinishReason::kAbort);
+}
+
+}  // namespace
+}  // namespace rs::sched

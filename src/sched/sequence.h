@@ -1,0 +1,36 @@
+// Sequence: the scheduler's state for one live request (its tokens, how far its K/V reaches, and its pages).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "sched/kv_manager.h"
+#include "sched/request.h"
+
+namespace rs::sched {
+
+struct Sequence {
+  std::unique_ptr<Request> request;
+  std::vector<int32_t> tokens;       // the prompt, then every generated token
+  int32_t num_prompt = 0;
+  int64_t kv_len = 0;                // positions [0, kv_len) have K/V in the pool; the rest are computed next
+  SeqPages kv;
+  int32_t cached_tokens = 0;         // prompt tokens reused at first admission (reported to the client)
+  bool admitted_before = false;      // true after the first admission (a preempted sequence is readmitted)
+  bool first_event_sent = false;
+  bool finished = false;             // set by Scheduler::finish; the sequence leaves the running batch after the step
+  uint64_t admit_order = 0;          // larger = admitted later; the newest is preempted first
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
+  // Positions still to compute before the next token can be sampled (1 = a decode step).
+  int64_t remaining() const { return num_tokens() - kv_len; }
+  std::span<const int32_t> prompt_ids() const { return {tokens.data(), static_cast<size_t>(num_prompt)}; }
+  std::span<const int32_t> output_ids() const {
+    return {tokens.data() + num_prompt, static_cast<size_t>(num_output())};
+  }
+};
+
+}  // namespace rs::sched

@@ -1,0 +1,205 @@
+#include "server/generate_handler.h"
+
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include "base/log.h"
+#include "server/sse.h"
+
+namespace rs::server {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr auto kPollInterval = 100ms;   // how often a waiting handler wakes to check its client
+constexpr auto kKeepAliveEvery = 1s;    // SSE comment cadence while no token arrives
+
+// Counts a call in flight for as long as it lives (a streamed response outlives its handler).
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int32_t>& counter) : counter_(counter) { ++counter_; }
+  ~InFlight() { --counter_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int32_t>& counter_;
+};
+
+// Everything a streamed response needs after its handler has returned.
+struct StreamState {
+  std::unique_ptr<InFlight> in_flight;
+  std::unique_ptr<Generation> generation;
+  std::unique_ptr<ResponseBuilder> builder;
+  bool include_usage = false;
+  bool started = false;
+  bool finished = false;
+  Clock::time_point last_write = Clock::now();
+};
+
+}  // namespace
+
+GenerateHandler::GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics)
+    : model_(model), scheduler_(scheduler), metrics_(metrics) {}
+
+void GenerateHandler::respond_error(httplib::Response& res, const ApiError& error) {
+  (error.status >= 500 ? metrics_.requests_server_error : metrics_.requests_client_error)++;
+  res.status = error.status;
+  if (error.status == 503) res.set_header("Retry-After", "1");
+  res.set_content(error_json(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build_prompts(
+    Endpoint endpoint, const std::string& body, GenerationOptions& options) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::string model_name;
+  if (endpoint == Endpoint::kChat) {
+    auto parsed = parse_chat_request(body, model_.sampling_defaults);
+    if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
+    auto& request = std::get<ChatRequest>(parsed);
+    model_name = request.model;
+    options = request.options;
+    if (model_name == model_.name) {
+      if (!model_.text.has_chat_template())
+        return invalid_param("messages", "This model has no tokenizer or chat template; use /v1/completions with "
+                                         "token-id prompts.", "chat_unsupported");
+      auto ids = model_.text.chat_prompt(request.messages, request.add_generation_prompt, request.template_extra);
+      if (auto* error = std::get_if<ApiError>(&ids)) return *error;
+      prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
+    }
+  } else {
+    auto parsed = parse_completion_request(body, model_.sampling_defaults);
+    if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
+    auto& request = std::get<CompletionRequest>(parsed);
+    model_name = request.model;
+    options = request.options;
+    prompts = std::move(request.token_prompts);
+    for (const std::string& text : request.text_prompts) {
+      auto ids = model_.text.encode_prompt(text);
+      if (auto* error = std::get_if<ApiError>(&ids)) return *error;
+      prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
+    }
+  }
+  if (model_name != model_.name)
+    return api_error(404, "invalid_request_error",
+                     fmt::format("The model `{}` does not exist or you do not have access to it.", model_name),
+                     "model", "model_not_found");
+  const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  for (const auto& prompt : prompts) {
+    if (prompt.empty()) return invalid_param(prompt_param, "The prompt is empty after tokenization.", "empty_prompt");
+    for (int32_t id : prompt)
+      if (id < 0 || id >= model_.vocab_size)
+        return invalid_param(prompt_param, fmt::format("Token id {} is outside the vocabulary [0, {}).", id,
+                                                       model_.vocab_size), "invalid_token_id");
+  }
+  if (!options.stop.empty() && !model_.text.has_tokenizer())
+    return invalid_param("stop", "Stop strings need a tokenizer, which this model lacks; use stop_token_ids.",
+                         "unsupported_parameter");
+  return prompts;
+}
+
+std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,
+                                                                const GenerationOptions& options,
+                                                                Endpoint endpoint) const {
+  size_t longest = 0;
+  for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
+  const int64_t room = model_.max_context - static_cast<int64_t>(longest);
+  const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (room < 1)
+    return invalid_param(prompt_param,
+                         fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
+                                     "tokens, which leaves no room for the completion.", model_.max_context, longest),
+                         "context_length_exceeded");
+  if (!options.max_tokens) return static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
+  if (*options.max_tokens > room)
+    return invalid_param(endpoint == Endpoint::kChat ? "max_completion_tokens" : "max_tokens",
+                         fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                                     "tokens ({} in the prompt, {} in the completion). Please reduce the length of the "
+                                     "prompt or completion.", model_.max_context, longest + *options.max_tokens,
+                                     longest, *options.max_tokens),
+                         "context_length_exceeded");
+  return *options.max_tokens;
+}
+
+void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  auto in_flight = std::make_unique<InFlight>(in_flight_);
+  GenerationOptions options;
+  auto prompts = build_prompts(endpoint, req.body, options);
+  if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(res, *error);
+  auto& prompt_ids = std::get<std::vector<std::vector<int32_t>>>(prompts);
+  auto max_new = max_new_tokens(prompt_ids, options, endpoint);
+  if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(res, *error);
+
+  const uint64_t first_id = next_request_id_.fetch_add(prompt_ids.size() * options.n);
+  auto generation = std::make_unique<Generation>(model_, options, std::move(prompt_ids), std::get<int32_t>(max_new),
+                                                 first_id, scheduler_, metrics_);
+  if (!generation->submit()) {
+    metrics_.requests_rejected++;
+    return respond_error(res, server_error(503, "The server is overloaded: too many requests are queued. Retry later.",
+                                           "server_overloaded"));
+  }
+  auto builder = std::make_unique<ResponseBuilder>(endpoint, model_.name, options, model_.text);
+
+  if (!options.stream) {
+    std::vector<ChoiceResult> results(generation->num_choices());
+    while (!generation->done())
+      for (const ChoiceDelta& delta : generation->poll(kPollInterval)) results[delta.index].append(delta);
+    if (generation->error())
+      return respond_error(res, server_error(500, *generation->error()));
+    metrics_.requests_ok++;
+    res.set_content(builder->response(results, generation->usage()).dump(-1, ' ', false,
+                                                                          nlohmann::json::error_handler_t::replace),
+                    "application/json");
+    return;
+  }
+
+  auto state = std::make_shared<StreamState>();
+  state->in_flight = std::move(in_flight);
+  state->generation = std::move(generation);
+  state->builder = std::move(builder);
+  state->include_usage = options.include_usage;
+  const bool chat = endpoint == Endpoint::kChat;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, state, chat](size_t, httplib::DataSink& sink) {
+        std::string out;
+        if (!state->started) {
+          state->started = true;
+          for (int32_t c = 0; chat && c < state->generation->num_choices(); ++c) {
+            ChoiceDelta role;
+            role.index = c;
+            out += sse_data(state->builder->chunk(role, /*first=*/true));
+          }
+        }
+        for (const ChoiceDelta& delta : state->generation->poll(out.empty() ? kPollInterval : 0ms))
+          out += sse_data(state->builder->chunk(delta, false));
+        const bool done = state->generation->done();
+        if (done && state->generation->error()) {
+          out += sse_data(error_json(server_error(500, *state->generation->error())));
+        } else if (done && state->include_usage) {
+          out += sse_data(state->builder->usage_chunk(state->generation->usage()));
+        }
+        if (done) out += kSseDone;
+        if (out.empty() && Clock::now() - state->last_write >= kKeepAliveEvery) out = kSseKeepAlive;
+        if (!out.empty()) {
+          if (!sink.write(out.data(), out.size())) return false;  // the client went away
+          state->last_write = Clock::now();
+        }
+        if (done) {
+          state->finished = true;
+          (state->generation->error() ? metrics_.requests_server_error : metrics_.requests_ok)++;
+          sink.done();
+        }
+        return true;
+      },
+      [this, state](bool) {
+        if (state->finished) return;  // everything was written (the client may close before the last chunk frame)
+        // Disconnected mid-stream: free the choices' KV at the scheduler's next step.
+        state->generation->abort();
+        metrics_.requests_aborted++;
+        RS_LOG_INFO("stream {} closed by the client; aborted", state->builder->id());
+      });
+}
+
+}  // namespace rs::server

@@ -1,0 +1,44 @@
+// GenerateHandler: POST /v1/chat/completions and /v1/completions on an HTTP worker thread: parse and validate,
+// build prompts, run a Generation, and answer with one JSON body or an SSE stream that aborts on disconnect.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "sched/scheduler.h"
+#include "server/generation.h"
+#include "server/metrics.h"
+#include "server/openai_response.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace rs::server {
+
+class GenerateHandler {
+ public:
+  // model, scheduler and metrics must outlive every call.
+  GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics);
+
+  // Any HTTP thread. Fills `res` (status, body or chunked SSE provider).
+  void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // Calls whose response is still being produced (streams included).
+  int32_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  std::variant<std::vector<std::vector<int32_t>>, ApiError> build_prompts(Endpoint endpoint, const std::string& body,
+                                                                          GenerationOptions& options);
+  std::variant<int32_t, ApiError> max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,
+                                                 const GenerationOptions& options, Endpoint endpoint) const;
+  void respond_error(httplib::Response& res, const ApiError& error);
+
+  const ServingModel& model_;
+  sched::Scheduler& scheduler_;
+  ServerMetrics& metrics_;
+  std::atomic<uint64_t> next_request_id_{1};
+  std::atomic<int32_t> in_flight_{0};
+};
+
+}  // namespace rs::server

@@ -1,0 +1,135 @@
+#include "server/generation.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace rs::server {
+
+Generation::Generation(const ServingModel& model, const GenerationOptions& options,
+                       std::vector<std::vector<int32_t>> prompts, int32_t max_new_tokens, uint64_t first_request_id,
+                       sched::Scheduler& scheduler, ServerMetrics& metrics)
+    : model_(model),
+      options_(options),
+      prompts_(std::move(prompts)),
+      max_new_tokens_(max_new_tokens),
+      first_request_id_(first_request_id),
+      scheduler_(scheduler),
+      metrics_(metrics) {
+  const size_t count = prompts_.size() * options_.n;
+  choices_.reserve(count);
+  for (size_t i = 0; i < count; ++i)
+    choices_.push_back(Choice(first_request_id_ + i, model_.text.stream(options_.skip_special_tokens), options_.stop));
+}
+
+Generation::~Generation() { abort(); }
+
+bool Generation::submit() {
+  std::vector<int32_t> stop_ids = options_.stop_token_ids;
+  if (!options_.ignore_eos) stop_ids.insert(stop_ids.end(), model_.eos_token_ids.begin(), model_.eos_token_ids.end());
+  for (size_t c = 0; c < choices_.size(); ++c) {
+    auto request = std::make_unique<sched::Request>();
+    request->id = choices_[c].request_id;
+    request->prompt_ids = prompts_[c / options_.n];
+    request->sampling = options_.sampling;
+    // n choices of one seeded call must differ from each other yet repeat across calls.
+    if (request->sampling.seed) *request->sampling.seed += c % options_.n;
+    request->max_new_tokens = max_new_tokens_;
+    request->stop_token_ids = stop_ids;
+    request->stream = stream_;
+    request->choice_index = static_cast<int32_t>(c);
+    request->arrival = arrival_;
+    if (!scheduler_.submit(std::move(request))) {
+      abort();
+      return false;
+    }
+    choices_[c].submitted = true;
+  }
+  return true;
+}
+
+void Generation::abort() {
+  for (Choice& choice : choices_) {
+    if (!choice.submitted || choice.finished) continue;
+    scheduler_.abort(choice.request_id);
+    choice.finished = true;
+    ++num_finished_;
+  }
+}
+
+std::vector<ChoiceDelta> Generation::poll(std::chrono::milliseconds timeout) {
+  std::vector<ChoiceDelta> deltas;
+  auto event = stream_->events.pop_for(timeout);
+  while (event) {
+    apply(*event, deltas);
+    event = stream_->events.try_pop();  // take everything already there: fewer, larger writes
+  }
+  return deltas;
+}
+
+void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& deltas) {
+  if (event.choice_index < 0 || event.choice_index >= num_choices()) return;
+  Choice& choice = choices_[event.choice_index];
+  if (choice.finished) return;  // ended by a stop string; the scheduler's remaining events are moot
+  if (event.prompt_tokens > 0) {
+    choice.prompt_tokens = event.prompt_tokens;
+    choice.cached_tokens = event.cached_tokens;
+  }
+  ChoiceDelta delta;
+  delta.index = event.choice_index;
+  const auto now = Clock::now();
+  const bool ends_on_stop_token = event.finished && event.finish_reason == sched::FinishReason::kStop;
+  for (size_t t = 0; t < event.tokens.size() && !choice.finished; ++t) {
+    const engine::SampledToken& token = event.tokens[t];
+    if (choice.completion_tokens++ == 0)
+      metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - arrival_).count());
+    else
+      metrics_.inter_token_latency.observe(std::chrono::duration<double>(now - choice.last_token).count());
+    choice.last_token = now;
+    if (ends_on_stop_token && t + 1 == event.tokens.size()) break;  // EOS and stop ids add no text
+    delta.token_ids.push_back(token.token_id);
+    delta.sampled.push_back(token);
+    delta.text += choice.stop.push(choice.text.push(token.token_id));
+    if (choice.stop.stopped()) {
+      scheduler_.abort(choice.request_id);
+      end_choice(choice, delta, "stop");
+    }
+  }
+  if (event.finished && !choice.finished) {
+    switch (event.finish_reason) {
+      case sched::FinishReason::kStop: end_choice(choice, delta, "stop"); break;
+      case sched::FinishReason::kLength: end_choice(choice, delta, "length"); break;
+      default:
+        // kError, or kAbort from a shutting-down scheduler: the call fails.
+        error_ = event.error.empty() ? std::string("the request was aborted") : event.error;
+        RS_LOG_WARN("rid={} failed: {}", choice.request_id, *error_);
+        abort();
+        end_choice(choice, delta, "");
+    }
+  }
+  if (!delta.text.empty() || !delta.token_ids.empty() || !delta.finish_reason.empty()) deltas.push_back(std::move(delta));
+}
+
+void Generation::end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason) {
+  if (!choice.stop.stopped()) delta.text += choice.stop.push(choice.text.flush());
+  delta.text += choice.stop.flush();
+  delta.finish_reason = reason;
+  if (!choice.finished) {
+    choice.finished = true;
+    ++num_finished_;
+  }
+  if (done() && !error_) metrics_.request_latency.observe(seconds_since(arrival_));
+}
+
+Usage Generation::usage() const {
+  Usage usage;
+  for (size_t c = 0; c < choices_.size(); ++c) {
+    usage.completion_tokens += choices_[c].completion_tokens;
+    if (c % options_.n != 0) continue;  // a prompt counts once, whatever n is
+    usage.prompt_tokens += static_cast<int64_t>(prompts_[c / options_.n].size());
+    usage.cached_tokens += choices_[c].cached_tokens;
+  }
+  return usage;
+}
+
+}  // namespace rs::server

@@ -1,0 +1,102 @@
+// Generation: one API call in flight on an HTTP thread. Submits a Request per choice (prompts x n) to the scheduler,
+// turns their TokenEvents into text deltas (incremental detokenizing, stop strings), and keeps usage and latency.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "engine/forward_batch.h"
+#include "sched/scheduler.h"
+#include "server/metrics.h"
+#include "server/model_text.h"
+#include "server/openai_request.h"
+#include "server/stop_matcher.h"
+
+namespace rs::server {
+
+// What a poll added to one choice.
+struct ChoiceDelta {
+  int32_t index = 0;
+  std::string text;                            // newly released text
+  std::vector<int32_t> token_ids;              // tokens that arrived (the final stop token excluded)
+  std::vector<engine::SampledToken> sampled;   // the same tokens with their logprobs
+  std::string finish_reason;                   // "stop" or "length" when the choice ended here, else empty
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+
+// The model facts a generation needs; owned by the server, shared by every call.
+struct ServingModel {
+  std::string name;                            // the served model name
+  int64_t max_context = 0;                     // prompt + output tokens per request
+  int32_t vocab_size = 0;                      // token-id prompts must lie in [0, vocab_size)
+  std::vector<int32_t> eos_token_ids;          // stop tokens unless ignore_eos
+  engine::SamplingParams sampling_defaults;    // generation_config.json
+  ModelText text;
+};
+
+class Generation {
+ public:
+  // prompts: token ids per prompt; choice i*n+j is choice j of prompt i, with request id first_request_id+i*n+j
+  // (the caller reserves the range). max_new_tokens is already validated against the context.
+  Generation(const ServingModel& model, const GenerationOptions& options, std::vector<std::vector<int32_t>> prompts,
+             int32_t max_new_tokens, uint64_t first_request_id, sched::Scheduler& scheduler, ServerMetrics& metrics);
+  ~Generation();  // aborts choices still running
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Submits every choice; false when the scheduler refused one (queue full), in which case none stays submitted.
+  bool submit();
+  // Waits up to `timeout` for scheduler events and returns the deltas they produced (empty on timeout).
+  std::vector<ChoiceDelta> poll(std::chrono::milliseconds timeout);
+  bool done() const { return num_finished_ == static_cast<int32_t>(choices_.size()); }
+  // Aborts every unfinished choice (the client went away).
+  void abort();
+  // Set when the scheduler failed a choice (then done() is true and the call is answered with an error).
+  const std::optional<std::string>& error() const { return error_; }
+  Usage usage() const;
+  int32_t num_choices() const { return static_cast<int32_t>(choices_.size()); }
+
+ private:
+  struct Choice {
+    Choice(uint64_t id, TextStream stream, std::vector<std::string> stops)
+        : request_id(id), text(std::move(stream)), stop(std::move(stops)) {}
+    uint64_t request_id = 0;
+    TextStream text;
+    StopMatcher stop;
+    int32_t prompt_tokens = 0;
+    int32_t cached_tokens = 0;
+    int32_t completion_tokens = 0;
+    bool finished = false;
+    bool submitted = false;
+    Clock::time_point last_token;
+  };
+
+  void apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& deltas);
+  void end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason);
+
+  const ServingModel& model_;
+  GenerationOptions options_;
+  std::vector<std::vector<int32_t>> prompts_;
+  int32_t max_new_tokens_;
+  uint64_t first_request_id_;
+  sched::Scheduler& scheduler_;
+  ServerMetrics& metrics_;
+  std::shared_ptr<sched::TokenStream> stream_ = std::make_shared<sched::TokenStream>();
+  std::vector<Choice> choices_;
+  int32_t num_finished_ = 0;
+  std::optional<std::string> error_;
+  Clock::time_point arrival_ = Clock::now();
+};
+
+}  // namespace rs::server

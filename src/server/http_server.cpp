@@ -1,0 +1,152 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace rs::server {
+namespace {
+
+using nlohmann::json;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  if (error.status == 503) res.set_header("Retry-After", "1");
+  send_json(res, error.status, error_json(error));
+}
+
+// Constant-time comparison, so response timing does not reveal how much of a guessed key was right.
+bool equal_secret(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerConfig config) : config_(std::move(config)), http_(std::make_unique<httplib::Server>()) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+bool HttpServer::authorized(const std::string& authorization) const {
+  return config_.api_key.empty() || equal_secret(authorization, "Bearer " + config_.api_key);
+}
+
+void HttpServer::set_ready(const ServingModel& model, sched::Scheduler& scheduler, int32_t page_size) {
+  model_ = &model;
+  scheduler_ = &scheduler;
+  page_size_ = page_size;
+  handler_ = std::make_unique<GenerateHandler>(model, scheduler, metrics_);
+  ready_ = true;
+}
+
+void HttpServer::start() {
+  const int threads = config_.num_threads;
+  // httplib owns the queue it gets from this factory (its API takes a raw pointer).
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(64u << 20);
+  http_->set_keep_alive_max_count(1000);
+  http_->set_read_timeout(30, 0);
+  http_->set_write_timeout(30, 0);
+  add_routes();
+  if (config_.port == 0)
+    bound_port_ = http_->bind_to_any_port(config_.host);
+  else
+    bound_port_ = http_->bind_to_port(config_.host, config_.port) ? config_.port : -1;
+  RS_CHECK(bound_port_ > 0, "cannot listen on {}:{} (address in use or not available)", config_.host, config_.port);
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  RS_LOG_INFO("listening on http://{}:{}", config_.host, bound_port_);
+}
+
+void HttpServer::stop() {
+  if (!listener_.joinable()) return;
+  http_->stop();
+  listener_.join();
+}
+
+void HttpServer::add_routes() {
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache";
+    if (!protected_path || authorized(req.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, api_error(401, "invalid_request_error",
+                              "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {},
+                              "invalid_api_key"));
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    const int status = res.status;
+    send_error(res, api_error(status, status >= 500 ? "server_error" : "invalid_request_error",
+                              status == 404 ? "Unknown route: " + req.method + " " + req.path
+                                            : "HTTP error " + std::to_string(status)));
+  });
+  http_->set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    RS_LOG_ERROR("{} {} failed: {}", req.method, req.path, what);
+    metrics_.requests_server_error++;
+    send_error(res, server_error(500, "Internal error: " + what));
+  });
+
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining_) return send_json(res, 503, {{"status", "draining"}});
+    if (!ready_) return send_json(res, 503, {{"status", "loading"}});
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
+    res.set_content(metrics_.render(stats, page_size_), "text/plain; version=0.0.4");
+  });
+
+  auto model_card = [this] {
+    return json{{"id", model_->name}, {"object", "model"}, {"created", 0}, {"owned_by", "radixserve"},
+                {"max_model_len", model_->max_context}};
+  };
+  auto loading = [](httplib::Response& res) {
+    send_error(res, server_error(503, "The model is still loading.", "model_loading"));
+  };
+  http_->Get("/v1/models", [this, model_card, loading](const httplib::Request&, httplib::Response& res) {
+    if (!ready_) return loading(res);
+    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
+  });
+  http_->Get(R"(/v1/models/(.+))", [this, model_card, loading](const httplib::Request& req, httplib::Response& res) {
+    if (!ready_) return loading(res);
+    if (req.matches[1] != model_->name)
+      return send_error(res, api_error(404, "invalid_request_error",
+                                       "The model `" + std::string(req.matches[1]) + "` does not exist.", "model",
+                                       "model_not_found"));
+    send_json(res, 200, model_card());
+  });
+
+  auto generate = [this, loading](Endpoint endpoint) {
+    return [this, endpoint, loading](const httplib::Request& req, httplib::Response& res) {
+      if (!ready_) return loading(res);
+      if (draining_)
+        return send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
+      handler_->handle(endpoint, req, res);
+    };
+  };
+  http_->Post("/v1/chat/completions", generate(Endpoint::kChat));
+  http_->Post("/v1/completions", generate(Endpoint::kCompletion));
+  // Extension (as in SGLang): drop every cached prefix no request uses, e.g. to measure the idle KV level.
+  http_->Post("/flush_cache", [this, loading](const httplib::Request&, httplib::Response& res) {
+    if (!ready_) return loading(res);
+    scheduler_->flush_cache();
+    send_json(res, 200, {{"status", "ok"}});
+  });
+}
+
+}  // namespace rs::server

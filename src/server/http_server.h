@@ -1,0 +1,66 @@
+// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib worker threads). Serves /health and /metrics from the
+// start, generation routes once the model is ready, checks Bearer auth, and drains on shutdown.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "sched/scheduler.h"
+#include "server/generate_handler.h"
+#include "server/generation.h"
+#include "server/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace rs::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;                 // 0 = any free port (see HttpServer::port)
+  std::string api_key;             // empty = no authentication
+  int32_t num_threads = 64;        // HTTP worker threads (each open stream holds one)
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerConfig config);
+  ~HttpServer();  // stops serving
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts serving on background threads; /health answers 503 until set_ready. Throws rs::Error when the
+  // address cannot be bound.
+  void start();
+  int port() const { return bound_port_; }
+  // The model is loaded: generation routes serve from now on. model and scheduler must outlive the server.
+  void set_ready(const ServingModel& model, sched::Scheduler& scheduler, int32_t page_size);
+  // Refuses new generation calls (503) and reports unhealthy; calls in flight carry on.
+  void begin_drain() { draining_ = true; }
+  // Generation calls still producing a response.
+  int32_t in_flight() const { return handler_ ? handler_->in_flight() : 0; }
+  // Stops listening and joins the server threads. Idempotent.
+  void stop();
+
+ private:
+  void add_routes();
+  bool authorized(const std::string& authorization) const;
+
+  ServerConfig config_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int bound_port_ = 0;
+  ServerMetrics metrics_;
+  const ServingModel* model_ = nullptr;
+  sched::Scheduler* scheduler_ = nullptr;
+  int32_t page_size_ = 0;
+  std::unique_ptr<GenerateHandler> handler_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> draining_{false};
+};
+
+}  // namespace rs::server

@@ -1,0 +1,48 @@
+// ServerMetrics: request latency histograms and counters, rendered with the scheduler's stats in Prometheus text format.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "sched/scheduler.h"
+
+namespace rs::server {
+
+// A Prometheus histogram (cumulative buckets, sum, count). Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // Appends `name`'s bucket, sum and count lines.
+  void render(const std::string& name, const std::string& help, std::string& out) const;
+  uint64_t count() const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mutex_;
+  std::vector<uint64_t> counts_;  // [bounds + 1], the last is +Inf; not cumulative
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  Histogram time_to_first_token;   // seconds from arrival to a choice's first token
+  Histogram inter_token_latency;   // seconds between consecutive tokens of a choice
+  Histogram request_latency;       // seconds from arrival to the last token of an API call
+  std::atomic<uint64_t> requests_ok{0};         // API calls answered successfully
+  std::atomic<uint64_t> requests_client_error{0};
+  std::atomic<uint64_t> requests_server_error{0};
+  std::atomic<uint64_t> requests_aborted{0};    // streams whose client went away
+  std::atomic<uint64_t> requests_rejected{0};   // refused with 503 (queue full, draining)
+
+  // Prometheus text exposition (version 0.0.4) of these metrics and `stats`.
+  std::string render(const sched::SchedulerStats& stats, int32_t page_size) const;
+};
+
+}  // namespace rs::server

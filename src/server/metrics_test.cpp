@@ -1,0 +1,39 @@
+#include "server/metrics.h"
+
+#include <gtest/gtest.h>
+
+namespace rs::server {
+namespace {
+
+TEST(Histogram, RendersCumulativeBuckets) {
+  Histogram histogram({0.1, 1.0});
+  histogram.observe(0.05);
+  histogram.observe(0.5);
+  histogram.observe(5.0);
+  std::string out;
+  histogram.render("x_seconds", "help", out);
+  EXPECT_NE(out.find("# TYPE x_seconds histogram"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"1\"} 2\n"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("x_seconds_count 3\n"), std::string::npos);
+}
+
+TEST(ServerMetrics, RendersSchedulerStatsPerKvGroup) {
+  ServerMetrics metrics;
+  sched::SchedulerStats stats;
+  stats.num_running = 2;
+  stats.kv = {{.window = 0, .num_pages = 10, .used_pages = 4, .cached_pages = 3},
+              {.window = 128, .num_pages = 6, .used_pages = 1, .cached_pages = 0}};
+  stats.prompt_tokens = 100;
+  stats.cached_prompt_tokens = 25;
+  const std::string out = metrics.render(stats, 16);
+  EXPECT_NE(out.find("radixserve_num_requests_running 2\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_kv_pages_used{group=\"0\",window=\"0\"} 4\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_kv_pages_free{group=\"1\",window=\"128\"} 5\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_prefix_cache_hit_rate 0.25\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_time_to_first_token_seconds_count 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rs::server

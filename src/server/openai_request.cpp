@@ -1,0 +1,350 @@
+#include "server/openai_request.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace rs::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string type_name(const json& value) {
+  if (value.is_string()) return "a string";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_number_integer() || value.is_number_unsigned()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+ApiError wrong_type(const std::string& name, const char* expected, const json& got) {
+  return invalid_param(name,
+                       fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected,
+                                   type_name(got)),
+                       "invalid_type");
+}
+
+// Reads typed fields of a JSON object; the first problem is kept in `error` and later reads return nothing.
+struct FieldReader {
+  const json& body;
+  std::optional<ApiError> error;
+
+  void fail(ApiError e) {
+    if (!error) error = std::move(e);
+  }
+  // The value of `name`, or null when absent, null-valued, or after an error.
+  const json* find(const char* name) {
+    if (error) return nullptr;
+    auto it = body.find(name);
+    return it == body.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<double> number(const char* name, double lo, double hi) {
+    const json* value = find(name);
+    if (!value) return std::nullopt;
+    if (!value->is_number()) return fail(wrong_type(name, "a number", *value)), std::nullopt;
+    const double x = value->get<double>();
+    if (x < lo)
+      return fail(invalid_param(name, fmt::format("Invalid '{}': decimal below minimum value. Expected a value >= {}, "
+                                                  "but got {} instead.", name, lo, x), "decimal_below_min_value")),
+             std::nullopt;
+    if (x > hi)
+      return fail(invalid_param(name, fmt::format("Invalid '{}': decimal above maximum value. Expected a value <= {}, "
+                                                  "but got {} instead.", name, hi, x), "decimal_above_max_value")),
+             std::nullopt;
+    return x;
+  }
+  std::optional<int64_t> integer(const char* name, int64_t lo, int64_t hi) {
+    const json* value = find(name);
+    if (!value) return std::nullopt;
+    const bool integral = value->is_number_integer() || value->is_number_unsigned() ||
+                          (value->is_number_float() && std::floor(value->get<double>()) == value->get<double>());
+    if (!integral) return fail(wrong_type(name, "an integer", *value)), std::nullopt;
+    const double x = value->get<double>();
+    if (x < static_cast<double>(lo))
+      return fail(invalid_param(name, fmt::format("Invalid '{}': integer below minimum value. Expected a value >= {}, "
+                                                  "but got {} instead.", name, lo, x), "integer_below_min_value")),
+             std::nullopt;
+    if (x > static_cast<double>(hi))
+      return fail(invalid_param(name, fmt::format("Invalid '{}': integer above maximum value. Expected a value <= {}, "
+                                                  "but got {} instead.", name, hi, x), "integer_above_max_value")),
+             std::nullopt;
+    return value->is_number_unsigned() ? static_cast<int64_t>(value->get<uint64_t>()) : value->get<int64_t>();
+  }
+  std::optional<bool> boolean(const char* name) {
+    const json* value = find(name);
+    if (!value) return std::nullopt;
+    if (!value->is_boolean()) return fail(wrong_type(name, "a boolean", *value)), std::nullopt;
+    return value->get<bool>();
+  }
+  std::optional<std::string> string(const char* name) {
+    const json* value = find(name);
+    if (!value) return std::nullopt;
+    if (!value->is_string()) return fail(wrong_type(name, "a string", *value)), std::nullopt;
+    return value->get<std::string>();
+  }
+  void unsupported(const char* name, const std::string& why) {
+    if (find(name)) fail(invalid_param(name, fmt::format("'{}' is not supported: {}", name, why), "unsupported_parameter"));
+  }
+};
+
+// Known top-level fields; anything else is rejected as OpenAI does ("Unrecognized request argument").
+const std::set<std::string, std::less<>> kCommonFields = {
+    "model", "n", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "presence_penalty",
+    "frequency_penalty", "seed", "logit_bias", "logprobs", "user", "metadata", "store", "service_tier",
+    // Extensions shared with vLLM and SGLang.
+    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "skip_special_tokens", "return_token_ids"};
+const std::set<std::string, std::less<>> kChatFields = {
+    "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
+    "response_format", "reasoning_effort", "modalities", "audio", "prediction", "functions", "function_call",
+    "web_search_options", "chat_template_kwargs", "add_generation_prompt"};
+const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
+
+std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields) {
+  for (const auto& [key, value] : body.items()) {
+    if (kCommonFields.contains(key) || endpoint_fields.contains(key)) continue;
+    return invalid_param(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_parameter");
+  }
+  return std::nullopt;
+}
+
+// Parses the body as a JSON object, or explains why it is not one.
+std::variant<json, ApiError> parse_body(std::string_view body) {
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded())
+    return invalid_param({}, "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
+                             "payload, but what was sent was not valid JSON.", "invalid_json");
+  if (!parsed.is_object())
+    return invalid_param({}, fmt::format("The request body must be a JSON object, not {}.", type_name(parsed)),
+                         "invalid_json");
+  return parsed;
+}
+
+std::optional<std::string> read_model(FieldReader& reader) {
+  if (!reader.body.contains("model"))
+    return reader.fail(invalid_param("model", "you must provide a model parameter", "missing_required_parameter")),
+           std::nullopt;
+  return reader.string("model");
+}
+
+// Options both endpoints share. Endpoint-specific logprobs and max_tokens aliases are read by the callers.
+GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams& defaults) {
+  GenerationOptions options;
+  options.sampling = defaults;
+  options.sampling.logprobs = false;
+  options.sampling.top_logprobs = 0;
+  options.sampling.seed.reset();
+  options.n = static_cast<int32_t>(reader.integer("n", 1, 128).value_or(1));
+  if (auto v = reader.integer("max_tokens", 1, INT32_MAX)) options.max_tokens = static_cast<int32_t>(*v);
+  if (auto v = reader.number("temperature", 0.0, 2.0)) options.sampling.temperature = static_cast<float>(*v);
+  if (auto v = reader.number("top_p", 0.0, 1.0)) {
+    options.sampling.top_p = static_cast<float>(*v);
+    if (*v == 0.0) {  // OpenAI accepts 0: keep only the most likely token
+      options.sampling.top_p = 1.0f;
+      options.sampling.top_k = 1;
+    }
+  }
+  if (auto v = reader.integer("top_k", -1, INT32_MAX)) options.sampling.top_k = static_cast<int32_t>(*v);
+  if (auto v = reader.number("min_p", 0.0, 1.0)) options.sampling.min_p = static_cast<float>(*v);
+  if (auto v = reader.number("presence_penalty", -2.0, 2.0)) options.sampling.presence_penalty = static_cast<float>(*v);
+  if (auto v = reader.number("frequency_penalty", -2.0, 2.0))
+    options.sampling.frequency_penalty = static_cast<float>(*v);
+  if (auto v = reader.number("repetition_penalty", 1e-6, 100.0))
+    options.sampling.repetition_penalty = static_cast<float>(*v);
+  if (auto v = reader.integer("seed", INT64_MIN, INT64_MAX)) options.sampling.seed = static_cast<uint64_t>(*v);
+  if (const json* stop = reader.find("stop")) {
+    if (stop->is_string()) {
+      options.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array() && stop->size() <= 4 &&
+               std::all_of(stop->begin(), stop->end(), [](const json& s) { return s.is_string(); })) {
+      for (const json& s : *stop) options.stop.push_back(s.get<std::string>());
+    } else {
+      reader.fail(invalid_param("stop", "'stop' must be a string or an array of at most 4 strings", "invalid_type"));
+    }
+    if (std::any_of(options.stop.begin(), options.stop.end(), [](const std::string& s) { return s.empty(); }))
+      reader.fail(invalid_param("stop", "stop strings must not be empty", "invalid_value"));
+  }
+  if (const json* ids = reader.find("stop_token_ids")) {
+    if (!ids->is_array() || !std::all_of(ids->begin(), ids->end(), [](const json& id) { return id.is_number_integer(); }))
+      reader.fail(wrong_type("stop_token_ids", "an array of integers", *ids));
+    else
+      for (const json& id : *ids) options.stop_token_ids.push_back(id.get<int32_t>());
+  }
+  options.ignore_eos = reader.boolean("ignore_eos").value_or(false);
+  options.skip_special_tokens = reader.boolean("skip_special_tokens").value_or(true);
+  options.return_token_ids = reader.boolean("return_token_ids").value_or(false);
+  options.stream = reader.boolean("stream").value_or(false);
+  if (const json* stream_options = reader.find("stream_options")) {
+    if (!stream_options->is_object()) {
+      reader.fail(wrong_type("stream_options", "an object", *stream_options));
+    } else if (!options.stream) {
+      reader.fail(invalid_param("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is "
+                                                  "enabled.", "invalid_value"));
+    } else {
+      FieldReader inner{*stream_options, std::nullopt};
+      options.include_usage = inner.boolean("include_usage").value_or(false);
+      if (inner.error) reader.fail(*inner.error);
+    }
+  }
+  if (const json* bias = reader.find("logit_bias"); bias && !(bias->is_object() && bias->empty()))
+    reader.fail(invalid_param("logit_bias", "'logit_bias' is not supported", "unsupported_parameter"));
+  return options;
+}
+
+std::string flatten_content(const json& content, std::optional<ApiError>& error, size_t index) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+      error = invalid_param(fmt::format("messages[{}].content", index),
+                            "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                            "invalid_content");
+      return {};
+    }
+    if (!text.empty()) text += "\n";
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+std::optional<ApiError> validate_messages(const json* messages, json& out) {
+  if (!messages) return invalid_param("messages", "Missing required parameter: 'messages'.", "missing_required_parameter");
+  if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
+  if (messages->empty())
+    return invalid_param("messages", "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
+                                     "got an empty array instead.", "empty_array");
+  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
+  out = json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!message.is_object()) return wrong_type(where, "an object", message);
+    auto role = message.find("role");
+    if (role == message.end() || !role->is_string() || !kRoles.contains(role->get<std::string>()))
+      return invalid_param(where + ".role", fmt::format("Invalid value for '{}.role': expected one of system, "
+                                                        "developer, user, assistant or tool.", where), "invalid_value");
+    json copy = message;
+    auto content = message.find("content");
+    const bool is_assistant = role->get<std::string>() == "assistant";
+    if (content == message.end() || content->is_null()) {
+      if (!is_assistant) return invalid_param(where + ".content", "Missing required parameter: '" + where + ".content'.",
+                                              "missing_required_parameter");
+    } else if (content->is_string() || content->is_array()) {
+      std::optional<ApiError> error;
+      copy["content"] = flatten_content(*content, error, i);
+      if (error) return error;
+    } else {
+      return wrong_type(where + ".content", "a string or an array of content parts", *content);
+    }
+    out.push_back(std::move(copy));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+engine::SamplingParams sampling_defaults(const nlohmann::json& generation_config) {
+  engine::SamplingParams params;
+  if (!generation_config.is_object()) return params;
+  auto number = [&](const char* key, float fallback) {
+    auto it = generation_config.find(key);
+    return it != generation_config.end() && it->is_number() ? it->get<float>() : fallback;
+  };
+  // HF's do_sample=false means greedy unless the request asks otherwise.
+  const bool sample = generation_config.value("do_sample", true);
+  params.temperature = sample ? number("temperature", 1.0f) : 0.0f;
+  params.top_p = number("top_p", 1.0f);
+  params.top_k = static_cast<int32_t>(number("top_k", -1.0f));
+  params.min_p = number("min_p", 0.0f);
+  params.repetition_penalty = number("repetition_penalty", 1.0f);
+  if (params.top_k == 0) params.top_k = -1;
+  return params;
+}
+
+Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults) {
+  auto parsed = parse_body(body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
+  const json& object = std::get<json>(parsed);
+  if (auto error = check_fields(object, kChatFields)) return *error;
+  FieldReader reader{object, std::nullopt};
+  ChatRequest request;
+  request.model = read_model(reader).value_or("");
+  if (auto error = validate_messages(reader.error ? nullptr : reader.find("messages"), request.messages);
+      error && !reader.error)
+    reader.fail(*error);
+  request.options = read_common(reader, defaults);
+  if (auto v = reader.integer("max_completion_tokens", 1, INT32_MAX)) request.options.max_tokens = static_cast<int32_t>(*v);
+  request.options.sampling.logprobs = reader.boolean("logprobs").value_or(false);
+  if (auto v = reader.integer("top_logprobs", 0, 20)) {
+    if (!request.options.sampling.logprobs)
+      reader.fail(invalid_param("top_logprobs", "'top_logprobs' requires 'logprobs' to be true", "invalid_value"));
+    request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
+  }
+  if (const json* format = reader.find("response_format");
+      format && !(format->is_object() && format->value("type", "") == "text"))
+    reader.fail(invalid_param("response_format", "only {\"type\": \"text\"} is supported", "unsupported_parameter"));
+  if (auto choice = reader.find("tool_choice"); choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
+    reader.fail(invalid_param("tool_choice", "only 'auto' and 'none' are supported", "unsupported_parameter"));
+  for (const char* name : {"audio", "prediction", "functions", "function_call", "web_search_options"})
+    reader.unsupported(name, "this server generates text only");
+  if (const json* tools = reader.find("tools")) {
+    if (!tools->is_array()) reader.fail(wrong_type("tools", "an array", *tools));
+    else request.template_extra["tools"] = *tools;
+  }
+  if (auto effort = reader.string("reasoning_effort")) request.template_extra["reasoning_effort"] = *effort;
+  if (const json* kwargs = reader.find("chat_template_kwargs")) {
+    if (!kwargs->is_object()) reader.fail(wrong_type("chat_template_kwargs", "an object", *kwargs));
+    else request.template_extra.update(*kwargs);
+  }
+  request.add_generation_prompt = reader.boolean("add_generation_prompt").value_or(true);
+  if (reader.error) return *reader.error;
+  return request;
+}
+
+Parsed<CompletionRequest> parse_completion_request(std::string_view body, const engine::SamplingParams& defaults) {
+  auto parsed = parse_body(body);
+  if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
+  const json& object = std::get<json>(parsed);
+  if (auto error = check_fields(object, kCompletionFields)) return *error;
+  FieldReader reader{object, std::nullopt};
+  CompletionRequest request;
+  request.model = read_model(reader).value_or("");
+  const json* prompt = reader.find("prompt");
+  auto is_token_list = [](const json& v) {
+    return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& t) { return t.is_number_integer(); });
+  };
+  if (!reader.error && !prompt) {
+    reader.fail(invalid_param("prompt", "Missing required parameter: 'prompt'.", "missing_required_parameter"));
+  } else if (prompt && prompt->is_string()) {
+    request.text_prompts.push_back(prompt->get<std::string>());
+  } else if (prompt && is_token_list(*prompt)) {
+    request.token_prompts.push_back(prompt->get<std::vector<int32_t>>());
+  } else if (prompt && prompt->is_array() && !prompt->empty() &&
+             std::all_of(prompt->begin(), prompt->end(), [](const json& p) { return p.is_string(); })) {
+    for (const json& p : *prompt) request.text_prompts.push_back(p.get<std::string>());
+  } else if (prompt && prompt->is_array() && !prompt->empty() && std::all_of(prompt->begin(), prompt->end(), is_token_list)) {
+    for (const json& p : *prompt) request.token_prompts.push_back(p.get<std::vector<int32_t>>());
+  } else if (prompt) {
+    reader.fail(invalid_param("prompt", "'prompt' must be a string, an array of strings, an array of token ids, or "
+                                        "an array of token-id arrays, and not empty", "invalid_type"));
+  }
+  request.options = read_common(reader, defaults);
+  if (!request.options.max_tokens) request.options.max_tokens = 16;  // the legacy endpoint's default
+  if (auto v = reader.integer("logprobs", 0, 5)) {
+    request.options.sampling.logprobs = true;
+    request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
+  }
+  if (reader.boolean("echo").value_or(false))
+    reader.fail(invalid_param("echo", "'echo' is not supported", "unsupported_parameter"));
+  if (auto suffix = reader.string("suffix"); suffix && !suffix->empty())
+    reader.fail(invalid_param("suffix", "'suffix' is not supported", "unsupported_parameter"));
+  if (auto best_of = reader.integer("best_of", 1, 128); best_of && *best_of != request.options.n)
+    reader.fail(invalid_param("best_of", "'best_of' must equal 'n' when given", "unsupported_parameter"));
+  if (reader.error) return *reader.error;
+  return request;
+}
+
+}  // namespace rs::server

@@ -1,0 +1,98 @@
+#include "server/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace rs::server {
+namespace {
+
+const engine::SamplingParams kDefaults{};
+
+ApiError chat_error(const std::string& body) {
+  auto parsed = parse_chat_request(body, kDefaults);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parsed)) << body;
+  return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+}
+
+ApiError completion_error(const std::string& body) {
+  auto parsed = parse_completion_request(body, kDefaults);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parsed)) << body;
+  return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+}
+
+TEST(OpenAiRequest, ParsesAChatRequest) {
+  auto parsed = parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "text",
+      "text": "hi"}, {"type": "text", "text": "there"}]}], "temperature": 0, "max_completion_tokens": 5, "n": 2,
+      "stop": "x", "logprobs": true, "top_logprobs": 3, "stream": true, "stream_options": {"include_usage": true},
+      "seed": 7, "top_k": 4, "user": "u"})",
+                                   kDefaults);
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(parsed));
+  const auto& request = std::get<ChatRequest>(parsed);
+  EXPECT_EQ(request.model, "m");
+  EXPECT_EQ(request.messages[0]["content"], "hi\nthere");
+  EXPECT_EQ(request.options.sampling.temperature, 0.0f);
+  EXPECT_EQ(request.options.max_tokens, 5);
+  EXPECT_EQ(request.options.n, 2);
+  EXPECT_EQ(request.options.stop, std::vector<std::string>{"x"});
+  EXPECT_TRUE(request.options.sampling.logprobs);
+  EXPECT_EQ(request.options.sampling.top_logprobs, 3);
+  EXPECT_TRUE(request.options.include_usage);
+  EXPECT_EQ(request.options.sampling.seed, 7u);
+  EXPECT_EQ(request.options.sampling.top_k, 4);
+}
+
+TEST(OpenAiRequest, ParsesCompletionPromptsOfEveryShape) {
+  auto ids = parse_completion_request(R"({"model": "m", "prompt": [1, 2, 3]})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(ids));
+  EXPECT_EQ(std::get<CompletionRequest>(ids).token_prompts, (std::vector<std::vector<int32_t>>{{1, 2, 3}}));
+  EXPECT_EQ(std::get<CompletionRequest>(ids).options.max_tokens, 16);
+  auto batch = parse_completion_request(R"({"model": "m", "prompt": [[1], [2, 3]], "logprobs": 2})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(batch));
+  EXPECT_EQ(std::get<CompletionRequest>(batch).token_prompts.size(), 2u);
+  EXPECT_EQ(std::get<CompletionRequest>(batch).options.sampling.top_logprobs, 2);
+  auto texts = parse_completion_request(R"({"model": "m", "prompt": ["a", "b"]})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(texts));
+  EXPECT_EQ(std::get<CompletionRequest>(texts).text_prompts.size(), 2u);
+}
+
+TEST(OpenAiRequest, UsesGenerationConfigDefaultsOnlyWhereTheRequestIsSilent) {
+  const engine::SamplingParams defaults = sampling_defaults({{"temperature", 0.6}, {"top_p", 0.95}, {"top_k", 20}});
+  auto parsed = parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0.5})",
+                                   defaults);
+  const auto& options = std::get<ChatRequest>(parsed).options;
+  EXPECT_FLOAT_EQ(options.sampling.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(options.sampling.top_p, 0.5f);
+  EXPECT_EQ(options.sampling.top_k, 20);
+}
+
+TEST(OpenAiRequest, RejectsBadInputWithOpenAiStyleErrors) {
+  EXPECT_EQ(chat_error("{not json").code, "invalid_json");
+  EXPECT_EQ(chat_error("[1, 2]").code, "invalid_json");
+  EXPECT_EQ(chat_error(R"({"messages": [{"role": "user", "content": "x"}]})").param, "model");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": []})").code, "empty_array");
+  EXPECT_EQ(chat_error(R"({"model": "m"})").param, "messages");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": "hi"})").code, "invalid_type");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "wizard", "content": "x"}]})").param,
+            "messages[0].role");
+  EXPECT_EQ(chat_error(R"({"model": "m", "messages": [{"role": "user"}]})").param, "messages[0].content");
+  const std::string ok_messages = R"("messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "temperature": -1})").code, "decimal_below_min_value");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "temperature": "hot"})").code, "invalid_type");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "n": 0})").param, "n");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "n": 1.5})").code, "invalid_type");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "max_tokens": 0})").param, "max_tokens");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "frobnicate": 1})").code, "unknown_parameter");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "top_logprobs": 2})").param, "top_logprobs");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "stream_options": {"include_usage": true}})").param,
+            "stream_options");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "stop": ["a", "b", "c", "d", "e"]})").param, "stop");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "logit_bias": {"1": 5}})").param, "logit_bias");
+  EXPECT_EQ(completion_error(R"({"model": "m"})").param, "prompt");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": []})").param, "prompt");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": [1, "a"]})").param, "prompt");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "a", "logprobs": 9})").param, "logprobs");
+  EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "a", "messages": []})").code, "unknown_parameter");
+  EXPECT_EQ(chat_error(R"({"model": 3, )" + ok_messages + "}").param, "model");
+}
+
+}  // namespace
+}  // namespace rs::server

@@ -1,0 +1,134 @@
+#include "server/openai_response.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <random>
+
+namespace rs::server {
+namespace {
+
+using nlohmann::json;
+
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
+}
+
+json utf8_bytes(const std::string& text) {
+  json bytes = json::array();
+  for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+}  // namespace
+
+void ChoiceResult::append(const ChoiceDelta& delta) {
+  text += delta.text;
+  token_ids.insert(token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
+  sampled.insert(sampled.end(), delta.sampled.begin(), delta.sampled.end());
+  if (!delta.finish_reason.empty()) finish_reason = delta.finish_reason;
+}
+
+ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string model_name, const GenerationOptions& options,
+                                 const ModelText& text)
+    : endpoint_(endpoint),
+      id_(random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-")),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
+      model_(std::move(model_name)),
+      options_(options),
+      text_(text) {}
+
+json ResponseBuilder::base(const char* object) const {
+  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_}, {"system_fingerprint", nullptr}};
+}
+
+json ResponseBuilder::usage_json(const Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+}
+
+json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const {
+  if (!options_.sampling.logprobs) return nullptr;
+  if (endpoint_ == Endpoint::kChat) {
+    json content = json::array();
+    for (const auto& token : sampled) {
+      const std::string text = text_.token_text(token.token_id);
+      json top = json::array();
+      for (const auto& alt : token.top_logprobs) {
+        if (static_cast<int32_t>(top.size()) >= options_.sampling.top_logprobs) break;
+        const std::string alt_text = text_.token_text(alt.token_id);
+        top.push_back({{"token", alt_text}, {"logprob", alt.logprob}, {"bytes", utf8_bytes(alt_text)}});
+      }
+      content.push_back({{"token", text}, {"logprob", token.logprob}, {"bytes", utf8_bytes(text)}, {"top_logprobs", top}});
+    }
+    return {{"content", content}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  for (const auto& token : sampled) {
+    const std::string text = text_.token_text(token.token_id);
+    tokens.push_back(text);
+    token_logprobs.push_back(token.logprob);
+    json top = json::object();
+    for (const auto& alt : token.top_logprobs) {
+      if (static_cast<int32_t>(top.size()) >= options_.sampling.top_logprobs) break;
+      top[text_.token_text(alt.token_id)] = alt.logprob;
+    }
+    top_logprobs.push_back(top);
+    offsets.push_back(text_offset);
+    text_offset += static_cast<int64_t>(text.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
+          {"text_offset", offsets}};
+}
+
+json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) const {
+  json choice = {{"index", delta.index},
+                 {"logprobs", logprobs(delta.sampled, 0)},
+                 {"finish_reason", delta.finish_reason.empty() ? json(nullptr) : json(delta.finish_reason)}};
+  if (options_.return_token_ids) choice["token_ids"] = delta.token_ids;
+  json out;
+  if (endpoint_ == Endpoint::kChat) {
+    out = base("chat.completion.chunk");
+    json message = json::object();
+    if (first) message["role"] = "assistant";
+    if (!delta.text.empty() || first) message["content"] = delta.text;
+    choice["delta"] = message;
+  } else {
+    out = base("text_completion");
+    choice["text"] = delta.text;
+  }
+  out["choices"] = json::array({choice});
+  if (options_.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+json ResponseBuilder::usage_chunk(const Usage& usage) const {
+  json out = base(endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+json ResponseBuilder::response(const std::vector<ChoiceResult>& choices, const Usage& usage) const {
+  json out = base(endpoint_ == Endpoint::kChat ? "chat.completion" : "text_completion");
+  json list = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceResult& result = choices[i];
+    json choice = {{"index", i}, {"logprobs", logprobs(result.sampled, 0)}, {"finish_reason", result.finish_reason}};
+    if (endpoint_ == Endpoint::kChat)
+      choice["message"] = {{"role", "assistant"}, {"content", result.text}, {"refusal", nullptr}};
+    else
+      choice["text"] = result.text;
+    if (options_.return_token_ids) choice["token_ids"] = result.token_ids;
+    list.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(list);
+  out["usage"] = usage_json(usage);
+  return out;
+}
+
+}  // namespace rs::server

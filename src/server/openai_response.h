@@ -1,0 +1,54 @@
+// Response bodies shaped like OpenAI's: chat.completion / text_completion objects, their streamed chunks, usage and
+// logprobs. Pure JSON building; no I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/generation.h"
+#include "server/model_text.h"
+#include "server/openai_request.h"
+
+namespace rs::server {
+
+enum class Endpoint : uint8_t { kChat, kCompletion };
+
+// A choice accumulated over the whole call (non-streaming responses).
+struct ChoiceResult {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  std::vector<engine::SampledToken> sampled;
+  std::string finish_reason;
+
+  void append(const ChoiceDelta& delta);
+};
+
+class ResponseBuilder {
+ public:
+  ResponseBuilder(Endpoint endpoint, std::string model_name, const GenerationOptions& options, const ModelText& text);
+
+  const std::string& id() const { return id_; }
+  // One streamed chunk for `delta`; `first` adds the assistant role (chat).
+  nlohmann::json chunk(const ChoiceDelta& delta, bool first) const;
+  // The usage-only chunk sent last when stream_options.include_usage is set.
+  nlohmann::json usage_chunk(const Usage& usage) const;
+  // The whole non-streaming response.
+  nlohmann::json response(const std::vector<ChoiceResult>& choices, const Usage& usage) const;
+
+ private:
+  nlohmann::json base(const char* object) const;
+  nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const;
+  static nlohmann::json usage_json(const Usage& usage);
+
+  Endpoint endpoint_;
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  GenerationOptions options_;
+  const ModelText& text_;
+};
+
+}  // namespace rs::server

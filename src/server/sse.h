@@ -1,0 +1,18 @@
+// Server-sent events framing for streamed completions (OpenAI style: `data: {json}\n\n`, ending with `data: [DONE]`).
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace rs::server {
+
+inline std::string sse_data(const nlohmann::json& payload) {
+  return "data: " + payload.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+inline constexpr const char* kSseDone = "data: [DONE]\n\n";
+// A comment line: clients ignore it; writing it while a request waits reveals a client that went away.
+inline constexpr const char* kSseKeepAlive = ": keep-alive\n\n";
+
+}  // namespace rs::server

@@ -1,0 +1,100 @@
+// Shared e2e plumbing: start `radixserve serve` on a free port, wait for /health, hand out an openai client, and
+// read /metrics. The openai package must be installed (scripts/setup); without it these tests fail, never skip.
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const repoRoot = path.resolve(here, '..', '..');
+const requireFromNpm = createRequire(path.join(repoRoot, 'tests', 'npm', 'package.json'));
+export const { OpenAI } = requireFromNpm('openai');
+
+// The server binary: --server PATH on the command line, else build/bin/radixserve.
+export function serverBinary() {
+  const index = process.argv.indexOf('--server');
+  return index > 0 ? path.resolve(process.argv[index + 1]) : path.join(repoRoot, 'build', 'bin', 'radixserve');
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Starts a server; resolves once /health says ok. `args` are extra serve flags.
+export async function startServer({ model, args = [], apiKey } = {}) {
+  const argv = ['serve', '--model', path.join(repoRoot, model), '--port', '0', '--threads', '1', ...args];
+  if (apiKey) argv.push('--api-key', apiKey);
+  const child = spawn(serverBinary(), argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 60000);
+    child.stderr.on('data', (chunk) => {
+      log += chunk;
+      const match = /listening on http:\/\/[^:]+:(\d+)/.exec(log);
+      if (match) {
+        clearTimeout(timer);
+        resolve(Number(match[1]));
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`server exited with ${code} while starting:\n${log}`)));
+  });
+  const baseURL = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; ++i) {
+    const res = await fetch(`${baseURL}/health`).catch(() => null);
+    if (res && res.status === 200) break;
+    if (child.exitCode !== null || i > 1200) throw new Error(`server never became healthy:\n${log}`);
+    await sleep(50);
+  }
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  const name = (await (await fetch(`${baseURL}/v1/models`, {
+    headers: apiKey ? { Authorization: `Bearer ${apiKey}` } : {},
+  })).json()).data?.[0]?.id;
+  return {
+    child,
+    baseURL,
+    model: name,
+    log: () => log,
+    client: (options = {}) =>
+      new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: apiKey ?? 'unused', maxRetries: 0, timeout: 60000, ...options }),
+    // SIGTERM, then insists on a clean exit (code 0): a crash or sanitizer report at shutdown fails the test.
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      const result = await exited;
+      if (result.code !== 0) throw new Error(`server exited with ${JSON.stringify(result)}:\n${log.slice(-4000)}`);
+      return result;
+    },
+    exited,
+  };
+}
+
+// /metrics as {name{labels}: value}.
+export async function metrics(baseURL) {
+  const text = await (await fetch(`${baseURL}/metrics`)).text();
+  const values = {};
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const space = line.lastIndexOf(' ');
+    values[line.slice(0, space)] = Number(line.slice(space + 1));
+  }
+  return values;
+}
+
+// Sums a per-KV-group metric over its groups.
+export function sumGroups(values, name) {
+  return Object.entries(values)
+    .filter(([key]) => key.startsWith(`${name}{`))
+    .reduce((sum, [, value]) => sum + value, 0);
+}
+
+// POSTs raw JSON (or raw text) and returns {status, body, headers}.
+export async function post(baseURL, route, body, headers = {}) {
+  const res = await fetch(`${baseURL}${route}`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json = null;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: res.status, body: json, text, headers: res.headers };
+}

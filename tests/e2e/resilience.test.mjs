@@ -1,0 +1,174 @@
+// A server that survives its clients: bad input gets OpenAI-shaped 4xx while a stream beside it completes unharmed;
+// 200 requests with a third disconnected mid-stream leave the KV pool at its idle level; a full queue answers 503
+// with Retry-After; SIGTERM drains running streams before exiting.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { metrics, post, sleep, startServer, sumGroups } from './harness.mjs';
+
+const MODEL_DIR = 'tests/e2e/fixtures/tiny-chat';
+const DUMMY = ['--load-format', 'dummy'];
+
+// Streams a completion; returns {tokens, finish}. abortAfter: disconnect after that many chunks.
+async function streamCompletion(client, model, { prompt, maxTokens, abortAfter }) {
+  const controller = new AbortController();
+  const stream = await client.completions.create({ model, prompt, max_tokens: maxTokens, temperature: 0,
+    ignore_eos: true, stream: true, return_token_ids: true }, { signal: controller.signal });
+  let tokens = 0;
+  let chunks = 0;
+  let finish = null;
+  try {
+    for await (const chunk of stream) {
+      for (const choice of chunk.choices) {
+        tokens += choice.token_ids?.length ?? 0;
+        finish = choice.finish_reason ?? finish;
+      }
+      if (abortAfter !== undefined && ++chunks >= abortAfter) {
+        controller.abort();
+        break;
+      }
+    }
+  } catch (error) {
+    if (abortAfter === undefined) throw error;
+  }
+  return { tokens, finish };
+}
+
+async function waitIdle(baseURL) {
+  for (let i = 0; i < 200; ++i) {
+    const values = await metrics(baseURL);
+    if (values.radixserve_num_requests_running === 0 && values.radixserve_num_requests_waiting === 0) return values;
+    await sleep(25);
+  }
+  throw new Error('server never became idle');
+}
+
+test('bad input gets 4xx while a stream beside it completes', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: DUMMY });
+  try {
+    const client = server.client();
+    const beside = streamCompletion(client, server.model, { prompt: [1, 2, 3, 4], maxTokens: 300 });
+    const ok = { model: server.model, messages: [{ role: 'user', content: 'hi' }] };
+    const cases = [
+      ['malformed JSON', '/v1/chat/completions', '{"model": "tiny-chat", "messages": [', 400],
+      ['not an object', '/v1/chat/completions', '[1, 2]', 400],
+      ['wrong type', '/v1/chat/completions', { ...ok, temperature: 'warm' }, 400, 'temperature'],
+      ['wrong type for messages', '/v1/chat/completions', { ...ok, messages: 'hi' }, 400, 'messages'],
+      ['unknown field', '/v1/chat/completions', { ...ok, frobnicate: true }, 400, 'frobnicate'],
+      ['unknown model', '/v1/chat/completions', { ...ok, model: 'gpt-9' }, 404, 'model'],
+      ['missing model', '/v1/chat/completions', { messages: ok.messages }, 400, 'model'],
+      ['empty messages', '/v1/chat/completions', { ...ok, messages: [] }, 400, 'messages'],
+      ['bad role', '/v1/chat/completions', { ...ok, messages: [{ role: 'wizard', content: 'x' }] }, 400],
+      ['n = 0', '/v1/chat/completions', { ...ok, n: 0 }, 400, 'n'],
+      ['negative temperature', '/v1/chat/completions', { ...ok, temperature: -0.5 }, 400, 'temperature'],
+      ['top_p above 1', '/v1/chat/completions', { ...ok, top_p: 1.5 }, 400, 'top_p'],
+      ['max_tokens 0', '/v1/chat/completions', { ...ok, max_tokens: 0 }, 400, 'max_tokens'],
+      ['max_tokens beyond the context', '/v1/completions', { model: server.model, prompt: 'x', max_tokens: 100000 },
+        400, 'max_tokens'],
+      ['prompt longer than the context', '/v1/completions',
+        { model: server.model, prompt: Array(5000).fill(7), max_tokens: 1 }, 400, 'prompt'],
+      ['token id outside the vocabulary', '/v1/completions', { model: server.model, prompt: [1, 99999] }, 400, 'prompt'],
+      ['empty prompt', '/v1/completions', { model: server.model, prompt: [] }, 400, 'prompt'],
+      ['top_logprobs without logprobs', '/v1/chat/completions', { ...ok, top_logprobs: 2 }, 400, 'top_logprobs'],
+      ['stream_options without stream', '/v1/chat/completions', { ...ok, stream_options: { include_usage: true } },
+        400, 'stream_options'],
+      ['unknown route', '/v1/engines', {}, 404],
+    ];
+    const results = await Promise.all(cases.map(([, route, body]) => post(server.baseURL, route, body)));
+    cases.forEach(([name, , , status, param], i) => {
+      const { status: got, body } = results[i];
+      assert.equal(got, status, `${name}: ${results[i].text}`);
+      assert.ok(body?.error, `${name}: no error object`);
+      assert.deepEqual(Object.keys(body.error).sort(), ['code', 'message', 'param', 'type'], name);
+      assert.ok(body.error.message.length > 0, name);
+      if (param) assert.equal(body.error.param, param, name);
+    });
+    const streamed = await beside;
+    assert.equal(streamed.finish, 'length');
+    assert.equal(streamed.tokens, 300);
+    assert.equal((await fetch(`${server.baseURL}/health`)).status, 200);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('200 requests, a third disconnected mid-stream: KV returns to idle', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--max-running-requests', '16'] });
+  try {
+    const client = server.client();
+    const before = await metrics(server.baseURL);
+    assert.equal(sumGroups(before, 'radixserve_kv_pages_used'), 0);
+    let next = 0;
+    const outcomes = [];
+    const worker = async () => {
+      while (next < 200) {
+        const i = next++;
+        const prompt = Array.from({ length: 8 + (i % 40) }, (_, k) => ((i * 31 + k * 7) % 500) + 1);
+        const disconnect = i % 3 === 0;
+        // Disconnecting requests ask for far more tokens than they wait for, so they always leave mid-stream.
+        outcomes[i] = await streamCompletion(client, server.model,
+          { prompt, maxTokens: disconnect ? 1000 : 40, abortAfter: disconnect ? 2 + (i % 5) : undefined });
+      }
+    };
+    await Promise.all(Array.from({ length: 24 }, worker));
+    outcomes.forEach((outcome, i) => {
+      if (i % 3 !== 0) assert.equal(outcome.tokens, 40, `request ${i} completed`);
+    });
+    const after = await waitIdle(server.baseURL);
+    assert.equal(sumGroups(after, 'radixserve_kv_pages_used'), sumGroups(after, 'radixserve_kv_pages_cached'),
+      'no page is held by a request');
+    assert.equal(after['radixserve_requests_total{outcome="aborted"}'], 67, 'every disconnect was noticed');
+    await post(server.baseURL, '/flush_cache', {});
+    await sleep(50);
+    const flushed = await metrics(server.baseURL);
+    assert.equal(sumGroups(flushed, 'radixserve_kv_pages_used'), 0, 'idle level after flushing the prefix cache');
+  } finally {
+    await server.stop();
+  }
+});
+
+test('a full queue answers 503 with Retry-After', async () => {
+  const server = await startServer({ model: MODEL_DIR,
+    args: [...DUMMY, '--max-running-requests', '1', '--max-queued-requests', '2'] });
+  try {
+    const body = { model: server.model, prompt: [5, 6, 7], max_tokens: 200, ignore_eos: true };
+    const results = await Promise.all(Array.from({ length: 8 }, () => post(server.baseURL, '/v1/completions', body)));
+    const refused = results.filter((r) => r.status === 503);
+    assert.ok(refused.length >= 1, `statuses: ${results.map((r) => r.status)}`);
+    assert.ok(results.some((r) => r.status === 200));
+    for (const r of refused) {
+      assert.equal(r.headers.get('retry-after'), '1');
+      assert.equal(r.body.error.type, 'server_error');
+    }
+  } finally {
+    await server.stop();
+  }
+});
+
+test('SIGTERM drains a running stream, then exits', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: DUMMY });
+  const client = server.client();
+  const stream = await client.completions.create({ model: server.model, prompt: [9, 9, 9], max_tokens: 400,
+    temperature: 0, ignore_eos: true, stream: true, return_token_ids: true });
+  let tokens = 0;
+  let finish = null;
+  let signalled = false;
+  for await (const chunk of stream) {
+    for (const choice of chunk.choices) {
+      tokens += choice.token_ids?.length ?? 0;
+      finish = choice.finish_reason ?? finish;
+    }
+    if (!signalled) {
+      signalled = true;
+      server.child.kill('SIGTERM');
+      await sleep(50);
+      const refused = await post(server.baseURL, '/v1/completions', { model: server.model, prompt: [1], max_tokens: 1 })
+        .catch(() => ({ status: 'closed' }));
+      assert.ok(refused.status === 503 || refused.status === 'closed', `new call during drain: ${refused.status}`);
+    }
+  }
+  assert.equal(finish, 'length');
+  assert.equal(tokens, 400);
+  const { code } = await server.exited;
+  assert.equal(code, 0);
+});
