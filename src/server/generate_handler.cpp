@@ -57,7 +57,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     auto parsed = parse_chat_request(body, model_.sampling_defaults);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<ChatRequest>(parsed);
-    model_name = request.model;
+    model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     if (model_name == model_.name) {
       if (!model_.text.has_chat_template())
@@ -71,7 +71,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     auto parsed = parse_completion_request(body, model_.sampling_defaults);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<CompletionRequest>(parsed);
-    model_name = request.model;
+    model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     prompts = std::move(request.token_prompts);
     for (const std::string& text : request.text_prompts) {

@@ -123,10 +123,9 @@ std::variant<json, ApiError> parse_body(std::string_view body) {
   return parsed;
 }
 
+// `model` may be omitted (as vLLM and SGLang allow): the one served model answers.
 std::optional<std::string> read_model(FieldReader& reader) {
-  if (!reader.body.contains("model"))
-    return reader.fail(invalid_param("model", "you must provide a model parameter", "missing_required_parameter")),
-           std::nullopt;
+  if (!reader.body.contains("model")) return std::string();
   return reader.string("model");
 }
 
