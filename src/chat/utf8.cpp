@@ -1,6 +1,8 @@
 // UTF-8 decoding and the small Unicode tables that Python string methods need.
 #include "chat/utf8.h"
 
+#include "base/utf8.h"
+
 namespace rs::chat {
 
 std::u32string decode_utf8(std::string_view text) {
@@ -8,67 +10,19 @@ std::u32string decode_utf8(std::string_view text) {
   out.reserve(text.size());
   size_t i = 0;
   while (i < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    int extra = 0;
-    char32_t code_point = 0;
-    if (lead < 0x80) {
-      code_point = lead;
-    } else if ((lead & 0xE0) == 0xC0) {
-      extra = 1;
-      code_point = lead & 0x1F;
-    } else if ((lead & 0xF0) == 0xE0) {
-      extra = 2;
-      code_point = lead & 0x0F;
-    } else if ((lead & 0xF8) == 0xF0) {
-      extra = 3;
-      code_point = lead & 0x07;
-    } else {
-      out.push_back(0xFFFD);
+    const size_t length = utf8::sequence_length(text, i);
+    if (length == 0) {  // ill-formed byte: one U+FFFD, as Python's errors="replace" does per byte
+      out.push_back(utf8::kReplacementChar);
       ++i;
       continue;
     }
-    if (i + extra >= text.size()) {  // truncated sequence
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    bool valid = true;
-    for (int k = 1; k <= extra; ++k) {
-      const auto byte = static_cast<unsigned char>(text[i + k]);
-      if ((byte & 0xC0) != 0x80) {
-        valid = false;
-        break;
-      }
-      code_point = (code_point << 6) | (byte & 0x3F);
-    }
-    if (!valid) {
-      out.push_back(0xFFFD);
-      ++i;
-      continue;
-    }
-    out.push_back(code_point);
-    i += extra + 1;
+    out.push_back(utf8::decode(text, i, length));
+    i += length;
   }
   return out;
 }
 
-void append_utf8(std::string& out, char32_t code_point) {
-  if (code_point < 0x80) {
-    out.push_back(static_cast<char>(code_point));
-  } else if (code_point < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (code_point >> 6)));
-    out.push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else if (code_point < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (code_point >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (code_point >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((code_point >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  }
-}
+void append_utf8(std::string& out, char32_t code_point) { utf8::append(out, code_point); }
 
 std::string encode_utf8(std::u32string_view code_points) {
   std::string out;

@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace rs::tokenizer::byte_level {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "tokenizer/test_fixtures.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace rs::tokenizer {
 namespace {

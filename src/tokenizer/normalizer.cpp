@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace rs::tokenizer {
 namespace {

@@ -15,7 +15,7 @@
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace rs::tokenizer {
 namespace {

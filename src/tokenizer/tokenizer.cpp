@@ -3,7 +3,7 @@
 
 #include "base/error.h"
 #include "tokenizer/pipeline.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace rs::tokenizer {
 

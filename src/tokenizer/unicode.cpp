@@ -8,7 +8,7 @@
 #include <unicode/unistr.h>
 
 #include "base/error.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace rs::tokenizer::unicode {
 namespace {

@@ -1,9 +1,9 @@
 // UTF-8 validation and lossy decoding by maximal subparts (Unicode 15 §3.9, WHATWG encoding spec).
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 #include <cstdint>
 
-namespace rs::tokenizer::utf8 {
+namespace rs::utf8 {
 namespace {
 
 struct LeadInfo {
@@ -127,4 +127,4 @@ std::size_t incomplete_tail(std::string_view bytes) {
   return 0;
 }
 
-}  // namespace rs::tokenizer::utf8
+}  // namespace rs::utf8

@@ -1,11 +1,11 @@
-// UTF-8 helpers for the tokenizer: validation, code point access and lossy repair with U+FFFD.
+// UTF-8 helpers (tokenizer, chat templates, detokenizer): validation, code point access and lossy repair with U+FFFD.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace rs::tokenizer::utf8 {
+namespace rs::utf8 {
 
 inline constexpr char32_t kReplacementChar = 0xFFFD;
 
@@ -29,4 +29,4 @@ std::string to_lossy(std::string_view bytes);
 // could turn them into a character, so a streaming decoder must hold them back.
 std::size_t incomplete_tail(std::string_view bytes);
 
-}  // namespace rs::tokenizer::utf8
+}  // namespace rs::utf8

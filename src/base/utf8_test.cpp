@@ -1,9 +1,9 @@
 // UTF-8 validation, lossy repair and incomplete-tail detection.
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 #include <gtest/gtest.h>
 
-namespace rs::tokenizer::utf8 {
+namespace rs::utf8 {
 namespace {
 
 TEST(Utf8, FirstInvalid) {
@@ -40,4 +40,4 @@ TEST(Utf8, IncompleteTail) {
 }
 
 }  // namespace
-}  // namespace rs::tokenizer::utf8
+}  // namespace rs::utf8
