@@ -18,6 +18,7 @@ struct LinearWeight {
   Tensor scales;   // kMxfp4: u8 E8M0 [out, in/32]
   int64_t out_features = 0;
   int64_t in_features = 0;
+  Tensor packed;   // optional backend-specific copy made by Backend::prepare_linear (CPU: bf16 VNNI panels), or empty
 };
 
 // Per-layer attention facts (never one global setting: gpt-oss alternates windows per layer).
@@ -76,6 +77,9 @@ class Backend {
   virtual void synchronize() = 0;
   // Device-resident copy of a host weight (CPU: returns a view of the same memory, no copy).
   virtual Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) = 0;
+  // Called once per linear weight after loading: may set w.packed to a layout this backend's linear() prefers
+  // (memory appended to keep_alive). `weight` stays valid. Default: nothing.
+  virtual void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) {}
 
   // ---- ops. Activations are f32 [rows, features] unless stated. ----
   // out[t] = table[ids[t]] (table f32/bf16 [V, H])

@@ -116,6 +116,12 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     }
     if (config_.tie_word_embeddings) lm_head_.weight = embed_tokens_;
   }
+  // Dense projections may be repacked for the backend's GEMM (lm_head is not: it shares the embedding table).
+  for (auto& lw : layers_) {
+    auto& a = lw.attention;
+    for (LinearWeight* w : {&a.q, &a.k, &a.v, &a.o, &lw.ffn.gate_up, &lw.ffn.down})
+      if (!w->weight.empty()) backend.prepare_linear(*w, owned_);
+  }
 }
 
 void DecoderModel::ensure_workspace(int64_t tokens) {

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
 
 namespace rs::cpu {
@@ -23,6 +24,15 @@ Buffer CpuBackend::alloc(size_t bytes) { return Buffer::host(bytes); }
 void CpuBackend::copy(Tensor dst, const Tensor& src) {
   RS_CHECK(dst.bytes() == src.bytes(), "copy of {} bytes into {} bytes", src.bytes(), dst.bytes());
   std::memcpy(dst.data(), src.data(), src.bytes());
+}
+
+void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) {
+  if (!bf16_gemm_ || !has_bf16_gemm() || w.format != LinearWeight::Format::kDense || w.weight.dtype() != DType::kBF16)
+    return;
+  const int64_t elements = packed_elements(w.out_features, w.in_features);
+  keep_alive.push_back(Buffer::host(elements * sizeof(uint16_t)));
+  w.packed = Tensor(keep_alive.back().data(), DType::kBF16, {elements});
+  pack_bf16_weight(w.weight.data_as<uint16_t>(), w.out_features, w.in_features, w.packed.data_as<uint16_t>());
 }
 
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) { cpu::embedding(pool_, table, ids, out); }

@@ -20,6 +20,8 @@ class CpuBackend final : public Backend {
   void copy(Tensor dst, const Tensor& src) override;
   void synchronize() override {}
   Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) override { return host; }
+  // In bf16-GEMM mode, repacks dense bf16 weights into VNNI panels (see kernels/gemm_bf16.h).
+  void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override;
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) override;

@@ -42,34 +42,43 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
   }
   const float* kc = k_cache.data_as<float>();
   const float* vc = v_cache.data_as<float>();
+  // Causal work grows with the position, so item i pairs token u/2 with token T-1-u/2 (u = i / heads): each thread's
+  // contiguous range of items then holds as many long rows as short ones.
   pool.parallel_for(num_tokens * heads, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
+    std::vector<int64_t> rows;
     std::vector<float> acc(hd);
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / heads;
+      const int64_t u = item / heads;
+      const int64_t t = u % 2 == 0 ? u / 2 : num_tokens - 1 - u / 2;
       const int32_t h = static_cast<int32_t>(item % heads);
       const int32_t kvh = h / group;
       const int32_t pos = positions[t];
       const int32_t first = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
       const int32_t* pages = page_table + token_seq[t] * max_pages;
       const float* qv = q.data_as<float>() + (t * heads + h) * hd;
-      scores.resize(pos - first + 1);
+      const int32_t count = pos - first + 1;
+      scores.resize(count);
+      rows.resize(count);
+      // Cache rows of keys first..pos, walking the page table without a division per key.
+      int32_t page_index = first / page_size, offset = first % page_size;
+      for (int32_t j = 0; j < count; ++j) {
+        RS_DCHECK(pages[page_index] >= 0, "attention reads absent page for position {}", first + j);
+        rows[j] = (static_cast<int64_t>(pages[page_index]) * page_size + offset) * kv_heads + kvh;
+        if (++offset == page_size) offset = 0, ++page_index;
+      }
       float max_score = sinks.empty() ? -INFINITY : sinks[h];
-      for (int32_t j = first; j <= pos; ++j) {
-        const int32_t page = pages[j / page_size];
-        RS_DCHECK(page >= 0, "attention reads absent page for position {}", j);
-        const int64_t row = static_cast<int64_t>(page) * page_size + j % page_size;
-        const float s = dot_f32(qv, kc + (row * kv_heads + kvh) * hd, hd) * params.scale;
-        scores[j - first] = s;
+      for (int32_t j = 0; j < count; ++j) {
+        const float s = dot_f32(qv, kc + rows[j] * hd, hd) * params.scale;
+        scores[j] = s;
         max_score = std::max(max_score, s);
       }
+      exp_shifted_f32(scores.data(), max_score, scores.data(), count);
       float denom = sinks.empty() ? 0.0f : std::exp(sinks[h] - max_score);
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int32_t j = first; j <= pos; ++j) {
-        const float p = std::exp(scores[j - first] - max_score);
-        denom += p;
-        const int64_t row = static_cast<int64_t>(pages[j / page_size]) * page_size + j % page_size;
-        axpy_f32(p, vc + (row * kv_heads + kvh) * hd, acc.data(), hd);
+      for (int32_t j = 0; j < count; ++j) {
+        denom += scores[j];
+        axpy_f32(scores[j], vc + rows[j] * hd, acc.data(), hd);
       }
       float* o = out.data_as<float>() + (t * heads + h) * hd;
       const float inv = 1.0f / denom;

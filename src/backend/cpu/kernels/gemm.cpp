@@ -65,6 +65,48 @@ void gemv_bf16(const float* x, int64_t num_tokens, const uint16_t* weight, int64
 }
 #endif
 
+// out[i] = bf16(x[i]), round to nearest even (as f32_to_bf16).
+void round_row_to_bf16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+#if defined(__AVX512BF16__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
+// Weights repacked by CpuBackend::prepare_linear: decode (<= kGemvMaxTokens) keeps f32 activations, prefill rounds
+// them to bf16 once. Threads split the 64-column panels, so each streams its own contiguous part of the weight.
+void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const std::vector<float>& bias,
+                   Tensor out) {
+  const int64_t tokens = x.rows(), in = w.in_features, cols = w.out_features;
+  const uint16_t* packed = w.packed.data_as<uint16_t>();
+  float* o = out.data_as<float>();
+  const float* xf = x.data_as<float>();
+  std::vector<uint16_t> x_bf16;  // not thread_local: worker threads read it
+  const int64_t x_stride = 2 * packed_in_pairs(in);
+  if (tokens > kGemvMaxTokens) {
+    x_bf16.resize(tokens * x_stride);
+    pool.parallel_for(tokens, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) round_row_to_bf16(xf + t * in, in, x_bf16.data() + t * x_stride);
+      if (x_stride != in)
+        for (int64_t t = begin; t < end; ++t) x_bf16[t * x_stride + in] = 0;
+    });
+  }
+  pool.parallel_for(packed_panels(cols), [&](int64_t begin, int64_t end) {
+    if (tokens > kGemvMaxTokens) {
+      gemm_bf16_packed(x_bf16.data(), tokens, x_stride, packed, in, cols, o, cols, begin, end);
+    } else {
+      gemv_bf16_packed(xf, tokens, packed, in, cols, o, cols, begin, end);
+    }
+    if (!bias.empty()) {
+      const int64_t c0 = begin * kPackedPanelCols, c1 = std::min(cols, end * kPackedPanelCols);
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t c = c0; c < c1; ++c) o[t * cols + c] += bias[c];
+    }
+  });
+}
+
 }  // namespace
 
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
@@ -113,6 +155,10 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
   if (!bias.empty()) {
     bias_f32.resize(w.out_features);
     load_row(bias.view({1, w.out_features}), 0, bias_f32.data(), w.out_features);
+  }
+  if (!w.packed.empty()) {
+    linear_packed(pool, x, w, bias_f32, out);
+    return;
   }
   const bool use_bf16_gemm = bf16_activations && tokens > kGemvMaxTokens && has_bf16_gemm() &&
                              w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16;

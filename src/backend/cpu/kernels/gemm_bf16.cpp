@@ -4,10 +4,23 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
+#include <cstring>
+
 #include "base/error.h"
 #include "tensor/dtype.h"
 
 namespace rs::cpu {
+
+void pack_bf16_weight(const uint16_t* w, int64_t out, int64_t in, uint16_t* packed) {
+  const int64_t pairs = packed_in_pairs(in);
+  std::memset(packed, 0, packed_elements(out, in) * sizeof(uint16_t));
+  for (int64_t c = 0; c < out; ++c) {
+    uint16_t* dst = packed + (c / kPackedPanelCols) * pairs * kPackedPanelCols * 2 + (c % kPackedPanelCols) * 2;
+    const uint16_t* row = w + c * in;
+    for (int64_t k = 0; k < in; ++k) dst[(k / 2) * kPackedPanelCols * 2 + (k & 1)] = row[k];
+  }
+}
 
 #if defined(__AVX512BF16__)
 
@@ -44,7 +57,131 @@ void row_block(const uint16_t* x, int64_t num_tokens, const uint16_t* w, int64_t
   for (; t < num_tokens; ++t) tile<kRows, 1>(x + t * in, w, in, out + t * out_stride, out_stride);
 }
 
+// Panel kernel: kTokens tokens x 64 columns (4 zmm of 16) over input pairs [0, pairs). Each step loads the 4 weight
+// vectors once and broadcasts one activation pair per token, so no horizontal sums are needed.
+template <int kTokens>
+void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int64_t pairs, float* out,
+                int64_t out_stride, __mmask16 last_mask, int full_blocks, bool accumulate) {
+  __m512 acc[kTokens][4];
+  for (int t = 0; t < kTokens; ++t)
+    for (int j = 0; j < 4; ++j)
+      acc[t][j] = accumulate && j <= full_blocks ? _mm512_maskz_loadu_ps(j < full_blocks ? 0xFFFF : last_mask,
+                                                                         out + t * out_stride + 16 * j)
+                                                 : _mm512_setzero_ps();
+  const int32_t* xp = reinterpret_cast<const int32_t*>(x);
+  const int64_t x_pair_stride = x_stride / 2;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint16_t* wp = panel + p * kPackedPanelCols * 2;
+    __m512bh w[4];
+    for (int j = 0; j < 4; ++j) w[j] = (__m512bh)_mm512_loadu_si512(wp + 32 * j);
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_set1_epi32(xp[t * x_pair_stride + p]);
+      for (int j = 0; j < 4; ++j) acc[t][j] = _mm512_dpbf16_ps(acc[t][j], w[j], xv);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t)
+    for (int j = 0; j < 4; ++j) {
+      if (j < full_blocks) _mm512_storeu_ps(out + t * out_stride + 16 * j, acc[t][j]);
+      else if (j == full_blocks && last_mask) _mm512_mask_storeu_ps(out + t * out_stride + 16 * j, last_mask, acc[t][j]);
+    }
+}
+
+constexpr int kTileTokens = 6;     // 6 x 4 accumulators + 4 weight vectors fit the 32 zmm registers
+constexpr int64_t kBlockPairs = 64;  // 64 pairs x 256 B = 16 KiB of a panel stays in L1 while all tokens pass
+
 }  // namespace
+
+void gemm_bf16_packed(const uint16_t* x, int64_t num_tokens, int64_t x_stride, const uint16_t* packed, int64_t in,
+                      int64_t out_cols, float* out, int64_t out_stride, int64_t panel_begin, int64_t panel_end) {
+  const int64_t pairs = packed_in_pairs(in);
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    const int64_t col0 = panel * kPackedPanelCols;
+    const int64_t cols = std::min(kPackedPanelCols, out_cols - col0);
+    const int full_blocks = static_cast<int>(cols / 16);
+    const __mmask16 last_mask = static_cast<__mmask16>((1u << (cols % 16)) - 1);
+    const uint16_t* panel_w = packed + panel * pairs * kPackedPanelCols * 2;
+    for (int64_t p0 = 0; p0 < pairs; p0 += kBlockPairs) {
+      const int64_t block = std::min(kBlockPairs, pairs - p0);
+      const uint16_t* w = panel_w + p0 * kPackedPanelCols * 2;
+      const bool accumulate = p0 > 0;
+      int64_t t = 0;
+      for (; t + kTileTokens <= num_tokens; t += kTileTokens)
+        panel_tile<kTileTokens>(x + t * x_stride + 2 * p0, x_stride, w, block, out + t * out_stride + col0, out_stride,
+                                last_mask, full_blocks, accumulate);
+      const uint16_t* xt = x + t * x_stride + 2 * p0;
+      float* ot = out + t * out_stride + col0;
+      switch (num_tokens - t) {
+        case 5: panel_tile<5>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
+        case 4: panel_tile<4>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
+        case 3: panel_tile<3>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
+        case 2: panel_tile<2>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
+        case 1: panel_tile<1>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
+        default: break;
+      }
+    }
+  }
+}
+
+namespace {
+
+// kTokens f32 activations x one 64-column panel. A packed zmm holds 16 (even, odd) weight pairs: shifting left by 16
+// widens the even inputs' weights to f32 and masking the low half the odd ones'.
+template <int kTokens>
+void panel_gemv(const float* x, int64_t in, const uint16_t* panel, float* out, int64_t out_stride, __mmask16 last_mask,
+                int full_blocks) {
+  const int64_t pairs = packed_in_pairs(in);
+  const int64_t full_pairs = in / 2;
+  const __m512i high = _mm512_set1_epi32(static_cast<int32_t>(0xFFFF0000u));
+  __m512 acc[kTokens][4];
+  for (int t = 0; t < kTokens; ++t)
+    for (int j = 0; j < 4; ++j) acc[t][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const uint16_t* wp = panel + p * kPackedPanelCols * 2;
+    __m512 even[4], odd[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i w = _mm512_loadu_si512(wp + 32 * j);
+      even[j] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+      odd[j] = _mm512_castsi512_ps(_mm512_and_si512(w, high));
+    }
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512 xe = _mm512_set1_ps(x[t * in + 2 * p]);
+      const __m512 xo = _mm512_set1_ps(p < full_pairs ? x[t * in + 2 * p + 1] : 0.0f);
+      for (int j = 0; j < 4; ++j) acc[t][j] = _mm512_fmadd_ps(odd[j], xo, _mm512_fmadd_ps(even[j], xe, acc[t][j]));
+    }
+  }
+  for (int t = 0; t < kTokens; ++t)
+    for (int j = 0; j < 4; ++j) {
+      if (j < full_blocks) _mm512_storeu_ps(out + t * out_stride + 16 * j, acc[t][j]);
+      else if (j == full_blocks && last_mask) _mm512_mask_storeu_ps(out + t * out_stride + 16 * j, last_mask, acc[t][j]);
+    }
+}
+
+}  // namespace
+
+void gemv_bf16_packed(const float* x, int64_t num_tokens, const uint16_t* packed, int64_t in, int64_t out_cols,
+                      float* out, int64_t out_stride, int64_t panel_begin, int64_t panel_end) {
+  const int64_t panel_elems = packed_in_pairs(in) * kPackedPanelCols * 2;
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    const int64_t col0 = panel * kPackedPanelCols;
+    const int64_t cols = std::min(kPackedPanelCols, out_cols - col0);
+    const int full_blocks = static_cast<int>(cols / 16);
+    const __mmask16 last_mask = static_cast<__mmask16>((1u << (cols % 16)) - 1);
+    const uint16_t* w = packed + panel * panel_elems;
+    float* o = out + col0;
+    for (int64_t t = 0; t < num_tokens;) {
+      const int64_t step = std::min<int64_t>(num_tokens - t, 4);
+      const float* xt = x + t * in;
+      float* ot = o + t * out_stride;
+      switch (step) {
+        case 4: panel_gemv<4>(xt, in, w, ot, out_stride, last_mask, full_blocks); break;
+        case 3: panel_gemv<3>(xt, in, w, ot, out_stride, last_mask, full_blocks); break;
+        case 2: panel_gemv<2>(xt, in, w, ot, out_stride, last_mask, full_blocks); break;
+        default: panel_gemv<1>(xt, in, w, ot, out_stride, last_mask, full_blocks); break;
+      }
+      t += step;
+    }
+  }
+}
 
 void gemm_bf16(const uint16_t* x, int64_t num_tokens, const uint16_t* w, int64_t in, float* out, int64_t out_stride,
                int64_t row_begin, int64_t row_end) {
@@ -60,6 +197,13 @@ bool has_bf16_gemm() { return false; }
 
 void gemm_bf16(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t, int64_t) {
   RS_FAIL("gemm_bf16 needs a build with AVX512-BF16");
+}
+void gemm_bf16_packed(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t, int64_t,
+                      int64_t) {
+  RS_FAIL("gemm_bf16_packed needs a build with AVX512-BF16");
+}
+void gemv_bf16_packed(const float*, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t, int64_t, int64_t) {
+  RS_FAIL("gemv_bf16_packed needs a build with AVX512-BF16");
 }
 
 #endif

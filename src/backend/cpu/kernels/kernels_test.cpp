@@ -177,3 +177,66 @@ TEST(CpuKernels, Bf16GemmMatchesReferenceOnRoundedActivations) {
 
 }  // namespace
 }  // namespace rs::cpu
+
+#include "backend/cpu/kernels/gemm_bf16.h"
+
+namespace rs::cpu {
+namespace {
+
+// Packed (VNNI) weights through linear(): bf16-rounded activations for prefill-sized batches, exact f32 activations
+// for decode-sized ones (<= 4 tokens); odd in, out not a multiple of 16 or 64, and token counts off the 6-token tile.
+TEST(CpuKernels, PackedBf16LinearMatchesNaive) {
+  if (!has_bf16_gemm()) GTEST_SKIP() << "no AVX512-BF16 in this build";
+  ThreadPool pool(2);
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{37, 201}, {130, 64}, {64, 7}, {200, 130}}) {
+    auto w32 = random_vector(in * out, 7);
+    std::vector<uint16_t> w16(w32.size());
+    for (size_t i = 0; i < w32.size(); ++i) w16[i] = f32_to_bf16(w32[i]);
+    std::vector<uint16_t> packed(packed_elements(out, in));
+    pack_bf16_weight(w16.data(), out, in, packed.data());
+    LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in,
+                   Tensor(packed.data(), DType::kBF16, {static_cast<int64_t>(packed.size())})};
+    auto bias = random_vector(out, 8);
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 11, 13}) {
+      auto x = random_vector(tokens * in, 9);
+      std::vector<float> got(tokens * out);
+      linear(pool, Tensor(x.data(), DType::kF32, {tokens, in}), w, Tensor(bias.data(), DType::kF32, {out}),
+             Tensor(got.data(), DType::kF32, {tokens, out}), /*bf16_activations=*/true);
+      const bool round_x = tokens > 4;
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = bias[o];
+          for (int64_t i = 0; i < in; ++i) {
+            const float xv = round_x ? bf16_to_f32(f32_to_bf16(x[t * in + i])) : x[t * in + i];
+            ref += static_cast<double>(xv) * bf16_to_f32(w16[o * in + i]);
+          }
+          ASSERT_NEAR(got[t * out + o], ref, 1e-3) << out << "x" << in << " tokens " << tokens << " " << t << " " << o;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rs::cpu
+
+namespace rs::cpu {
+namespace {
+
+// The vector exp inside silu_mul against std::exp, over saturating inputs and a width off the 16-lane vector.
+TEST(CpuKernels, SiluMulMatchesScalarReference) {
+  ThreadPool pool(2);
+  const int64_t rows = 3, inter = 37;
+  auto gate_up = random_vector(rows * 2 * inter, 10, 4.0f);
+  gate_up[0] = -100.0f, gate_up[1] = 100.0f, gate_up[2] = 0.0f;
+  std::vector<float> got(rows * inter);
+  silu_mul(pool, Tensor(gate_up.data(), DType::kF32, {rows, 2 * inter}), Tensor(got.data(), DType::kF32, {rows, inter}));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < inter; ++i) {
+      const double g = gate_up[r * 2 * inter + i], u = gate_up[r * 2 * inter + inter + i];
+      const double ref = g / (1.0 + std::exp(-g)) * u;
+      EXPECT_NEAR(got[r * inter + i], ref, 1e-5 * (1.0 + std::fabs(ref))) << r << " " << i;
+    }
+}
+
+}  // namespace
+}  // namespace rs::cpu

@@ -55,7 +55,16 @@ void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out) {
       const float* g = gate_up.data_as<float>() + r * 2 * inter;
       const float* u = g + inter;
       float* o = out.data_as<float>() + r * inter;
-      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+      int64_t i = 0;
+#if defined(__AVX512F__)
+      for (; i + 16 <= inter; i += 16) {
+        const __m512 gv = _mm512_loadu_ps(g + i);
+        const __m512 e = exp_f32x16(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+        _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                                              _mm512_loadu_ps(u + i)));
+      }
+#endif
+      for (; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
     }
   });
 }

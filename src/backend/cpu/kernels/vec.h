@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 
 #if defined(__AVX512F__)
@@ -49,6 +50,41 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
   return sum;
 #endif
+}
+
+#if defined(__AVX512F__)
+// e^x for 16 lanes: 2^n * p(r) with x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial (relative error ~2e-7, close to
+// std::exp). Inputs below -87.3 give 0 (as softmax and silu want); above 88.7 give inf.
+inline __m512 exp_f32x16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+#endif
+
+// y[i] = e^(x[i] - shift)
+inline void exp_shifted_f32(const float* x, float shift, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 vs = _mm512_set1_ps(shift);
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_f32x16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vs)));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, exp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs)));
+    return;
+  }
+#endif
+  for (; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
 
 // y += alpha * x

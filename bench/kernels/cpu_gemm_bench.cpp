@@ -1,0 +1,84 @@
+// CPU linear-layer kernels: prefill-shaped bf16 GEMMs (GFLOP/s) and decode GEMVs (GB/s of weights streamed), for
+// row-major bf16 weights and for the VNNI-packed copy CpuBackend::prepare_linear makes. Threads: the args' last value.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "backend/cpu/kernels/gemm_bf16.h"
+#include "backend/cpu/kernels/kernels.h"
+
+namespace {
+
+using rs::DType;
+using rs::LinearWeight;
+using rs::Tensor;
+
+struct Problem {
+  std::vector<uint16_t> weight, packed;
+  std::vector<float> x, out;
+  LinearWeight linear;
+};
+
+Problem make_problem(int64_t tokens, int64_t out, int64_t in, bool packed) {
+  Problem p;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  p.weight.resize(out * in);
+  for (auto& w : p.weight) w = rs::f32_to_bf16(dist(rng) * 0.02f);
+  p.x.resize(tokens * in);
+  for (auto& v : p.x) v = dist(rng);
+  p.out.resize(tokens * out);
+  p.linear = LinearWeight{LinearWeight::Format::kDense, Tensor(p.weight.data(), DType::kBF16, {out, in}), Tensor(), out,
+                          in};
+  if (packed) {
+    p.packed.resize(rs::cpu::packed_elements(out, in));
+    rs::cpu::pack_bf16_weight(p.weight.data(), out, in, p.packed.data());
+    p.linear.packed = Tensor(p.packed.data(), DType::kBF16, {static_cast<int64_t>(p.packed.size())});
+  }
+  return p;
+}
+
+// Args: tokens, out, in, packed (0/1), threads. Decode shapes rotate over copies totalling > 64 MiB so that the
+// weights stream from DRAM (as in a real decode step) instead of from L3.
+void BM_Linear(benchmark::State& state) {
+  const int64_t tokens = state.range(0), out = state.range(1), in = state.range(2);
+  const bool packed = state.range(3) != 0;
+  rs::ThreadPool pool(static_cast<int>(state.range(4)));
+  const int64_t weight_bytes = out * in * 2;
+  const int64_t copies = tokens <= 4 ? (int64_t{64} << 20) / weight_bytes + 1 : 1;
+  std::vector<Problem> problems;
+  for (int64_t c = 0; c < copies; ++c) problems.push_back(make_problem(tokens, out, in, packed));
+  const bool bf16 = tokens > 4;  // prefill rounds activations to bf16; decode keeps f32 (as CpuBackend does)
+  int64_t next = 0;
+  for (auto _ : state) {
+    Problem& p = problems[next];
+    next = (next + 1) % copies;
+    rs::cpu::linear(pool, Tensor(p.x.data(), DType::kF32, {tokens, in}), p.linear, Tensor(),
+                    Tensor(p.out.data(), DType::kF32, {tokens, out}), bf16);
+    benchmark::DoNotOptimize(p.out.data());
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * tokens * out * in * iters / 1e9, benchmark::Counter::kIsRate);
+  state.counters["weight_GB/s"] = benchmark::Counter(weight_bytes * iters / 1e9, benchmark::Counter::kIsRate);
+}
+
+void prefill_args(benchmark::internal::Benchmark* b) {
+  for (int packed : {0, 1})
+    for (auto [out, in] : {std::pair<int64_t, int64_t>{2048, 1024}, {1024, 1024}, {6144, 1024}, {1024, 3072}})
+      for (int threads : {1, 2}) b->Args({128, out, in, packed, threads});
+  b->ArgNames({"T", "N", "K", "packed", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+void decode_args(benchmark::internal::Benchmark* b) {
+  // 6144 x 1024 and 1024 x 3072 bf16 are 12 MiB and 6 MiB: larger than L2, like a decoder layer's weights.
+  for (int packed : {0, 1})
+    for (auto [out, in] : {std::pair<int64_t, int64_t>{6144, 1024}, {1024, 3072}})
+      for (int threads : {1, 2}) b->Args({1, out, in, packed, threads});
+  b->ArgNames({"T", "N", "K", "packed", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_Linear)->Name("prefill_gemm")->Apply(prefill_args);
+BENCHMARK(BM_Linear)->Name("decode_gemv")->Apply(decode_args);
+
+}  // namespace
