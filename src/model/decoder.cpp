@@ -31,7 +31,16 @@ LinearWeight DecoderModel::concat_rows(const Tensor& a, const Tensor& b) {
   std::memcpy(buffer.data(), a.data(), a.bytes());
   std::memcpy(static_cast<char*>(buffer.data()) + a.bytes(), b.data(), b.bytes());
   const int64_t rows = a.dim(0) + b.dim(0), in = a.dim(1);
-  return LinearWeight{LinearWeight::Format::kDense, keep(std::move(buffer), a.dtype(), {rows, in}), Tensor(), rows, in};
+  LinearWeight fused{LinearWeight::Format::kDense, Tensor(buffer.data(), a.dtype(), {rows, in}), Tensor(), rows, in};
+  // A backend that repacks weights reads only its packed copy: then the row-major concatenation is dropped here
+  // (it is not a file mapping the OS could reclaim) and `weight` keeps just its shape and dtype.
+  backend_->prepare_linear(fused, owned_);
+  if (!fused.packed.empty()) {
+    fused.weight = Tensor(nullptr, a.dtype(), {rows, in});
+    return fused;
+  }
+  fused.weight = keep(std::move(buffer), a.dtype(), {rows, in});
+  return fused;
 }
 
 void DecoderModel::load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn) {
@@ -120,7 +129,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   for (auto& lw : layers_) {
     auto& a = lw.attention;
     for (LinearWeight* w : {&a.q, &a.k, &a.v, &a.o, &lw.ffn.gate_up, &lw.ffn.down})
-      if (!w->weight.empty()) backend.prepare_linear(*w, owned_);
+      if (!w->weight.empty() && w->packed.empty()) backend.prepare_linear(*w, owned_);
   }
 }
 

@@ -50,7 +50,8 @@ class DecoderModel : public Model {
                         FeedForwardWeights& ffn);
   // Helpers for architecture files.
   LinearWeight dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in);
-  // Concatenates two [rows, in] weights of one dtype into a new [rows_a + rows_b, in] weight (owned here).
+  // Concatenates two [rows, in] weights of one dtype into a new [rows_a + rows_b, in] weight (owned here), already
+  // prepared for the backend (a repacking backend keeps only its packed copy).
   LinearWeight concat_rows(const Tensor& a, const Tensor& b);
   // Stores a host buffer for the model's lifetime and returns a view of it.
   Tensor keep(Buffer buffer, DType dtype, std::vector<int64_t> shape);
