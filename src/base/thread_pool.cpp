@@ -1,6 +1,7 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <utility>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -32,7 +33,13 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_range(int index) {
   const int64_t begin = index * job_chunk_;
   const int64_t end = std::min(job_count_, begin + job_chunk_);
-  if (begin < end) (*job_)(begin, end);
+  if (begin >= end) return;
+  try {
+    (*job_)(begin, end);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
 }
 
 void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
@@ -55,6 +62,12 @@ void ThreadPool::parallel_for(int64_t count, const std::function<void(int64_t, i
   start_.notify_all();
   run_range(0);
   while (pending_.load(std::memory_order_acquire) != 0) RS_CPU_RELAX();
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(mutex_);
+    error = std::exchange(error_, nullptr);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 void ThreadPool::worker_loop(int index) {

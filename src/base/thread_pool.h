@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -24,6 +25,7 @@ class ThreadPool {
 
   // Splits [0, count) into contiguous ranges and calls fn(begin, end) on each, at most one range per thread,
   // returning when all are done. Ranges are multiples of `grain` (except the last). Not re-entrant; one caller.
+  // An exception thrown by fn on any thread is rethrown here once every range has finished.
   void parallel_for(int64_t count, const std::function<void(int64_t, int64_t)>& fn, int64_t grain = 1);
 
  private:
@@ -39,6 +41,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
+  std::exception_ptr error_;  // first exception of the current job (guarded by mutex_)
 };
 
 // Number of hardware threads, at least 1.

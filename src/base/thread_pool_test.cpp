@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <stdexcept>
 #include <vector>
 
 namespace rs {
@@ -16,6 +17,19 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
     }, 4);
     for (auto& h : hits) EXPECT_EQ(h.load(), 1);
   }
+}
+
+TEST(ThreadPool, RethrowsAWorkersExceptionAfterAllRangesFinish) {
+  ThreadPool pool(2);
+  std::atomic<int> finished{0};
+  EXPECT_THROW(pool.parallel_for(2, [&](int64_t begin, int64_t) {
+    if (begin == 1) throw std::runtime_error("worker failed");
+    finished++;
+  }), std::runtime_error);
+  EXPECT_EQ(finished.load(), 1);
+  // The pool stays usable.
+  pool.parallel_for(4, [&](int64_t begin, int64_t end) { finished += static_cast<int>(end - begin); });
+  EXPECT_EQ(finished.load(), 5);
 }
 
 }  // namespace rs

@@ -87,6 +87,18 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
     const auto& table = batch.page_tables[g];
     RS_CHECK(static_cast<int64_t>(table.size()) == static_cast<int64_t>(seqs) * batch.max_pages,
              "page table {} has {} entries for {} x {}", g, table.size(), seqs, batch.max_pages);
+    // Every page a token of this step may read must be present: attention does not check in release builds.
+    const int32_t window = kv_pool_->group(g).window;
+    for (int32_t s = 0; s < seqs; ++s) {
+      const int32_t first_read = window > 0 ? std::max(0, batch.positions[batch.seq_token_start[s]] - window + 1) : 0;
+      RS_CHECK((batch.seq_kv_len[s] + page_size - 1) / page_size <= batch.max_pages,
+               "sequence {} of {} tokens does not fit a page table of {} pages", s, batch.seq_kv_len[s], batch.max_pages);
+      for (int32_t p = first_read / page_size; p * page_size < batch.seq_kv_len[s]; ++p) {
+        const int32_t page = table[s * batch.max_pages + p];
+        RS_CHECK(page >= 0 && page < kv_pool_->group(g).num_pages,
+                 "sequence {} reads KV page {} of group {} (positions from {}), which is absent", s, p, g, first_read);
+      }
+    }
     for (int32_t t = 0; t < tokens; ++t) {
       const int32_t pos = batch.positions[t], page_index = pos / page_size;
       RS_CHECK(page_index < batch.max_pages, "position {} beyond the page table", pos);

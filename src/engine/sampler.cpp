@@ -82,42 +82,62 @@ SampledToken sample_token(std::span<float> logits, const SamplingRow& row) {
   if (p.greedy()) {
     result.token_id = argmax(logits);
   } else {
-    // Candidates sorted by logit, then truncated by top-k, min-p and top-p.
-    std::vector<int32_t> ids(logits.size());
-    std::iota(ids.begin(), ids.end(), 0);
-    size_t keep = ids.size();
-    if (p.top_k > 0) keep = std::min<size_t>(keep, p.top_k);
-    std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(),
-                      [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
-    ids.resize(keep);
-    const float inv_t = 1.0f / p.temperature;
-    const float top = logits[ids[0]] * inv_t;
-    std::vector<double> probs(keep);
-    double total = 0.0;
-    for (size_t i = 0; i < keep; ++i) total += (probs[i] = std::exp(static_cast<double>(logits[ids[i]] * inv_t - top)));
-    if (p.min_p > 0.0f) {
-      const double floor = p.min_p * probs[0];  // probs[0] is the largest
-      size_t n = 1;
-      while (n < keep && probs[n] >= floor) ++n;
-      keep = n;
-    }
-    if (p.top_p < 1.0f) {
-      double mass = 0.0, kept_total = 0.0;
-      for (size_t i = 0; i < keep; ++i) kept_total += probs[i];
-      size_t n = 0;
-      while (n < keep && mass < p.top_p * kept_total) mass += probs[n++];
-      keep = std::max<size_t>(n, 1);
-    }
-    total = 0.0;
-    for (size_t i = 0; i < keep; ++i) total += probs[i];
-    const double target = uniform(row.rng_seed, row.output_ids.size()) * total;
-    double cumulative = 0.0;
-    result.token_id = ids[keep - 1];
-    for (size_t i = 0; i < keep; ++i) {
-      cumulative += probs[i];
-      if (target < cumulative) {
-        result.token_id = ids[i];
-        break;
+    const double inv_t = 1.0 / p.temperature;
+    const float top = *std::max_element(logits.begin(), logits.end());
+    const double target_fraction = uniform(row.rng_seed, row.output_ids.size());
+    if (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) {
+      // Plain temperature sampling: inverse CDF in vocabulary order, no sort of the vocabulary.
+      double total = 0.0;
+      for (float v : logits) total += std::exp((v - top) * inv_t);
+      const double target = target_fraction * total;
+      double cumulative = 0.0;
+      result.token_id = static_cast<int32_t>(logits.size()) - 1;
+      for (size_t i = 0; i < logits.size(); ++i) {
+        cumulative += std::exp((logits[i] - top) * inv_t);
+        if (target < cumulative) {
+          result.token_id = static_cast<int32_t>(i);
+          break;
+        }
+      }
+    } else {
+      // Truncated sampling: only tokens within e^-30 of the best can survive top-k/top-p/min-p with any weight,
+      // so sort just those (not the whole vocabulary) by logit, then truncate.
+      std::vector<int32_t> ids;
+      for (size_t i = 0; i < logits.size(); ++i)
+        if ((logits[i] - top) * inv_t > -30.0) ids.push_back(static_cast<int32_t>(i));
+      size_t keep = ids.size();
+      if (p.top_k > 0) keep = std::min<size_t>(keep, p.top_k);
+      std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
+      ids.resize(keep);
+      std::vector<double> probs(keep);
+      for (size_t i = 0; i < keep; ++i) probs[i] = std::exp((logits[ids[i]] - top) * inv_t);
+      if (p.min_p > 0.0f) {
+        const double floor = p.min_p * probs[0];  // probs[0] is the largest
+        size_t n = 1;
+        while (n < keep && probs[n] >= floor) ++n;
+        keep = n;
+      }
+      if (p.top_p < 1.0f) {
+        double kept_total = 0.0;
+        for (size_t i = 0; i < keep; ++i) kept_total += probs[i];
+        double mass = 0.0;
+        size_t n = 0;
+        while (n < keep && mass < p.top_p * kept_total) mass += probs[n++];
+        keep = std::max<size_t>(n, 1);
+      }
+      double total = 0.0;
+      for (size_t i = 0; i < keep; ++i) total += probs[i];
+      const double target = target_fraction * total;
+      double cumulative = 0.0;
+      result.token_id = ids[keep - 1];
+      for (size_t i = 0; i < keep; ++i) {
+        cumulative += probs[i];
+        if (target < cumulative) {
+          result.token_id = ids[i];
+          break;
+        }
       }
     }
   }

@@ -39,6 +39,21 @@ TEST(Sampler, TopKTopPMinPTruncate) {
   }
 }
 
+TEST(Sampler, TinyTemperaturesAreGreedyNotNaN) {
+  std::vector<float> logits = {1.0f, 30.0f, -2.0f, 29.0f};
+  for (float t : {1e-40f, 1e-30f, 1e-6f}) EXPECT_EQ(run(logits, {.temperature = t}).token_id, 1) << t;
+  // Small but meaningful temperatures sample without overflow and still prefer the best token.
+  for (uint64_t seed = 0; seed < 20; ++seed) EXPECT_EQ(run(logits, {.temperature = 1e-3f}, seed).token_id, 1);
+}
+
+TEST(Sampler, PlainTemperatureFollowsTheSoftmax) {
+  // p = softmax([0, ln 3]) = [0.25, 0.75]; 4000 seeded draws land within a few percent.
+  std::vector<float> logits = {0.0f, std::log(3.0f)};
+  int ones = 0;
+  for (uint64_t seed = 0; seed < 4000; ++seed) ones += run(logits, {.temperature = 1.0f}, seed).token_id;
+  EXPECT_NEAR(ones / 4000.0, 0.75, 0.03);
+}
+
 TEST(Sampler, PenaltiesFollowHfAndOpenAi) {
   // Repetition penalty divides a positive logit of a seen token (HF): 4/4 = 1 < 2.
   EXPECT_EQ(run({4.0f, 2.0f}, {.temperature = 0.0f, .repetition_penalty = 4.0f}, 1, {}, {0}).token_id, 1);

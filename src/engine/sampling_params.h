@@ -19,7 +19,8 @@ struct SamplingParams {
   int32_t top_logprobs = 0;        // number of alternatives to report (0 = none)
   bool logprobs = false;           // report the chosen token's logprob
 
-  bool greedy() const { return temperature <= 0.0f || top_k == 1; }
+  // Temperatures below 1e-5 are greedy in effect (dividing logits by them would overflow float), as in vLLM.
+  bool greedy() const { return temperature < 1e-5f || top_k == 1; }
 };
 
 }  // namespace rs::engine

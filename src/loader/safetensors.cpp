@@ -44,11 +44,16 @@ std::map<std::string, SafetensorsFile::Entry> parse_header(const fs::path& path,
     RS_CHECK(info["shape"].is_array(), "{}: tensor '{}' shape is not a list", path.string(), name);
     uint64_t numel = 1;
     for (const auto& dim : info["shape"]) {
-      RS_CHECK(dim.is_number_unsigned() || (dim.is_number_integer() && dim.get<int64_t>() >= 0),
+      RS_CHECK((dim.is_number_unsigned() && dim.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) ||
+                   (dim.is_number_integer() && dim.get<int64_t>() >= 0),
                "{}: tensor '{}' has a bad dimension {}", path.string(), name, dim.dump());
       entry.shape.push_back(dim.get<int64_t>());
-      numel *= static_cast<uint64_t>(dim.get<int64_t>());
+      RS_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(dim.get<int64_t>()), &numel),
+               "{}: tensor '{}' has a shape {} too large to address", path.string(), name, info["shape"].dump());
     }
+    uint64_t expected_bytes = 0;
+    RS_CHECK(!__builtin_mul_overflow(numel, dtype_size(entry.dtype), &expected_bytes),
+             "{}: tensor '{}' has a shape {} too large to address", path.string(), name, info["shape"].dump());
     const auto& offsets = info["data_offsets"];
     RS_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                  offsets[1].is_number_unsigned(),
@@ -56,11 +61,11 @@ std::map<std::string, SafetensorsFile::Entry> parse_header(const fs::path& path,
     const size_t begin = offsets[0].get<size_t>(), end = offsets[1].get<size_t>();
     RS_CHECK(begin <= end, "{}: tensor '{}' has data_offsets [{}, {}) reversed", path.string(), name, begin, end);
     entry.bytes = end - begin;
-    RS_CHECK(entry.bytes == numel * dtype_size(entry.dtype),
+    RS_CHECK(entry.bytes == expected_bytes,
              "{}: tensor '{}' of shape {} and dtype {} needs {} bytes but data_offsets give {}", path.string(), name,
              info["shape"].dump(), dtype.get<std::string>(), numel * dtype_size(entry.dtype), entry.bytes);
     entry.offset = data_start + begin;
-    RS_CHECK(entry.offset + entry.bytes <= file_size,
+    RS_CHECK(end <= file_size && entry.offset + entry.bytes <= file_size,
              "{}: tensor '{}' ends at byte {} but the file has {} bytes (truncated file?)", path.string(), name,
              entry.offset + entry.bytes, file_size);
     ranges.emplace_back(begin, end);

@@ -81,6 +81,12 @@ TEST(Safetensors, MalformedFilesNameFileAndTensor) {
   EXPECT_NE(error_of(dir / "short.safetensors").find("truncated"), std::string::npos);
   write_file(dir / "size.safetensors", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678");
   EXPECT_NE(error_of(dir / "size.safetensors").find("needs 12 bytes"), std::string::npos);
+  write_file(dir / "huge.safetensors",
+             R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", "12345678");
+  EXPECT_NE(error_of(dir / "huge.safetensors").find("too large"), std::string::npos);
+  write_file(dir / "offset.safetensors",
+             R"({"w":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551608,18446744073709551615]}})", "1");
+  EXPECT_NE(error_of(dir / "offset.safetensors").find("'w'"), std::string::npos);
   std::ofstream(dir / "tiny.safetensors") << "abc";
   EXPECT_NE(error_of(dir / "tiny.safetensors").find("too short"), std::string::npos);
   // A valid file cut in half.

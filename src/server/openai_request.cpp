@@ -112,8 +112,28 @@ std::optional<ApiError> check_fields(const json& body, const std::set<std::strin
 }
 
 // Parses the body as a JSON object, or explains why it is not one.
+// An integer that fits a token id's int32 (range against the vocabulary is checked later); larger values must not
+// wrap into valid ids.
+bool is_token_id(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(INT32_MAX);
+  return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
+}
+
+// Parses the body as a JSON object, or explains why it is not one. Nesting is capped while parsing, before anything
+// copies the value: copying (and converting for the chat template) recurses once per level, so a deep body would
+// overflow the HTTP thread's stack.
 std::variant<json, ApiError> parse_body(std::string_view body) {
-  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  json parsed = json::parse(
+      body,
+      [&too_deep](int depth, json::parse_event_t, json&) {
+        if (depth >= kMaxJsonDepth) too_deep = true;
+        return !too_deep;  // keep nothing once too deep: the body is refused anyway
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep)
+    return invalid_param({}, fmt::format("The JSON body of your request is nested more than {} levels deep.",
+                                         kMaxJsonDepth), "invalid_json");
   if (parsed.is_discarded())
     return invalid_param({}, "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
                              "payload, but what was sent was not valid JSON.", "invalid_json");
@@ -167,8 +187,8 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
       reader.fail(invalid_param("stop", "stop strings must not be empty", "invalid_value"));
   }
   if (const json* ids = reader.find("stop_token_ids")) {
-    if (!ids->is_array() || !std::all_of(ids->begin(), ids->end(), [](const json& id) { return id.is_number_integer(); }))
-      reader.fail(wrong_type("stop_token_ids", "an array of integers", *ids));
+    if (!ids->is_array() || !std::all_of(ids->begin(), ids->end(), is_token_id))
+      reader.fail(wrong_type("stop_token_ids", "an array of 32-bit integers", *ids));
     else
       for (const json& id : *ids) options.stop_token_ids.push_back(id.get<int32_t>());
   }
@@ -313,7 +333,7 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
   request.model = read_model(reader).value_or("");
   const json* prompt = reader.find("prompt");
   auto is_token_list = [](const json& v) {
-    return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& t) { return t.is_number_integer(); });
+    return v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), is_token_id);
   };
   if (!reader.error && !prompt) {
     reader.fail(invalid_param("prompt", "Missing required parameter: 'prompt'.", "missing_required_parameter"));

@@ -19,6 +19,15 @@ ApiError completion_error(const std::string& body) {
   return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
 }
 
+TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
+  auto parsed = parse_completion_request(R"({"model": "m", "prompt": [4294967297]})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(parsed));
+  EXPECT_EQ(std::get<ApiError>(parsed).param, "prompt");
+  auto stop = parse_completion_request(R"({"model": "m", "prompt": [1], "stop_token_ids": [4294967298]})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(stop));
+  EXPECT_EQ(std::get<ApiError>(stop).param, "stop_token_ids");
+}
+
 TEST(OpenAiRequest, ParsesAChatRequest) {
   auto parsed = parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "text",
       "text": "hi"}, {"type": "text", "text": "there"}]}], "temperature": 0, "max_completion_tokens": 5, "n": 2,
@@ -94,6 +103,26 @@ TEST(OpenAiRequest, RejectsBadInputWithOpenAiStyleErrors) {
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "a", "logprobs": 9})").param, "logprobs");
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": "a", "messages": []})").code, "unknown_parameter");
   EXPECT_EQ(chat_error(R"({"model": 3, )" + ok_messages + "}").param, "model");
+}
+
+// A deeply nested body once overflowed the HTTP thread's stack (copying JSON recurses per level); it is refused
+// while parsing, before anything copies it.
+TEST(OpenAiRequest, DeeplyNestedBodiesAreRefusedWhileParsing) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ApiError error = chat_error(R"({"messages": [{"role": "user", "content": "x", "name": )" + deep + "}]}");
+  EXPECT_EQ(error.status, 400);
+  EXPECT_EQ(error.code, "invalid_json");
+  EXPECT_NE(error.message.find("nested"), std::string::npos) << error.message;
+  EXPECT_EQ(completion_error(R"({"prompt": "x", "chat_template_kwargs": )" + deep + "}").code, "invalid_json");
+  // Just inside the limit (the body object is level 1) still parses.
+  const int inner = kMaxJsonDepth - 3;  // body, messages array and message object take three levels
+  auto parsed = parse_chat_request(R"({"messages": [{"role": "user", "content": "x", "name": )" +
+                                       std::string(inner, '[') + std::string(inner, ']') + "}]}",
+                                   kDefaults);
+  if (auto* e = std::get_if<ApiError>(&parsed)) EXPECT_NE(e->code, "invalid_json") << e->message;
+  ApiError one_more = chat_error(R"({"messages": [{"role": "user", "content": "x", "name": )" +
+                                 std::string(inner + 1, '[') + std::string(inner + 1, ']') + "}]}");
+  EXPECT_EQ(one_more.code, "invalid_json");
 }
 
 }  // namespace

@@ -57,6 +57,17 @@ test('chat completion (rendered with the checkpoint template) equals transformer
   assert.equal(streamed, expectedText('chat_ls'));
 });
 
+test('a bare request without `model` (a newcomer\'s curl) is served by the one model', async () => {
+  const res = await fetch(`${server.baseURL}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: byName.quote.prompt, max_tokens: 8, temperature: 0 }),
+  });
+  assert.equal(res.status, 200);
+  const body = await res.json();
+  assert.equal(body.model, server.model);
+  assert.equal(body.choices[0].text, expectedText('quote'));
+});
+
 test('sampled text is fluent-looking English and seeded sampling repeats', async () => {
   const request = { model: server.model, prompt: 'The file system', max_tokens: 40, temperature: 0.7, seed: 11 };
   const a = await client.completions.create(request);

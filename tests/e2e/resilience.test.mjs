@@ -56,7 +56,7 @@ test('bad input gets 4xx while a stream beside it completes', async () => {
       ['wrong type for messages', '/v1/chat/completions', { ...ok, messages: 'hi' }, 400, 'messages'],
       ['unknown field', '/v1/chat/completions', { ...ok, frobnicate: true }, 400, 'frobnicate'],
       ['unknown model', '/v1/chat/completions', { ...ok, model: 'gpt-9' }, 404, 'model'],
-      ['missing model', '/v1/chat/completions', { messages: ok.messages }, 400, 'model'],
+      ['model of the wrong type', '/v1/chat/completions', { ...ok, model: 7 }, 400, 'model'],
       ['empty messages', '/v1/chat/completions', { ...ok, messages: [] }, 400, 'messages'],
       ['bad role', '/v1/chat/completions', { ...ok, messages: [{ role: 'wizard', content: 'x' }] }, 400],
       ['n = 0', '/v1/chat/completions', { ...ok, n: 0 }, 400, 'n'],
