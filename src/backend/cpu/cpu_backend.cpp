@@ -23,7 +23,7 @@ Buffer CpuBackend::alloc(size_t bytes) { return Buffer::host(bytes); }
 
 void CpuBackend::copy(Tensor dst, const Tensor& src) {
   RS_CHECK(dst.bytes() == src.bytes(), "copy of {} bytes into {} bytes", src.bytes(), dst.bytes());
-  std::memcpy(dst.data(), src.data(), src.bytes());
+  if (src.bytes() != 0) std::memcpy(dst.data(), src.data(), src.bytes());  // empty tensors may have null data
 }
 
 void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) {
