@@ -139,6 +139,7 @@ void run_serve(ServeOptions options) {
   model.eos_token_ids = engine.model_config().eos_token_ids;
   model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
   model.text = server::ModelText::load(options.model_dir);
+  model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
 
   options.scheduler.context_length = model.max_context;
   sched::Scheduler scheduler(options.scheduler, pool,

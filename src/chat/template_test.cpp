@@ -1,6 +1,7 @@
 // Jinja interpreter: statements, expressions, scoping and whitespace, with outputs jinja2 produces.
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "chat/test_util.h"
 
 namespace rs::chat {
@@ -138,6 +139,21 @@ TEST(TemplateTest, GlobalsRangeDictJoiner) {
             "[0, 1, 2] [1, 4, 7] {'a': 1} <Namespace {'a': 1}>");
   EXPECT_EQ(render("{% set j = joiner(', ') %}{% for i in range(3) %}{{ j() }}{{ i }}{% endfor %}"), "0, 1, 2");
   EXPECT_EQ(render("{{ strftime_now('%Y-%m-%d %d %b %Y') }}"), "2025-08-05 05 Aug 2025");
+}
+
+// from_json recurses per level: past its limit it throws instead of overflowing the stack.
+TEST(ValueTest, FromJsonRefusesDeepNesting) {
+  auto nested = [](int levels) {
+    nlohmann::ordered_json value = 1;
+    for (int i = 0; i < levels; ++i) {
+      nlohmann::ordered_json wrapper = nlohmann::ordered_json::array();
+      wrapper.push_back(std::move(value));
+      value = std::move(wrapper);
+    }
+    return value;
+  };
+  EXPECT_TRUE(Value::from_json(nested(100)).is_list());
+  EXPECT_THROW(Value::from_json(nested(1000)), rs::Error);
 }
 
 }  // namespace

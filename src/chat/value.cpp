@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "base/error.h"
 #include "chat/python_format.h"
 #include "chat/template_error.h"
 #include "chat/utf8.h"
@@ -76,7 +77,15 @@ Value Value::function(std::string name, NativeFunction call) {
   return value;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& json) {
+namespace {
+// Nesting from_json follows before it refuses: it recurses per level, and request bodies are capped far below this.
+constexpr int kMaxFromJsonDepth = 256;
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& json) { return from_json(json, 0); }
+
+Value Value::from_json(const nlohmann::ordered_json& json, int depth) {
+  RS_CHECK(depth < kMaxFromJsonDepth, "JSON nested more than {} levels deep", kMaxFromJsonDepth);
   using Type = nlohmann::ordered_json::value_t;
   switch (json.type()) {
     case Type::null:
@@ -97,12 +106,12 @@ Value Value::from_json(const nlohmann::ordered_json& json) {
     case Type::array: {
       List items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(from_json(item));
+      for (const auto& item : json) items.push_back(from_json(item, depth + 1));
       return list(std::move(items));
     }
     case Type::object: {
       Dict entries;
-      for (auto it = json.begin(); it != json.end(); ++it) entries.set(it.key(), from_json(it.value()));
+      for (auto it = json.begin(); it != json.end(); ++it) entries.set(it.key(), from_json(it.value(), depth + 1));
       return dict(std::move(entries));
     }
     default:

@@ -50,7 +50,7 @@ class Value {
   // A jinja2 namespace(): attribute-only, assignable with {% set ns.attr = ... %}.
   static Value namespace_object(Dict entries);
   static Value function(std::string name, NativeFunction call);
-  // Deep conversion; JSON objects keep their key order.
+  // Deep conversion; JSON objects keep their key order. Throws rs::Error beyond 256 levels of nesting.
   static Value from_json(const nlohmann::ordered_json& json);
 
   Kind kind() const { return static_cast<Kind>(data_.index()); }
@@ -83,6 +83,8 @@ class Value {
   bool same_object(const Value& other) const;
 
  private:
+  static Value from_json(const nlohmann::ordered_json& json, int depth);  // depth: containers above `json`
+
   struct UndefinedTag {
     std::string hint;
   };

@@ -79,6 +79,12 @@ PrefixMatch RadixCache::match_prefix(std::span<const int32_t> tokens, int64_t ma
   }
   match.num_tokens = usable * page_size_;
   match.node = usable > 0 ? page_node[usable - 1] : &root_;
+  // Split a partly matched node so that the caller locks only the matched pages: locking the whole node would pin
+  // its unmatched rest too, which then counts as neither evictable nor reused.
+  if (usable > 0) {
+    const int64_t pages_in_node = usable - match.node->start / page_size_;
+    if (pages_in_node < match.node->num_pages()) match.node = split(match.node, pages_in_node);
+  }
   for (int g = 0; g < num_groups; ++g) {
     match.pages[g].resize(usable);
     const int64_t first = window_first_position(windows_[g], match.num_tokens) / page_size_;

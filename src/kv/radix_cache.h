@@ -46,7 +46,8 @@ class RadixCache {
   RadixCache& operator=(const RadixCache&) = delete;
 
   // Longest cached prefix of tokens[0, max_tokens) that every group can reuse: full groups need every page, a window
-  // group needs the pages of the last W-1 positions before the match point. Touches the path for LRU.
+  // group needs the pages of the last W-1 positions before the match point. Touches the path for LRU. A node matched
+  // only in part is split at the match point, so that `node` (and what locking it pins) ends exactly there.
   PrefixMatch match_prefix(std::span<const int32_t> tokens, int64_t max_tokens);
 
   // Caches tokens (page-aligned) with pages[group][page]; -1 marks window pages no longer held. Adopted pages gain

@@ -94,6 +94,30 @@ TEST_F(RadixCacheTest, SplitsAtTheDivergingPageAndKeepsLockedNodes) {
   EXPECT_EQ(cache_->num_nodes(), 0);
 }
 
+// A prompt that matches only the front of a cached node must lock only that front: the node's unmatched rest
+// stays evictable (a whole-node lock once pinned it and wedged admission when the pool was small).
+TEST_F(RadixCacheTest, PartialMatchSplitsTheNodeSoOnlyTheMatchIsLocked) {
+  make({0}, 8);
+  auto cached = iota_tokens(24);  // one node of 6 pages
+  insert_and_release(cached);
+  ASSERT_EQ(cache_->num_nodes(), 1);
+  auto prompt = iota_tokens(4);   // shares the first page only
+  prompt.insert(prompt.end(), {1, 2, 3, 4, 5, 6, 7, 8});
+  PrefixMatch match = cache_->match_prefix(prompt, 12);
+  EXPECT_EQ(match.num_tokens, 4);
+  ASSERT_NE(match.node, nullptr);
+  EXPECT_EQ(match.node->end(), 4);  // the node ends at the match point
+  EXPECT_EQ(cache_->num_nodes(), 2);
+  cache_->lock(match.node);
+  EXPECT_EQ(cache_->evictable_pages(0), 5);
+  EXPECT_EQ(cache_->evict(0, 100), 5);
+  EXPECT_EQ(cache_->match_prefix(cached, 24).num_tokens, 4);
+  cache_->unlock(match.node);
+  EXPECT_EQ(cache_->evict(0, 100), 1);
+  EXPECT_EQ(allocators_[0].num_used(), 0);
+  EXPECT_EQ(cache_->num_nodes(), 0);
+}
+
 TEST_F(RadixCacheTest, EvictsLeastRecentlyUsedLeavesFirst) {
   make({0});
   auto a = iota_tokens(8, 0), b = iota_tokens(8, 50), c = iota_tokens(8, 90);

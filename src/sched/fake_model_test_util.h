@@ -1,6 +1,6 @@
 // FakeModel: a stand-in for Engine::forward in scheduler tests. It stores each token in its page-table slot and
-// "attends" by hashing what it reads back through the page tables (within each group's window), so a wrong page
-// table, a page reused while still live, or a wrongly reclaimed window page changes the generated tokens.
+// "attends" for every token by reading back through the page tables (within each group's window): an absent or
+// overwritten slot fails the step, and the sampled rows hash what they read, so a wrong page table changes tokens.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -36,22 +36,28 @@ class FakeModel {
           if (slot < 0) throw std::runtime_error("write to an absent page");
           slots_[g][slot] = (int64_t{batch.positions[t]} << 32) | static_cast<uint32_t>(batch.token_ids[t]);
         }
+    // Every token reads back what attention would (within each group's window), not only the sampled rows: a page
+    // reclaimed too early inside a prefill chunk must fail the step even though no logit row reads it.
+    std::vector<uint64_t> hashes(batch.positions.size());  // [token]
+    for (int s = 0; s < batch.num_seqs(); ++s)
+      for (int t = batch.seq_token_start[s]; t < batch.seq_token_start[s + 1]; ++t) {
+        const int64_t pos = batch.positions[t];
+        uint64_t hash = 1469598103934665603ull;
+        for (int g = 0; g < static_cast<int>(slots_.size()); ++g) {
+          for (int64_t p = first_read(g, pos); p <= pos; ++p) {
+            const int64_t slot = slot_of(g, s, p);
+            if (slot < 0) throw std::runtime_error("read of an absent page");
+            const int64_t value = slots_[g][slot];
+            if ((value >> 32) != p) throw std::runtime_error("read of a slot another position overwrote");
+            hash = mix(hash, static_cast<int32_t>(value & 0xffffffff));
+          }
+        }
+        hashes[t] = hash;
+      }
     engine::StepOutput output;
     for (int32_t row : batch.logit_rows) {
-      int s = 0;
-      while (batch.seq_token_start[s + 1] <= row) ++s;
-      const int64_t pos = batch.positions[row];
-      uint64_t hash = 1469598103934665603ull;
-      for (int g = 0; g < static_cast<int>(slots_.size()); ++g) {
-        for (int64_t p = first_read(g, pos); p <= pos; ++p) {
-          const int64_t slot = slot_of(g, s, p);
-          if (slot < 0) throw std::runtime_error("read of an absent page");
-          const int64_t value = slots_[g][slot];
-          hash = mix(hash, (value >> 32) == p ? static_cast<int32_t>(value & 0xffffffff) : -7);
-        }
-      }
       engine::SampledToken token;
-      token.token_id = static_cast<int32_t>(hash % kVocab);
+      token.token_id = static_cast<int32_t>(hashes[row] % kVocab);
       output.tokens.push_back(token);
     }
     return output;

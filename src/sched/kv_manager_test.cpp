@@ -62,7 +62,7 @@ TEST(KvManager, CachedPrefixIsMatchedAndEvictedUnderPressure) {
 
   SeqPages second;
   EXPECT_EQ(kv.match(second, prompt, 15), 12);
-  EXPECT_EQ(kv.full_pages_available(), 4);  // the matched path is locked
+  EXPECT_EQ(kv.full_pages_available(), 5);  // the 3 matched pages are locked; the unmatched 4th stays evictable
   kv.release(second);
 
   SeqPages big;

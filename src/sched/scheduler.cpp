@@ -1,6 +1,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -33,15 +34,23 @@ void Scheduler::flush_cache() { inbox_.push(FlushCacheMessage{}); }
 void Scheduler::stop() { inbox_.close(); }
 
 void Scheduler::run() {
+  bool progressed = true;
   while (true) {
-    if (waiting_.empty() && running_.empty()) {
-      auto message = inbox_.pop();  // idle: sleep until work arrives or stop()
-      if (!message) break;
-      handle(std::move(*message));
+    const bool idle = waiting_.empty() && running_.empty();
+    if (idle || !progressed) {
+      // Idle: sleep until work arrives or stop(). Stalled (work waits but nothing could run): only a message can
+      // change that, so wait for one rather than spin; the timeout merely bounds the wait. step() runs after
+      // either, so the stats reflect what the message did.
+      auto message = idle ? inbox_.pop() : inbox_.pop_for(std::chrono::milliseconds(100));
+      if (message)
+        handle(std::move(*message));
+      else if (idle)
+        break;  // closed and drained
     }
     if (inbox_.closed()) break;
+    progressed = false;
     try {
-      step();
+      progressed = step();
     } catch (const std::exception& e) {
       // A bug in scheduling itself: fail what is in flight rather than the process.
       RS_LOG_ERROR("scheduler step failed: {}", e.what());
@@ -176,7 +185,23 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
   }
   while (budget > 0 && !waiting_.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_running_requests) {
-    if (!admit(*waiting_.front(), budget, items)) break;
+    Sequence& head = *waiting_.front();
+    if (!admit(head, budget, items)) {
+      if (!running_.empty()) break;  // running sequences will free pages as they finish
+      // Nothing runs, so nothing will ever free pages for the head: drop the whole prefix cache and try once more,
+      // and fail the head if even the empty pool cannot take it, rather than block every request behind it.
+      kv_.flush_cache();
+      if (!admit(head, budget, items)) {
+        const std::string error =
+            fmt::format("the prompt needs {} KV pages but the pool has {} (of {}) free with nothing running",
+                        kv_.full_pages_for(head.num_tokens()), kv_.full_pages_available(), kv_.full_pages_total());
+        RS_LOG_WARN("rid={} cannot be admitted: {}", head.request->id, error);
+        if (!head.admitted_before) never_admitted_.fetch_sub(1);
+        finish(head, FinishReason::kError, error);
+        waiting_.pop_front();
+        continue;
+      }
+    }
     budget -= items.back().end - items.back().begin;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -305,6 +306,28 @@ TEST_F(SchedulerTest, RequestsThatCannotFitFailAlone) {
   EXPECT_EQ(too_big->reason, FinishReason::kError);
   EXPECT_FALSE(too_big->error.empty());
   EXPECT_EQ(fine->reason, FinishReason::kLength);
+}
+
+// A prompt sharing only the first page of a cached 6-page node, in an 8-page pool with nothing running: the match
+// once locked the whole node, so its unmatched 5 pages were neither evictable nor reused and admission waited
+// forever (with every later request stuck behind it). Now only the matched page is locked and it runs.
+TEST_F(SchedulerTest, PartialNodeMatchDoesNotWedgeAdmission) {
+  make(geometry({{0, 8}}));
+  std::vector<int32_t> first(24);
+  std::iota(first.begin(), first.end(), 100);
+  Submitted* a = submit(first, 1);
+  run_to_completion();
+  std::vector<int32_t> second(first.begin(), first.begin() + kPageSize);  // one shared page, then different
+  for (int i = 0; i < 20; ++i) second.push_back(500 + i);
+  Submitted* b = submit(second, 4);  // 28 tokens = 7 of the 8 pages
+  Submitted* after = submit({7, 8, 9}, 2);
+  run_to_completion(200);
+  EXPECT_EQ(a->reason, FinishReason::kLength);
+  EXPECT_EQ(b->reason, FinishReason::kLength) << b->error;
+  EXPECT_EQ(b->cached_tokens, kPageSize);  // the shared page was reused, not flushed away
+  EXPECT_EQ(b->output, model_->reference(second, 4));
+  EXPECT_EQ(after->output, model_->reference(after->prompt, 2));
+  expect_no_leaks();
 }
 
 TEST_F(SchedulerTest, ForwardFailureFailsOnlyThatBatch) {

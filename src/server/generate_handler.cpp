@@ -49,6 +49,15 @@ void GenerateHandler::respond_error(httplib::Response& res, const ApiError& erro
   res.set_content(error_json(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
+std::optional<ApiError> GenerateHandler::check_num_choices(size_t num_prompts, int32_t n) const {
+  const size_t limit = static_cast<size_t>(model_.max_choices_per_call);
+  if (num_prompts <= limit / static_cast<size_t>(n)) return std::nullopt;  // num_prompts * n <= limit, no overflow
+  return invalid_param(num_prompts > 1 ? "prompt" : "n",
+                       fmt::format("This call asks for {} prompts x n={} choices; at most {} are allowed per call.",
+                                   num_prompts, n, limit),
+                       "too_many_choices");
+}
+
 std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build_prompts(
     Endpoint endpoint, const std::string& body, GenerationOptions& options) {
   std::vector<std::vector<int32_t>> prompts;
@@ -59,6 +68,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     auto& request = std::get<ChatRequest>(parsed);
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
+    if (auto error = check_num_choices(1, options.n)) return *error;
     if (model_name == model_.name) {
       if (!model_.text.has_chat_template())
         return invalid_param("messages", "This model has no tokenizer or chat template; use /v1/completions with "
@@ -73,6 +83,9 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     auto& request = std::get<CompletionRequest>(parsed);
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
+    // Before tokenizing anything: one call must not build (or queue) more choices than the server allows.
+    const size_t num_prompts = request.token_prompts.size() + request.text_prompts.size();
+    if (auto error = check_num_choices(num_prompts, options.n)) return *error;
     prompts = std::move(request.token_prompts);
     for (const std::string& text : request.text_prompts) {
       auto ids = model_.text.encode_prompt(text);

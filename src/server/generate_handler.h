@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "sched/scheduler.h"
 #include "server/generation.h"
@@ -30,6 +31,8 @@ class GenerateHandler {
  private:
   std::variant<std::vector<std::vector<int32_t>>, ApiError> build_prompts(Endpoint endpoint, const std::string& body,
                                                                           GenerationOptions& options);
+  // A 400 when num_prompts x n exceeds model_.max_choices_per_call.
+  std::optional<ApiError> check_num_choices(size_t num_prompts, int32_t n) const;
   std::variant<int32_t, ApiError> max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,
                                                  const GenerationOptions& options, Endpoint endpoint) const;
   void respond_error(httplib::Response& res, const ApiError& error);

@@ -42,6 +42,7 @@ struct ServingModel {
   int32_t vocab_size = 0;                      // token-id prompts must lie in [0, vocab_size)
   std::vector<int32_t> eos_token_ids;          // stop tokens unless ignore_eos
   engine::SamplingParams sampling_defaults;    // generation_config.json
+  int32_t max_choices_per_call = 128;          // prompts x n one call may submit (at most the scheduler's queue)
   ModelText text;
 };
 

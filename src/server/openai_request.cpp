@@ -111,7 +111,6 @@ std::optional<ApiError> check_fields(const json& body, const std::set<std::strin
   return std::nullopt;
 }
 
-// Parses the body as a JSON object, or explains why it is not one.
 // An integer that fits a token id's int32 (range against the vocabulary is checked later); larger values must not
 // wrap into valid ids.
 bool is_token_id(const json& v) {

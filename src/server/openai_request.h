@@ -49,6 +49,9 @@ struct CompletionRequest {
 template <typename T>
 using Parsed = std::variant<T, ApiError>;
 
+// Containers a request body may nest (arrays and objects, the body itself counted): deeper bodies get a 400.
+constexpr int kMaxJsonDepth = 64;
+
 // `defaults` carries the model's generation_config.json sampling values, used where the request is silent.
 Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults);
 Parsed<CompletionRequest> parse_completion_request(std::string_view body, const engine::SamplingParams& defaults);

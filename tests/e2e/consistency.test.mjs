@@ -1,7 +1,7 @@
 // Greedy output of a request must not depend on how it is scheduled: alone, inside a batch of 16 requests of mixed
 // lengths, with a small chunked-prefill size, or after a prefix-cache hit. Token-id prompts on the tiny golden models
-// (llama, qwen3, and gpt-oss with its sliding-window layers, window 32). For the full-attention models a last run gets
-// so little KV that requests are preempted and recomputed, which must not change a token either.
+// (llama, qwen3, and gpt-oss with its sliding-window layers, window 32). A last run gets so little full-attention KV
+// that requests are preempted and recomputed, which must not change a token either.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
@@ -68,12 +68,20 @@ for (const model of ['tests/data/models/llama', 'tests/data/models/qwen3', 'test
     }
 
     const config = JSON.parse(fs.readFileSync(path.join(repoRoot, model, 'config.json')));
-    if (config.layer_types?.some((type) => type !== 'full_attention')) return;
-    // KV for ~400 tokens (f32 K and V of every layer) against ~2000 tokens of demand.
+    // Full-attention KV for ~400 tokens (f32 K and V) against ~2000 tokens of demand. Window layers first get the
+    // pool kv_pool.cpp plans for them (2 x (requests x (window/page + 1) + step pages)), so add exactly that.
     const headDim = config.head_dim ?? config.hidden_size / config.num_attention_heads;
-    const bytesPerToken = config.num_hidden_layers * 2 * config.num_key_value_heads * headDim * 4;
-    const gigabytes = (400 * bytesPerToken) / 2 ** 30;
-    const tight = await startServer({ model, args: ['--kv-cache-gb', String(gigabytes), '--page-size', '4'] });
+    const bytesPerLayerToken = 2 * config.num_key_value_heads * headDim * 4;
+    const windowLayers = (config.layer_types ?? []).filter((type) => type === 'sliding_attention').length;
+    const pageSize = 4;
+    const maxRunning = 16;
+    const maxPrefill = 512;
+    const windowPages = windowLayers === 0 ? 0 : 2 * (maxRunning * (Math.ceil(config.sliding_window / pageSize) + 1) +
+      Math.ceil((maxPrefill + maxRunning) / pageSize));
+    const bytes = (400 * (config.num_hidden_layers - windowLayers) + windowPages * pageSize * windowLayers) *
+      bytesPerLayerToken;
+    const tight = await startServer({ model, args: ['--kv-cache-gb', String(bytes / 2 ** 30), '--page-size',
+      String(pageSize), '--max-running-requests', String(maxRunning), '--max-prefill-tokens', String(maxPrefill)] });
     try {
       const client = tight.client();
       // Longer outputs than the reference run: decode growth is what outruns admission and forces preemption.

@@ -72,6 +72,10 @@ test('bad input gets 4xx while a stream beside it completes', async () => {
       ['top_logprobs without logprobs', '/v1/chat/completions', { ...ok, top_logprobs: 2 }, 400, 'top_logprobs'],
       ['stream_options without stream', '/v1/chat/completions', { ...ok, stream_options: { include_usage: true } },
         400, 'stream_options'],
+      ['JSON nested 100000 deep', '/v1/chat/completions',
+        `{"messages": [{"role": "user", "content": "x", "name": ${'['.repeat(100000)}${']'.repeat(100000)}}]}`, 400],
+      ['more prompts x n than one call may queue', '/v1/completions',
+        { model: server.model, prompt: Array(200).fill('x'), max_tokens: 1 }, 400, 'prompt'],
       ['unknown route', '/v1/engines', {}, 404],
     ];
     const results = await Promise.all(cases.map(([, route, body]) => post(server.baseURL, route, body)));
