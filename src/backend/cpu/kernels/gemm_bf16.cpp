@@ -61,7 +61,7 @@ void row_block(const uint16_t* x, int64_t num_tokens, const uint16_t* w, int64_t
 // vectors once and broadcasts one activation pair per token, so no horizontal sums are needed.
 template <int kTokens>
 void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int64_t pairs, float* out,
-                int64_t out_stride, __mmask16 last_mask, int full_blocks, bool accumulate) {
+                int64_t out_stride, __mmask16 last_mask, int full_blocks, bool accumulate, const char* prefetch) {
   __m512 acc[kTokens][4];
   for (int t = 0; t < kTokens; ++t)
     for (int j = 0; j < 4; ++j)
@@ -72,6 +72,7 @@ void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int6
   const int64_t x_pair_stride = x_stride / 2;
   for (int64_t p = 0; p < pairs; ++p) {
     const uint16_t* wp = panel + p * kPackedPanelCols * 2;
+    if (prefetch) _mm_prefetch(prefetch + 64 * p, _MM_HINT_T1);
     __m512bh w[4];
     for (int j = 0; j < 4; ++j) w[j] = (__m512bh)_mm512_loadu_si512(wp + 32 * j);
     for (int t = 0; t < kTokens; ++t) {
@@ -87,7 +88,9 @@ void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int6
 }
 
 constexpr int kTileTokens = 6;     // 6 x 4 accumulators + 4 weight vectors fit the 32 zmm registers
-constexpr int64_t kBlockPairs = 64;  // 64 pairs x 256 B = 16 KiB of a panel stays in L1 while all tokens pass
+// 512 pairs x 256 B = 128 KiB of a panel stays in L2 while all tokens pass. Longer blocks than an L1-sized 64 pairs
+// amortise each tile's accumulator load/store over more steps: ~367 -> ~415 GFLOP/s on 2 Zen 4 cores (cpu_gemm_bench).
+constexpr int64_t kBlockPairs = 512;
 
 }  // namespace
 
@@ -104,19 +107,28 @@ void gemm_bf16_packed(const uint16_t* x, int64_t num_tokens, int64_t x_stride, c
       const int64_t block = std::min(kBlockPairs, pairs - p0);
       const uint16_t* w = panel_w + p0 * kPackedPanelCols * 2;
       const bool accumulate = p0 > 0;
+      // Tokens split into ceil(T / 6) tiles of near-equal size (128 = 18 x 6 + 4 x 5) rather than 6s plus a small,
+      // load-bound remainder tile.
+      const int64_t tiles = (num_tokens + kTileTokens - 1) / kTileTokens;
+      const int64_t base = num_tokens / tiles, extra = num_tokens % tiles;
       int64_t t = 0;
-      for (; t + kTileTokens <= num_tokens; t += kTileTokens)
-        panel_tile<kTileTokens>(x + t * x_stride + 2 * p0, x_stride, w, block, out + t * out_stride + col0, out_stride,
-                                last_mask, full_blocks, accumulate);
-      const uint16_t* xt = x + t * x_stride + 2 * p0;
-      float* ot = out + t * out_stride + col0;
-      switch (num_tokens - t) {
-        case 5: panel_tile<5>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
-        case 4: panel_tile<4>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
-        case 3: panel_tile<3>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
-        case 2: panel_tile<2>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
-        case 1: panel_tile<1>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate); break;
-        default: break;
+      for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t size = base + (i < extra ? 1 : 0);
+        const uint16_t* xt = x + t * x_stride + 2 * p0;
+        float* ot = out + t * out_stride + col0;
+        // The first four tiles each pull a quarter of the next weight block (one line per step) into L2, so the
+        // weights stream from DRAM while this block computes instead of stalling the next block's first tile.
+        const char* pf = i < 4 ? reinterpret_cast<const char*>(w + block * kPackedPanelCols * 2) + i * block * 64
+                               : nullptr;
+        switch (size) {
+          case 6: panel_tile<6>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+          case 5: panel_tile<5>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+          case 4: panel_tile<4>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+          case 3: panel_tile<3>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+          case 2: panel_tile<2>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+          default: panel_tile<1>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+        }
+        t += size;
       }
     }
   }

@@ -184,11 +184,12 @@ namespace rs::cpu {
 namespace {
 
 // Packed (VNNI) weights through linear(): bf16-rounded activations for prefill-sized batches, exact f32 activations
-// for decode-sized ones (<= 4 tokens); odd in, out not a multiple of 16 or 64, and token counts off the 6-token tile.
+// for decode-sized ones (<= 4 tokens); odd in, out not a multiple of 16 or 64, token counts off the 6-token tile (split
+// into near-equal tiles), and in = 1101 (551 pairs: one full 512-pair K block plus a 39-pair remainder block).
 TEST(CpuKernels, PackedBf16LinearMatchesNaive) {
   if (!has_bf16_gemm()) GTEST_SKIP() << "no AVX512-BF16 in this build";
   ThreadPool pool(2);
-  for (auto [out, in] : {std::pair<int64_t, int64_t>{37, 201}, {130, 64}, {64, 7}, {200, 130}}) {
+  for (auto [out, in] : {std::pair<int64_t, int64_t>{37, 201}, {130, 64}, {64, 7}, {200, 130}, {70, 1101}}) {
     auto w32 = random_vector(in * out, 7);
     std::vector<uint16_t> w16(w32.size());
     for (size_t i = 0; i < w32.size(); ++i) w16[i] = f32_to_bf16(w32[i]);
@@ -197,7 +198,7 @@ TEST(CpuKernels, PackedBf16LinearMatchesNaive) {
     LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in,
                    Tensor(packed.data(), DType::kBF16, {static_cast<int64_t>(packed.size())})};
     auto bias = random_vector(out, 8);
-    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 11, 13}) {
+    for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 11, 13, 17, 40}) {
       auto x = random_vector(tokens * in, 9);
       std::vector<float> got(tokens * out);
       linear(pool, Tensor(x.data(), DType::kF32, {tokens, in}), w, Tensor(bias.data(), DType::kF32, {out}),
