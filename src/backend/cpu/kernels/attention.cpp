@@ -25,7 +25,10 @@ void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, 
   }
 }
 
-void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+namespace {
+
+// Reference path: one query row at a time over a full score row (any head_dim).
+void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
                const AttentionParams& params, Tensor out) {
   const int64_t num_tokens = q.dim(0);
   const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, hd = params.head_dim;
@@ -85,6 +88,195 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
       for (int32_t d = 0; d < hd; ++d) o[d] = acc[d] * inv;
     }
   });
+}
+
+#if defined(__AVX512F__)
+constexpr int32_t kKeyBlock = 32;     // keys per online-softmax step; their K/V rows stay in L1 while the item's rows pass
+constexpr int64_t kItemRows = 32;     // query rows (tokens x heads sharing one KV head) per work item
+
+// Lane j of the result = sum of the 16 lanes of v[j] (a transposing reduction: 45 ops for 16 sums).
+inline __m512 reduce16(const __m512 v[16]) {
+  __m512 s2[8];
+  for (int i = 0; i < 8; ++i)
+    s2[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  __m512 s4[4];  // per 128-bit lane: partial sums of 4 consecutive inputs
+  for (int i = 0; i < 4; ++i)
+    s4[i] = _mm512_add_ps(_mm512_shuffle_ps(s2[2 * i], s2[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_ps(s2[2 * i], s2[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 s8[2];
+  for (int i = 0; i < 2; ++i)
+    s8[i] = _mm512_add_ps(_mm512_shuffle_f32x4(s4[2 * i], s4[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_f32x4(s4[2 * i], s4[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(s8[0], s8[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(s8[0], s8[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// scores[j] = q . k_rows[j] for j < n <= 16 (lanes past n are 0).
+inline __m512 dot16(const float* q, const float* const* k_rows, int32_t n, int32_t hd) {
+  __m512 acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int32_t c = 0; c < hd; c += 16) {
+    const __m512 qc = _mm512_loadu_ps(q + c);
+    for (int j = 0; j < n; ++j) acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k_rows[j] + c), acc[j]);
+  }
+  return reduce16(acc);
+}
+
+// Query rows of tokens [t0, t1) of one sequence x the heads of KV head `kvh`, over their keys in blocks of kKeyBlock
+// with an online softmax (running max m and denominator l per row; a sink starts a row at m = sink, l = 1).
+// kChunks = head_dim / 16: each row's output accumulates in registers across a block.
+template <int kChunks>
+void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchView& batch, const AttentionParams& params,
+                 const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
+  constexpr int32_t hd = kChunks * 16;
+  const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
+  const int32_t page_size = batch.page_size;
+  const int32_t* positions = batch.positions.data_as<int32_t>();
+  const int32_t* pages = batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] *
+                                                                   batch.page_table.dim(1);
+  const int64_t rows = (t1 - t0) * group;
+  thread_local std::vector<float> acc, m, l;
+  thread_local std::vector<int32_t> lo, hi;
+  acc.assign(rows * hd, 0.0f), m.resize(rows), l.resize(rows), lo.resize(rows), hi.resize(rows);
+  int32_t key_begin = INT32_MAX, key_end = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t pos = positions[t0 + r / group];
+    lo[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
+    hi[r] = pos;
+    key_begin = std::min(key_begin, lo[r]), key_end = std::max(key_end, pos + 1);
+    m[r] = sinks ? sinks[kvh * group + r % group] : -INFINITY;
+    l[r] = sinks ? 1.0f : 0.0f;
+  }
+  const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const float* k_rows[kKeyBlock];
+  const float* v_rows[kKeyBlock];
+  alignas(64) float p[kKeyBlock];
+  for (int32_t kb = key_begin; kb < key_end; kb += kKeyBlock) {
+    const int32_t nk = std::min(kKeyBlock, key_end - kb);
+    for (int32_t j = 0; j < nk; ++j) {
+      const int32_t pos = kb + j;
+      RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
+      const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
+      k_rows[j] = kc + row * hd, v_rows[j] = vc + row * hd;
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      if (kb > hi[r] || kb + nk <= lo[r]) continue;
+      const int64_t t = t0 + r / group;
+      const int32_t h = kvh * group + static_cast<int32_t>(r % group);
+      const float* qv = q.data_as<float>() + (t * heads + h) * hd;
+      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)), vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
+      __m512 s[kKeyBlock / 16];
+      __mmask16 valid[kKeyBlock / 16];
+      float block_max = -INFINITY;
+      for (int b = 0; b < kKeyBlock / 16; ++b) {
+        const int32_t n = std::clamp(nk - 16 * b, 0, 16);
+        const __m512 idx = _mm512_add_ps(lane, _mm512_set1_ps(16.0f * b));
+        valid[b] = _mm512_cmp_ps_mask(idx, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(idx, vhi, _CMP_LE_OQ) &
+                   static_cast<__mmask16>((1u << n) - 1);
+        s[b] = n > 0 ? _mm512_mul_ps(dot16(qv, k_rows + 16 * b, n, hd), _mm512_set1_ps(params.scale))
+                     : _mm512_setzero_ps();
+        if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
+      }
+      const float m_new = std::max(m[r], block_max);
+      const float correction = std::exp(m[r] - m_new);  // 0 when m was -inf
+      __m512 sum = _mm512_setzero_ps();
+      for (int b = 0; b < kKeyBlock / 16; ++b) {
+        const __m512 e = _mm512_maskz_mov_ps(valid[b], exp_f32x16(_mm512_sub_ps(s[b], _mm512_set1_ps(m_new))));
+        _mm512_store_ps(p + 16 * b, e);
+        sum = _mm512_add_ps(sum, e);
+      }
+      m[r] = m_new;
+      l[r] = l[r] * correction + _mm512_reduce_add_ps(sum);
+      float* a = acc.data() + r * hd;
+      __m512 o[kChunks];
+      const __m512 vc_corr = _mm512_set1_ps(correction);
+      for (int c = 0; c < kChunks; ++c) o[c] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), vc_corr);
+      for (int32_t j = 0; j < nk; ++j) {
+        const __m512 pj = _mm512_set1_ps(p[j]);
+        for (int c = 0; c < kChunks; ++c) o[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v_rows[j] + 16 * c), o[c]);
+      }
+      for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(a + 16 * c, o[c]);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = t0 + r / group;
+    const int32_t h = kvh * group + static_cast<int32_t>(r % group);
+    const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+    float* o = out + (t * heads + h) * hd;
+    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + r * hd + 16 * c), inv));
+  }
+}
+
+using ItemFn = void (*)(const Tensor&, const float*, const float*, const BatchView&, const AttentionParams&,
+                        const float*, int64_t, int64_t, int32_t, float*);
+
+ItemFn item_kernel(int32_t head_dim) {
+  switch (head_dim) {
+    case 64: return attend_item<4>;
+    case 80: return attend_item<5>;
+    case 96: return attend_item<6>;
+    case 128: return attend_item<8>;
+    case 256: return attend_item<16>;
+    default: return nullptr;
+  }
+}
+#endif
+
+}  // namespace
+
+void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+               const AttentionParams& params, Tensor out) {
+#if defined(__AVX512F__)
+  const ItemFn kernel = item_kernel(params.head_dim);
+  if (kernel != nullptr) {
+    std::vector<float> sinks;
+    if (!params.sinks.empty()) {
+      sinks.resize(params.num_heads);
+      load_row(params.sinks.view({1, params.num_heads}), 0, sinks.data(), params.num_heads);
+    }
+    // Items: runs of up to kItemRows / group consecutive tokens of one sequence, x each KV head.
+    const int32_t group = params.num_heads / params.num_kv_heads;
+    const int64_t num_tokens = q.dim(0), max_tokens = std::max<int64_t>(1, kItemRows / group);
+    const int32_t* token_seq = batch.token_seq.data_as<int32_t>();
+    const int32_t* positions = batch.positions.data_as<int32_t>();
+    struct Item {
+      int64_t t0, t1, cost;
+    };
+    std::vector<Item> segments;
+    for (int64_t t = 0; t < num_tokens;) {
+      int64_t end = t + 1;
+      while (end < num_tokens && end - t < max_tokens && token_seq[end] == token_seq[t]) ++end;
+      int64_t keys = 0;
+      for (int64_t u = t; u < end; ++u)
+        keys = std::max<int64_t>(keys, params.window > 0 ? std::min(positions[u] + 1, params.window) : positions[u] + 1);
+      segments.push_back({t, end, (end - t) * keys});
+      t = end;
+    }
+    // Threads take contiguous ranges of items: order them heaviest, lightest, second heaviest, ... so that every
+    // range holds a similar amount of work (causal prefill rows get longer with the position).
+    std::vector<size_t> order(segments.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return segments[a].cost > segments[b].cost; });
+    std::vector<size_t> balanced;
+    for (size_t i = 0, j = order.size(); i < j;) {
+      balanced.push_back(order[i++]);
+      if (i < j) balanced.push_back(order[--j]);
+    }
+    const int32_t kv_heads = params.num_kv_heads;
+    const float* kc = k_cache.data_as<float>();
+    const float* vc = v_cache.data_as<float>();
+    float* o = out.data_as<float>();
+    pool.parallel_for(static_cast<int64_t>(balanced.size()) * kv_heads, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const Item& item = segments[balanced[i / kv_heads]];
+        kernel(q, kc, vc, batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0, item.t1,
+               static_cast<int32_t>(i % kv_heads), o);
+      }
+    });
+    return;
+  }
+#endif
+  attention_rowwise(pool, q, k_cache, v_cache, batch, params, out);
 }
 
 }  // namespace rs::cpu

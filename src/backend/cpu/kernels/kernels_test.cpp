@@ -88,38 +88,84 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
   return out;
 }
 
-TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
+// Sequences of different lengths in one batch, each with K/V for its whole context in shuffled pages, and only the
+// last `queries` positions of each asking (a chunked prefill, a decode token, ...). head_dim 8 takes the row-wise
+// kernel; 64 and 128 the blocked one (with groups of 1, 2 and 4 query heads per KV head).
+struct AttentionCase {
+  int heads, kv_heads, hd;
+  std::vector<std::pair<int, int>> seqs;  // (context length, queries)
+};
+
+void check_paged_attention(const AttentionCase& c) {
   ThreadPool pool(2);
-  const int len = 37, heads = 4, kv_heads = 2, hd = 8, page_size = 4, window = 5;
-  auto q = random_vector(len * heads * hd, 10), k = random_vector(len * kv_heads * hd, 11),
-       v = random_vector(len * kv_heads * hd, 12);
-  std::vector<float> sinks = {0.5f, -1.0f, 2.0f, 0.0f};
-  // Scatter K/V into shuffled pages.
-  const int pages = (len + page_size - 1) / page_size;
-  std::vector<int32_t> table(pages);
-  for (int p = 0; p < pages; ++p) table[p] = (p * 7 + 3) % pages;
-  std::vector<float> kc(pages * page_size * kv_heads * hd), vc(kc.size());
-  std::vector<int32_t> positions(len), seq(len, 0), slots(len), kv_len = {len};
-  for (int i = 0; i < len; ++i) {
-    positions[i] = i;
-    slots[i] = table[i / page_size] * page_size + i % page_size;
+  const int page_size = 4, kv_heads = c.kv_heads, heads = c.heads, hd = c.hd;
+  int max_pages = 0, total_pages = 0, total_queries = 0;
+  for (auto [len, queries] : c.seqs) {
+    max_pages = std::max(max_pages, (len + page_size - 1) / page_size);
+    total_pages += (len + page_size - 1) / page_size;
+    total_queries += queries;
   }
-  BatchView batch{Tensor(positions.data(), DType::kI32, {len}), Tensor(seq.data(), DType::kI32, {len}),
-                  Tensor(kv_len.data(), DType::kI32, {1}), Tensor(table.data(), DType::kI32, {1, pages}),
-                  Tensor(slots.data(), DType::kI32, {len}), page_size, 1, len};
-  Tensor kc_t(kc.data(), DType::kF32, {pages * page_size, kv_heads, hd});
-  Tensor vc_t(vc.data(), DType::kF32, {pages * page_size, kv_heads, hd});
-  store_kv(Tensor(k.data(), DType::kF32, {len, kv_heads, hd}), Tensor(v.data(), DType::kF32, {len, kv_heads, hd}), kc_t,
-           vc_t, batch);
+  std::vector<float> kc(total_pages * page_size * kv_heads * hd), vc(kc.size());
+  std::vector<int32_t> table(c.seqs.size() * max_pages, -1), kv_len;
+  std::vector<int32_t> positions, seq_of, slots;
+  std::vector<float> q_batch;
+  std::vector<std::vector<float>> qs, ks, vs;
+  std::vector<float> sinks;
+  for (int h = 0; h < heads; ++h) sinks.push_back(0.7f * static_cast<float>(h % 3) - 0.5f);
+  int next_page = 0;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const auto [len, queries] = c.seqs[s];
+    const int pages = (len + page_size - 1) / page_size;
+    for (int p = 0; p < pages; ++p) table[s * max_pages + p] = next_page + (p * 7 + 3) % pages;
+    next_page += pages;
+    qs.push_back(random_vector(len * heads * hd, 100 + s));
+    ks.push_back(random_vector(len * kv_heads * hd, 200 + s));
+    vs.push_back(random_vector(len * kv_heads * hd, 300 + s));
+    for (int i = 0; i < len; ++i) {
+      const int slot = table[s * max_pages + i / page_size] * page_size + i % page_size;
+      std::copy_n(ks[s].begin() + i * kv_heads * hd, kv_heads * hd, kc.begin() + slot * kv_heads * hd);
+      std::copy_n(vs[s].begin() + i * kv_heads * hd, kv_heads * hd, vc.begin() + slot * kv_heads * hd);
+      if (i >= len - queries) {
+        positions.push_back(i), seq_of.push_back(static_cast<int32_t>(s)), slots.push_back(slot);
+        q_batch.insert(q_batch.end(), qs[s].begin() + i * heads * hd, qs[s].begin() + (i + 1) * heads * hd);
+      }
+    }
+    kv_len.push_back(len);
+  }
+  BatchView batch{Tensor(positions.data(), DType::kI32, {total_queries}),
+                  Tensor(seq_of.data(), DType::kI32, {total_queries}),
+                  Tensor(kv_len.data(), DType::kI32, {static_cast<int64_t>(kv_len.size())}),
+                  Tensor(table.data(), DType::kI32, {static_cast<int64_t>(c.seqs.size()), max_pages}),
+                  Tensor(slots.data(), DType::kI32, {total_queries}), page_size,
+                  static_cast<int32_t>(c.seqs.size()), *std::max_element(kv_len.begin(), kv_len.end())};
+  Tensor kc_t(kc.data(), DType::kF32, {total_pages * page_size, kv_heads, hd});
+  Tensor vc_t(vc.data(), DType::kF32, {total_pages * page_size, kv_heads, hd});
   for (bool use_sinks : {false, true})
-    for (int w : {0, window}) {
-      AttentionParams params{heads, kv_heads, hd, 0.3f, w,
+    for (int window : {0, 5, 37}) {
+      AttentionParams params{heads, kv_heads, hd, 0.3f, window,
                              use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
-      std::vector<float> got(len * heads * hd);
-      attention(pool, Tensor(q.data(), DType::kF32, {len, heads, hd}), kc_t, vc_t, batch, params,
-                Tensor(got.data(), DType::kF32, {len, heads * hd}));
-      auto ref = naive_attention(q, k, v, len, heads, kv_heads, hd, 0.3f, w, use_sinks ? sinks : std::vector<float>{});
-      for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-5) << "window " << w << " sinks " << use_sinks;
+      std::vector<float> got(total_queries * heads * hd);
+      attention(pool, Tensor(q_batch.data(), DType::kF32, {total_queries, heads, hd}), kc_t, vc_t, batch, params,
+                Tensor(got.data(), DType::kF32, {total_queries, heads * hd}));
+      int row = 0;
+      for (size_t s = 0; s < c.seqs.size(); ++s) {
+        const auto [len, queries] = c.seqs[s];
+        auto ref = naive_attention(qs[s], ks[s], vs[s], len, heads, kv_heads, hd, 0.3f, window,
+                                   use_sinks ? sinks : std::vector<float>{});
+        for (int i = len - queries; i < len; ++i, ++row)
+          for (int j = 0; j < heads * hd; ++j)
+            ASSERT_NEAR(got[row * heads * hd + j], ref[i * heads * hd + j], 2e-5)
+                << "hd " << hd << " group " << heads / kv_heads << " seq " << s << " position " << i << " window "
+                << window << " sinks " << use_sinks;
+      }
+    }
+}
+
+TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
+  for (int hd : {8, 64, 128})
+    for (auto [heads, kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
+      check_paged_attention({heads, kv_heads, hd, {{37, 37}}});                    // whole prefill
+      check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}});  // chunk + decodes
     }
 }
 
