@@ -212,6 +212,9 @@ using ItemFn = void (*)(const Tensor&, const float*, const float*, const BatchVi
 
 ItemFn item_kernel(int32_t head_dim) {
   switch (head_dim) {
+    case 16: return attend_item<1>;
+    case 32: return attend_item<2>;
+    case 48: return attend_item<3>;
     case 64: return attend_item<4>;
     case 80: return attend_item<5>;
     case 96: return attend_item<6>;

@@ -162,7 +162,7 @@ void check_paged_attention(const AttentionCase& c) {
 }
 
 TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
-  for (int hd : {8, 64, 128})
+  for (int hd : {8, 32, 64, 128})
     for (auto [heads, kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
       check_paged_attention({heads, kv_heads, hd, {{37, 37}}});                    // whole prefill
       check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}});  // chunk + decodes
