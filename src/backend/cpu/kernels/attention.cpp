@@ -111,13 +111,15 @@ inline __m512 reduce16(const __m512 v[16]) {
                        _mm512_shuffle_f32x4(s8[0], s8[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-// scores[j] = q . k_rows[j] for j < n <= 16 (lanes past n are 0).
-inline __m512 dot16(const float* q, const float* const* k_rows, int32_t n, int32_t hd) {
+// Lane j = q . k_rows[j] for 16 keys (callers point unused keys at a real row and mask them). The fixed count keeps
+// the 16 accumulators in registers.
+template <int kChunks>
+inline __m512 dot16(const float* q, const float* const* k_rows) {
   __m512 acc[16];
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
-  for (int32_t c = 0; c < hd; c += 16) {
-    const __m512 qc = _mm512_loadu_ps(q + c);
-    for (int j = 0; j < n; ++j) acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k_rows[j] + c), acc[j]);
+  for (int c = 0; c < kChunks; ++c) {
+    const __m512 qc = _mm512_loadu_ps(q + 16 * c);
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qc, _mm512_loadu_ps(k_rows[j] + 16 * c), acc[j]);
   }
   return reduce16(acc);
 }
@@ -151,6 +153,9 @@ void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchV
   const float* k_rows[kKeyBlock];
   const float* v_rows[kKeyBlock];
   alignas(64) float p[kKeyBlock];
+  alignas(64) float k_block[kKeyBlock * hd];
+  alignas(64) float v_block[kKeyBlock * hd];
+  const bool copy_block = rows >= 4;
   for (int32_t kb = key_begin; kb < key_end; kb += kKeyBlock) {
     const int32_t nk = std::min(kKeyBlock, key_end - kb);
     for (int32_t j = 0; j < nk; ++j) {
@@ -158,7 +163,16 @@ void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchV
       RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
       const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
       k_rows[j] = kc + row * hd, v_rows[j] = vc + row * hd;
+      // One KV head's rows sit kv_heads * head_dim floats apart (4 KiB for 8 x 128): read in place by many query
+      // rows, a block's keys fall into the same few L1 sets and evict each other. A contiguous copy costs far less
+      // (3x on a 128-token prefill); a decode item's few rows read in place.
+      if (copy_block) {
+        std::memcpy(k_block + j * hd, k_rows[j], hd * sizeof(float));
+        std::memcpy(v_block + j * hd, v_rows[j], hd * sizeof(float));
+        k_rows[j] = k_block + j * hd, v_rows[j] = v_block + j * hd;
+      }
     }
+    for (int32_t j = nk; j < kKeyBlock; ++j) k_rows[j] = k_rows[0];
     for (int64_t r = 0; r < rows; ++r) {
       if (kb > hi[r] || kb + nk <= lo[r]) continue;
       const int64_t t = t0 + r / group;
@@ -173,7 +187,7 @@ void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchV
         const __m512 idx = _mm512_add_ps(lane, _mm512_set1_ps(16.0f * b));
         valid[b] = _mm512_cmp_ps_mask(idx, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(idx, vhi, _CMP_LE_OQ) &
                    static_cast<__mmask16>((1u << n) - 1);
-        s[b] = n > 0 ? _mm512_mul_ps(dot16(qv, k_rows + 16 * b, n, hd), _mm512_set1_ps(params.scale))
+        s[b] = n > 0 ? _mm512_mul_ps(dot16<kChunks>(qv, k_rows + 16 * b), _mm512_set1_ps(params.scale))
                      : _mm512_setzero_ps();
         if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
       }
