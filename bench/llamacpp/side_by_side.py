@@ -40,7 +40,7 @@ def ensure_inputs(args):
     if not os.path.exists(gguf):
         subprocess.run([sys.executable, os.path.join(HERE, "to_gguf.py"), ckpt, gguf], check=True)
     if not os.path.isdir(os.path.join(HERE, "node_modules", "node-llama-cpp")):
-        subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=HERE, check=True,
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=optional"], cwd=HERE, check=True,
                        env={**os.environ, "NODE_LLAMA_CPP_SKIP_DOWNLOAD": "true"})
     return ckpt, gguf
 
