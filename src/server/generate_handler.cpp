@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "server/peer_connection.h"
 #include "server/sse.h"
 
 namespace rs::server {
@@ -13,6 +14,7 @@ namespace {
 using namespace std::chrono_literals;
 constexpr auto kPollInterval = 100ms;   // how often a waiting handler wakes to check its client
 constexpr auto kKeepAliveEvery = 1s;    // SSE comment cadence while no token arrives
+constexpr auto kPeerCheckEvery = 250ms; // how often a non-streaming handler checks that its client is still there
 
 // Counts a call in flight for as long as it lives (a streamed response outlives its handler).
 class InFlight {
@@ -155,8 +157,20 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
 
   if (!options.stream) {
     std::vector<ChoiceResult> results(generation->num_choices());
-    while (!generation->done())
+    PeerConnection peer(req.remote_addr, req.remote_port);
+    auto next_check = Clock::now() + kPeerCheckEvery;
+    while (!generation->done()) {
       for (const ChoiceDelta& delta : generation->poll(kPollInterval)) results[delta.index].append(delta);
+      if (generation->done() || Clock::now() < next_check) continue;
+      next_check = Clock::now() + kPeerCheckEvery;
+      if (peer.closed()) {  // nobody will read the answer: free the choices' KV at the scheduler's next step
+        generation->abort();
+        metrics_.requests_aborted++;
+        RS_LOG_INFO("request from {}:{} closed by the client; aborted", req.remote_addr, req.remote_port);
+        res.status = 499;  // nginx's "client closed request"; never seen by the client
+        return;
+      }
+    }
     if (generation->error())
       return respond_error(res, server_error(500, *generation->error()));
     metrics_.requests_ok++;

@@ -1,5 +1,6 @@
 // A server that survives its clients: bad input gets OpenAI-shaped 4xx while a stream beside it completes unharmed;
-// 200 requests with a third disconnected mid-stream leave the KV pool at its idle level; a full queue answers 503
+// 200 requests with a third disconnected mid-stream leave the KV pool at its idle level, as do non-streaming requests
+// whose clients leave; a full queue answers 503
 // with Retry-After; SIGTERM drains running streams before exiting.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -126,6 +127,31 @@ test('200 requests, a third disconnected mid-stream: KV returns to idle', async 
     await sleep(50);
     const flushed = await metrics(server.baseURL);
     assert.equal(sumGroups(flushed, 'radixserve_kv_pages_used'), 0, 'idle level after flushing the prefix cache');
+  } finally {
+    await server.stop();
+  }
+});
+
+test('non-streaming requests whose clients leave are aborted and free their KV', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--max-running-requests', '8'] });
+  try {
+    const client = server.client();
+    const body = (i) => ({ model: server.model, prompt: [3 + i, 4, 5, 6], max_tokens: 3000, temperature: 0,
+      ignore_eos: true });
+    // A request that stays connected completes beside four whose clients give up after 400 ms.
+    const kept = client.completions.create({ ...body(9), max_tokens: 200 });
+    const controllers = Array.from({ length: 4 }, () => new AbortController());
+    const left = controllers.map((c, i) => client.completions.create(body(i), { signal: c.signal, maxRetries: 0 })
+      .then(() => 'completed', () => 'aborted'));
+    await sleep(400);
+    controllers.forEach((c) => c.abort());
+    assert.deepEqual(await Promise.all(left), Array(4).fill('aborted'));
+    assert.equal((await kept).usage.completion_tokens, 200);
+    const after = await waitIdle(server.baseURL);
+    assert.equal(after['radixserve_requests_total{outcome="aborted"}'], 4, 'every departure was noticed');
+    assert.ok(after.radixserve_generation_tokens_total < 4 * 3000, 'the abandoned requests stopped early');
+    assert.equal(sumGroups(after, 'radixserve_kv_pages_used'), sumGroups(after, 'radixserve_kv_pages_cached'),
+      'no page is held by a request');
   } finally {
     await server.stop();
   }
