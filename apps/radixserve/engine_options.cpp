@@ -21,6 +21,10 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->capture_default_str();
   command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")
       ->check(CLI::NonNegativeNumber);
+  command.add_option("--kv-cache-dtype", config.kv_cache_dtype,
+                     "KV cache element type: auto (the weights' dtype; f32 with --exact-f32), bf16 or f32")
+      ->check(CLI::IsMember({"auto", "bf16", "f32"}))
+      ->capture_default_str();
 }
 
 std::function<void(const std::string&, double)> make_progress_reporter() {

@@ -22,6 +22,15 @@ size_t host_available_bytes() {
   return 0;
 }
 
+// K/V are stored as the weights are (a bf16 model keeps bf16 K/V, as transformers and vLLM's "auto" do), except in
+// exact-f32 mode, whose point is reference numerics.
+DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model) {
+  if (config.kv_cache_dtype == "f32") return DType::kF32;
+  if (config.kv_cache_dtype == "bf16") return DType::kBF16;
+  RS_CHECK(config.kv_cache_dtype == "auto", "unknown KV cache dtype '{}' (auto, bf16, f32)", config.kv_cache_dtype);
+  return !config.exact_f32 && model.dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
 }  // namespace
 
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
@@ -43,7 +52,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   kv_config.page_size = config_.page_size;
   kv_config.num_kv_heads = model_config_.num_kv_heads;
   kv_config.head_dim = model_config_.head_dim;
-  kv_config.dtype = DType::kF32;
+  kv_config.dtype = kv_cache_dtype(config_, model_config_);
   kv_config.groups = kv::group_layers_by_window(model_config_.layer_windows);
   size_t budget = static_cast<size_t>(config_.kv_cache_gb * (1ull << 30));
   if (budget == 0) {
@@ -56,8 +65,8 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   }
   kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
-  RS_LOG_INFO("KV pool: {} MiB, page size {}, {} group(s)", kv_pool_->total_bytes() >> 20, kv_config.page_size,
-              kv_config.groups.size());
+  RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s)", kv_pool_->total_bytes() >> 20,
+              dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size());
 }
 
 Engine::~Engine() = default;

@@ -95,11 +95,11 @@ class CudaBackend final : public Backend {
     const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
     RS_CHECK(k.numel() == k.dim(0) * row_width && v.numel() == k.numel(), "store_kv: k {} does not match cache rows of {}",
              k.shape_string(), row_width);
-    RS_CHECK(k_cache.dtype() == DType::kF32 && v_cache.dtype() == DType::kF32, "CUDA KV cache must be f32 (for now)");
+    check_cache_dtype(k_cache, v_cache);
     on_device({&k, &v, &k_cache, &v_cache, &batch.kv_slots});
     launch_store_kv(k.data_as<float>(), v.data_as<float>(), k.dim(0), row_width, batch.kv_slots.data_as<int32_t>(),
-                    k_cache.dim(0), k_cache.data_as<float>(), v_cache.data_as<float>(), ctx_->error_flags(),
-                    ctx_->stream());
+                    k_cache.dim(0), k_cache.data(), v_cache.data(), k_cache.dtype() == DType::kBF16,
+                    ctx_->error_flags(), ctx_->stream());
   }
 
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
@@ -109,13 +109,15 @@ class CudaBackend final : public Backend {
                  q.numel() == int64_t{tokens} * params.num_heads * params.head_dim && out.numel() == q.numel(),
              "attention: q {} out {} with {} heads / {} kv heads of {}", q.shape_string(), out.shape_string(),
              params.num_heads, params.num_kv_heads, params.head_dim);
-    RS_CHECK(k_cache.dtype() == DType::kF32 && k_cache.dim(-1) == params.head_dim, "attention: cache {} must be f32",
-             k_cache.shape_string());
+    check_cache_dtype(k_cache, v_cache);
+    RS_CHECK(k_cache.dim(-1) == params.head_dim, "attention: cache {} has rows of {} values", k_cache.shape_string(),
+             params.head_dim);
     on_device({&q, &k_cache, &v_cache, &out, &batch.positions, &batch.token_seq, &batch.page_table, &params.sinks});
     AttentionArgs a{};
     a.q = q.data_as<float>();
-    a.k_cache = k_cache.data_as<float>();
-    a.v_cache = v_cache.data_as<float>();
+    a.k_cache = k_cache.data();
+    a.v_cache = v_cache.data();
+    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
     a.positions = batch.positions.data_as<int32_t>();
     a.token_seq = batch.token_seq.data_as<int32_t>();
     a.page_table = batch.page_table.data_as<int32_t>();
@@ -177,6 +179,11 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {
+    RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
+             "CUDA KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
+  }
+
   // Every non-empty tensor must live on this device; also makes the device current for the launches that follow.
   void on_device(std::initializer_list<const Tensor*> tensors) const {
     for (const Tensor* t : tensors)

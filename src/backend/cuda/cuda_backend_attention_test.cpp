@@ -19,6 +19,7 @@ TEST_F(CudaParity, StoreKvAndAttention) {
       {4, 2, 80, {50}, {50}},                     // head_dim not a multiple of 32
       {4, 4, 128, {3000, 1500}, {1, 1}},          // long decode: key splits
   };
+  for (const DType cache_dtype : {DType::kF32, DType::kBF16})
   for (const AttentionCase& c : cases) {
     const int32_t seqs = static_cast<int32_t>(c.kv_len.size());
     const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
@@ -52,13 +53,20 @@ TEST_F(CudaParity, StoreKvAndAttention) {
     const BatchView store_h = make_batch(ap, as, asl, false), store_d = make_batch(dev(ap), dev(as), dev(asl), true);
     const Tensor k = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
     const Tensor v = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
-    Tensor kc_h = host_zeros(DType::kF32, {cache_rows, c.kv_heads, c.head_dim});
-    Tensor vc_h = host_zeros(DType::kF32, {cache_rows, c.kv_heads, c.head_dim});
+    Tensor kc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
+    Tensor vc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
     Tensor kc_d = dev(kc_h), vc_d = dev(vc_h);
     cpu_->store_kv(k, v, kc_h, vc_h, store_h);
     gpu_->store_kv(dev(k), dev(v), kc_d, vc_d, store_d);
-    EXPECT_PARITY(fetch<float>(kc_d), as_floats(kc_h), kExact, "store_kv k");
-    EXPECT_PARITY(fetch<float>(vc_d), as_floats(vc_h), kExact, "store_kv v");
+    if (cache_dtype == DType::kF32) {
+      EXPECT_PARITY(fetch<float>(kc_d), as_floats(kc_h), kExact, "store_kv k");
+      EXPECT_PARITY(fetch<float>(vc_d), as_floats(vc_h), kExact, "store_kv v");
+    } else {  // both round to nearest even: identical bits
+      const uint16_t* kh = kc_h.data_as<uint16_t>();
+      const uint16_t* vh = vc_h.data_as<uint16_t>();
+      EXPECT_EQ(fetch<uint16_t>(kc_d), std::vector<uint16_t>(kh, kh + kc_h.numel())) << "store_kv k (bf16)";
+      EXPECT_EQ(fetch<uint16_t>(vc_d), std::vector<uint16_t>(vh, vh + vc_h.numel())) << "store_kv v (bf16)";
+    }
 
     const Tensor qp = host(q_pos, DType::kI32, {tokens}), qs = host(q_seq, DType::kI32, {tokens}),
                  qsl = host(q_slots, DType::kI32, {tokens});
@@ -79,8 +87,8 @@ TEST_F(CudaParity, StoreKvAndAttention) {
         gpu_->attention(q_d, kc_d, vc_d, batch_d,
                         AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out);
         EXPECT_PARITY(fetch<float>(out), as_floats(ref), kAttention,
-                      fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={}", c.heads, c.kv_heads,
-                                  c.head_dim, max_len, tokens, window, sink_mode));
+                      fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={} cache={}", c.heads,
+                                  c.kv_heads, c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype)));
       }
     }
   }

@@ -1,7 +1,9 @@
-// Paged causal attention on CPU (f32 cache), with per-layer sliding window and per-head sinks; also K/V stores.
+// Paged causal attention on CPU (f32 or bf16 KV cache), with per-layer sliding window and per-head sinks; also K/V
+// stores (a bf16 cache rounds K/V to nearest even as they are written; attention always computes in f32).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/kernels/kernels.h"
@@ -13,19 +15,33 @@ void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, 
   const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
   RS_CHECK(k.dim(-1) * (k.ndim() == 3 ? k.dim(1) : 1) == row_width || k.numel() == k.dim(0) * row_width,
            "store_kv: k {} does not match cache rows of {}", k.shape_string(), row_width);
-  RS_CHECK(k_cache.dtype() == DType::kF32, "CPU KV cache must be f32");
+  RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
+           "CPU KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
+  const bool bf16 = k_cache.dtype() == DType::kBF16;
   const int32_t* slots = batch.kv_slots.data_as<int32_t>();
   for (int64_t t = 0; t < k.dim(0); ++t) {
     if (slots[t] < 0) continue;
     RS_DCHECK(slots[t] < k_cache.dim(0), "kv slot {} out of range", slots[t]);
-    std::memcpy(k_cache.data_as<float>() + slots[t] * row_width, k.data_as<float>() + t * row_width,
-                row_width * sizeof(float));
-    std::memcpy(v_cache.data_as<float>() + slots[t] * row_width, v.data_as<float>() + t * row_width,
-                row_width * sizeof(float));
+    const float* kt = k.data_as<float>() + t * row_width;
+    const float* vt = v.data_as<float>() + t * row_width;
+    if (bf16) {
+      round_row_to_bf16(kt, row_width, k_cache.data_as<uint16_t>() + slots[t] * row_width);
+      round_row_to_bf16(vt, row_width, v_cache.data_as<uint16_t>() + slots[t] * row_width);
+    } else {
+      std::memcpy(k_cache.data_as<float>() + slots[t] * row_width, kt, row_width * sizeof(float));
+      std::memcpy(v_cache.data_as<float>() + slots[t] * row_width, vt, row_width * sizeof(float));
+    }
   }
 }
 
 namespace {
+
+// Row `row` (head_dim values) of a KV cache as f32: in place for an f32 cache, widened into `scratch` for bf16.
+inline const float* cache_row(const Tensor& cache, int64_t row, int32_t hd, float* scratch) {
+  if (cache.dtype() == DType::kF32) return cache.data_as<float>() + row * hd;
+  bf16_row_to_f32(cache.data_as<uint16_t>() + row * hd, hd, scratch);
+  return scratch;
+}
 
 // Reference path: one query row at a time over a full score row (any head_dim).
 void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
@@ -43,14 +59,12 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
     sinks.resize(heads);
     load_row(params.sinks.view({1, heads}), 0, sinks.data(), heads);
   }
-  const float* kc = k_cache.data_as<float>();
-  const float* vc = v_cache.data_as<float>();
   // Causal work grows with the position, so item i pairs token u/2 with token T-1-u/2 (u = i / heads): each thread's
   // contiguous range of items then holds as many long rows as short ones.
   pool.parallel_for(num_tokens * heads, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
     std::vector<int64_t> rows;
-    std::vector<float> acc(hd);
+    std::vector<float> acc(hd), row_scratch(hd);
     for (int64_t item = begin; item < end; ++item) {
       const int64_t u = item / heads;
       const int64_t t = u % 2 == 0 ? u / 2 : num_tokens - 1 - u / 2;
@@ -72,7 +86,7 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       }
       float max_score = sinks.empty() ? -INFINITY : sinks[h];
       for (int32_t j = 0; j < count; ++j) {
-        const float s = dot_f32(qv, kc + rows[j] * hd, hd) * params.scale;
+        const float s = dot_f32(qv, cache_row(k_cache, rows[j], hd, row_scratch.data()), hd) * params.scale;
         scores[j] = s;
         max_score = std::max(max_score, s);
       }
@@ -81,7 +95,7 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int32_t j = 0; j < count; ++j) {
         denom += scores[j];
-        axpy_f32(scores[j], vc + rows[j] * hd, acc.data(), hd);
+        axpy_f32(scores[j], cache_row(v_cache, rows[j], hd, row_scratch.data()), acc.data(), hd);
       }
       float* o = out.data_as<float>() + (t * heads + h) * hd;
       const float inv = 1.0f / denom;
@@ -127,8 +141,9 @@ inline __m512 dot16(const float* q, const float* const* k_rows) {
 // Query rows of tokens [t0, t1) of one sequence x the heads of KV head `kvh`, over their keys in blocks of kKeyBlock
 // with an online softmax (running max m and denominator l per row; a sink starts a row at m = sink, l = 1).
 // kChunks = head_dim / 16: each row's output accumulates in registers across a block.
-template <int kChunks>
-void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchView& batch, const AttentionParams& params,
+// CacheT: float (f32 cache) or uint16_t (bf16 cache, widened as each key block is copied).
+template <int kChunks, typename CacheT>
+void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch, const AttentionParams& params,
                  const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
   constexpr int32_t hd = kChunks * 16;
   const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
@@ -162,13 +177,22 @@ void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchV
       const int32_t pos = kb + j;
       RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
       const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
-      k_rows[j] = kc + row * hd, v_rows[j] = vc + row * hd;
-      // One KV head's rows sit kv_heads * head_dim floats apart (4 KiB for 8 x 128): read in place by many query
+      const CacheT* k_src = static_cast<const CacheT*>(k_cache) + row * hd;
+      const CacheT* v_src = static_cast<const CacheT*>(v_cache) + row * hd;
+      // One KV head's rows sit kv_heads * head_dim values apart (4 KiB for 8 x 128 f32): read in place by many query
       // rows, a block's keys fall into the same few L1 sets and evict each other. A contiguous copy costs far less
-      // (3x on a 128-token prefill); a decode item's few rows read in place.
-      if (copy_block) {
-        std::memcpy(k_block + j * hd, k_rows[j], hd * sizeof(float));
-        std::memcpy(v_block + j * hd, v_rows[j], hd * sizeof(float));
+      // (3x on a 128-token prefill); a decode item's few rows read an f32 cache in place.
+      if constexpr (std::is_same_v<CacheT, float>) {
+        if (copy_block) {
+          std::memcpy(k_block + j * hd, k_src, hd * sizeof(float));
+          std::memcpy(v_block + j * hd, v_src, hd * sizeof(float));
+          k_rows[j] = k_block + j * hd, v_rows[j] = v_block + j * hd;
+        } else {
+          k_rows[j] = k_src, v_rows[j] = v_src;
+        }
+      } else {
+        bf16_row_to_f32(k_src, hd, k_block + j * hd);
+        bf16_row_to_f32(v_src, hd, v_block + j * hd);
         k_rows[j] = k_block + j * hd, v_rows[j] = v_block + j * hd;
       }
     }
@@ -221,21 +245,26 @@ void attend_item(const Tensor& q, const float* kc, const float* vc, const BatchV
   }
 }
 
-using ItemFn = void (*)(const Tensor&, const float*, const float*, const BatchView&, const AttentionParams&,
+using ItemFn = void (*)(const Tensor&, const void*, const void*, const BatchView&, const AttentionParams&,
                         const float*, int64_t, int64_t, int32_t, float*);
 
-ItemFn item_kernel(int32_t head_dim) {
+template <typename CacheT>
+ItemFn item_kernel_for(int32_t head_dim) {
   switch (head_dim) {
-    case 16: return attend_item<1>;
-    case 32: return attend_item<2>;
-    case 48: return attend_item<3>;
-    case 64: return attend_item<4>;
-    case 80: return attend_item<5>;
-    case 96: return attend_item<6>;
-    case 128: return attend_item<8>;
-    case 256: return attend_item<16>;
+    case 16: return attend_item<1, CacheT>;
+    case 32: return attend_item<2, CacheT>;
+    case 48: return attend_item<3, CacheT>;
+    case 64: return attend_item<4, CacheT>;
+    case 80: return attend_item<5, CacheT>;
+    case 96: return attend_item<6, CacheT>;
+    case 128: return attend_item<8, CacheT>;
+    case 256: return attend_item<16, CacheT>;
     default: return nullptr;
   }
+}
+
+ItemFn item_kernel(DType cache_dtype, int32_t head_dim) {
+  return cache_dtype == DType::kBF16 ? item_kernel_for<uint16_t>(head_dim) : item_kernel_for<float>(head_dim);
 }
 #endif
 
@@ -243,8 +272,10 @@ ItemFn item_kernel(int32_t head_dim) {
 
 void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
                const AttentionParams& params, Tensor out) {
+  RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
+           "CPU KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
 #if defined(__AVX512F__)
-  const ItemFn kernel = item_kernel(params.head_dim);
+  const ItemFn kernel = item_kernel(k_cache.dtype(), params.head_dim);
   if (kernel != nullptr) {
     std::vector<float> sinks;
     if (!params.sinks.empty()) {
@@ -280,13 +311,11 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
       if (i < j) balanced.push_back(order[--j]);
     }
     const int32_t kv_heads = params.num_kv_heads;
-    const float* kc = k_cache.data_as<float>();
-    const float* vc = v_cache.data_as<float>();
     float* o = out.data_as<float>();
     pool.parallel_for(static_cast<int64_t>(balanced.size()) * kv_heads, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const Item& item = segments[balanced[i / kv_heads]];
-        kernel(q, kc, vc, batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0, item.t1,
+        kernel(q, k_cache.data(), v_cache.data(), batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0, item.t1,
                static_cast<int32_t>(i % kv_heads), o);
       }
     });

@@ -40,10 +40,6 @@ void decode_row(const LinearWeight& w, int64_t row, float* out) {
 }
 
 #if defined(__AVX512F__)
-inline __m512 load_bf16x16(const uint16_t* p) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
-}
-
 // Dots bf16 rows [row_begin, row_end) with up to kGemvMaxTokens f32 activations; weights are read once.
 void gemv_bf16(const float* x, int64_t num_tokens, const uint16_t* weight, int64_t in, float* out, int64_t out_stride,
                int64_t row_begin, int64_t row_end) {
@@ -65,16 +61,6 @@ void gemv_bf16(const float* x, int64_t num_tokens, const uint16_t* weight, int64
   }
 }
 #endif
-
-// out[i] = bf16(x[i]), round to nearest even (as f32_to_bf16).
-void round_row_to_bf16(const float* x, int64_t n, uint16_t* out) {
-  int64_t i = 0;
-#if defined(__AVX512BF16__)
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
-#endif
-  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
-}
 
 // Weights repacked by CpuBackend::prepare_linear: decode (<= kGemvMaxTokens) keeps f32 activations, prefill rounds
 // them to bf16 once. Threads split the 64-column panels, so each streams its own contiguous part of the weight.

@@ -21,7 +21,7 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
 
 TEST(CpuKernels, LinearBf16MatchesNaiveForAllBatchSizes) {
   ThreadPool pool(2);
-  const int64_t in = 96, out = 40;
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{96, 40}, {100, 43}}) {  // 100, 43: ragged inputs and row blocks
   auto w32 = random_vector(in * out, 1);
   std::vector<uint16_t> w16(w32.size());
   for (size_t i = 0; i < w32.size(); ++i) {
@@ -29,7 +29,7 @@ TEST(CpuKernels, LinearBf16MatchesNaiveForAllBatchSizes) {
     w32[i] = bf16_to_f32(w16[i]);
   }
   auto bias = random_vector(out, 3);
-  for (int64_t tokens : {1, 3, 7}) {
+  for (int64_t tokens : {1, 2, 3, 4, 7}) {
     auto x = random_vector(tokens * in, 2);
     std::vector<float> got(tokens * out);
     LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in};
@@ -39,8 +39,9 @@ TEST(CpuKernels, LinearBf16MatchesNaiveForAllBatchSizes) {
       for (int64_t o = 0; o < out; ++o) {
         double ref = bias[o];
         for (int64_t i = 0; i < in; ++i) ref += static_cast<double>(x[t * in + i]) * w32[o * in + i];
-        EXPECT_NEAR(got[t * out + o], ref, 1e-4) << tokens << " " << t << " " << o;
+        EXPECT_NEAR(got[t * out + o], ref, 1e-4) << in << "x" << out << ": " << tokens << " " << t << " " << o;
       }
+  }
   }
 }
 
@@ -94,6 +95,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
 struct AttentionCase {
   int heads, kv_heads, hd;
   std::vector<std::pair<int, int>> seqs;  // (context length, queries)
+  DType cache_dtype = DType::kF32;        // bf16: the reference sees K/V rounded as the cache holds them
 };
 
 void check_paged_attention(const AttentionCase& c) {
@@ -121,6 +123,9 @@ void check_paged_attention(const AttentionCase& c) {
     qs.push_back(random_vector(len * heads * hd, 100 + s));
     ks.push_back(random_vector(len * kv_heads * hd, 200 + s));
     vs.push_back(random_vector(len * kv_heads * hd, 300 + s));
+    if (c.cache_dtype == DType::kBF16)
+      for (auto* values : {&ks.back(), &vs.back()})
+        for (float& x : *values) x = bf16_to_f32(f32_to_bf16(x));
     for (int i = 0; i < len; ++i) {
       const int slot = table[s * max_pages + i / page_size] * page_size + i % page_size;
       std::copy_n(ks[s].begin() + i * kv_heads * hd, kv_heads * hd, kc.begin() + slot * kv_heads * hd);
@@ -140,6 +145,12 @@ void check_paged_attention(const AttentionCase& c) {
                   static_cast<int32_t>(c.seqs.size()), *std::max_element(kv_len.begin(), kv_len.end())};
   Tensor kc_t(kc.data(), DType::kF32, {total_pages * page_size, kv_heads, hd});
   Tensor vc_t(vc.data(), DType::kF32, {total_pages * page_size, kv_heads, hd});
+  std::vector<uint16_t> kc_bf16(kc.size()), vc_bf16(vc.size());
+  if (c.cache_dtype == DType::kBF16) {
+    for (size_t i = 0; i < kc.size(); ++i) kc_bf16[i] = f32_to_bf16(kc[i]), vc_bf16[i] = f32_to_bf16(vc[i]);
+    kc_t = Tensor(kc_bf16.data(), DType::kBF16, {total_pages * page_size, kv_heads, hd});
+    vc_t = Tensor(vc_bf16.data(), DType::kBF16, {total_pages * page_size, kv_heads, hd});
+  }
   for (bool use_sinks : {false, true})
     for (int window : {0, 5, 37}) {
       AttentionParams params{heads, kv_heads, hd, 0.3f, window,
@@ -162,11 +173,29 @@ void check_paged_attention(const AttentionCase& c) {
 }
 
 TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
-  for (int hd : {8, 32, 64, 128})
-    for (auto [heads, kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
-      check_paged_attention({heads, kv_heads, hd, {{37, 37}}});                    // whole prefill
-      check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}});  // chunk + decodes
-    }
+  for (DType cache : {DType::kF32, DType::kBF16})
+    for (int hd : {8, 32, 64, 128})
+      for (auto [heads, kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
+        check_paged_attention({heads, kv_heads, hd, {{37, 37}}, cache});                              // prefill
+        check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}, cache});  // chunk + decodes
+      }
+}
+
+TEST(CpuKernels, StoreKvRoundsIntoABf16Cache) {
+  const int tokens = 3, kv_heads = 2, hd = 8;
+  auto k = random_vector(tokens * kv_heads * hd, 21), v = random_vector(tokens * kv_heads * hd, 22);
+  std::vector<uint16_t> kc(4 * kv_heads * hd, 0), vc(kc.size(), 0);
+  std::vector<int32_t> slots = {2, -1, 0}, positions = {0, 1, 2}, seq = {0, 0, 0};
+  BatchView batch{Tensor(positions.data(), DType::kI32, {tokens}), Tensor(seq.data(), DType::kI32, {tokens}), Tensor(),
+                  Tensor(), Tensor(slots.data(), DType::kI32, {tokens}), 4, 1, tokens};
+  store_kv(Tensor(k.data(), DType::kF32, {tokens, kv_heads, hd}), Tensor(v.data(), DType::kF32, {tokens, kv_heads, hd}),
+           Tensor(kc.data(), DType::kBF16, {4, kv_heads, hd}), Tensor(vc.data(), DType::kBF16, {4, kv_heads, hd}), batch);
+  const int row = kv_heads * hd;
+  for (int i = 0; i < row; ++i) {
+    EXPECT_EQ(kc[2 * row + i], f32_to_bf16(k[i]));           // token 0 -> slot 2
+    EXPECT_EQ(vc[0 * row + i], f32_to_bf16(v[2 * row + i]));  // token 2 -> slot 0
+    EXPECT_EQ(kc[1 * row + i], 0);                            // token 1 (slot -1) wrote nothing
+  }
 }
 
 TEST(CpuKernels, MoeRoutingModes) {

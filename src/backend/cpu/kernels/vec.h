@@ -72,6 +72,33 @@ inline __m512 exp_f32x16(__m512 x) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// 16 bf16 values widened to f32 (exact).
+inline __m512 load_bf16x16(const uint16_t* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+#endif
+
+// out[i] = f32(x[i]) for bf16 x (exact).
+inline void bf16_row_to_f32(const uint16_t* x, int64_t n, float* out) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load_bf16x16(x + i));
+#endif
+  for (; i < n; ++i) out[i] = bf16_to_f32(x[i]);
+}
+
+// out[i] = bf16(x[i]), round to nearest even (as f32_to_bf16).
+inline void round_row_to_bf16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+#if defined(__AVX512BF16__)
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
 // y[i] = e^(x[i] - shift)
 inline void exp_shifted_f32(const float* x, float shift, float* y, int64_t n) {
   int64_t i = 0;

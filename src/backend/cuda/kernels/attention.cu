@@ -1,4 +1,4 @@
-// Paged causal attention on CUDA (f32 KV cache) with per-layer sliding window and per-head sinks, and the K/V store.
+// Paged causal attention on CUDA (f32 or bf16 KV cache) with per-layer sliding window and per-head sinks, and the K/V store.
 // One block of 4 warps per (token, head, key split). Each lane scores one key of a 32-key tile (its own cache row), the
 // warp keeps an online softmax, and P.V is accumulated with each lane owning head_dim/32 output dims (coalesced V
 // reads). Warps are merged in shared memory; with several key splits (flash-decoding, for few long sequences) a second
@@ -15,8 +15,24 @@ namespace {
 
 constexpr int kWarps = 4;
 
+// Cache element access: f32 as is, bf16 as raw bits (rounded to nearest even when stored).
+__device__ __forceinline__ float cache_load(const float* p) { return *p; }
+__device__ __forceinline__ float cache_load(const uint16_t* p) { return bf16_bits_to_float(*p); }
+__device__ __forceinline__ void cache_store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void cache_store(uint16_t* p, float x) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+// Four consecutive cache elements (16-byte aligned for f32, 8-byte for bf16: head_dim % 4 == 0).
+__device__ __forceinline__ float4 cache_load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 cache_load4(const uint16_t* p) {
+  const uint2 w = *reinterpret_cast<const uint2*>(p);
+  float4 f;
+  unpack_bf16x2(w.x, f.x, f.y);
+  unpack_bf16x2(w.y, f.z, f.w);
+  return f;
+}
+
+template <typename CacheT>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_width, const int32_t* slots,
-                                int64_t cache_rows, float* k_cache, float* v_cache, uint32_t* error_flags) {
+                                int64_t cache_rows, CacheT* k_cache, CacheT* v_cache, uint32_t* error_flags) {
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
   if (slot < 0) return;
@@ -25,12 +41,12 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_widt
     return;
   }
   for (int64_t i = threadIdx.x; i < row_width; i += blockDim.x) {
-    k_cache[slot * row_width + i] = k[t * row_width + i];
-    v_cache[slot * row_width + i] = v[t * row_width + i];
+    cache_store(k_cache + slot * row_width + i, k[t * row_width + i]);
+    cache_store(v_cache + slot * row_width + i, v[t * row_width + i]);
   }
 }
 
-template <int kDimsPerLane>
+template <int kDimsPerLane, typename CacheT>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
@@ -52,8 +68,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 
   const int32_t* pages = a.page_table + static_cast<int64_t>(a.token_seq[t]) * a.max_pages;
   const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * hd;
-  const float* k_base = a.k_cache + static_cast<int64_t>(kvh) * hd;
-  const float* v_base = a.v_cache + static_cast<int64_t>(kvh) * hd;
+  const CacheT* k_base = static_cast<const CacheT*>(a.k_cache) + static_cast<int64_t>(kvh) * hd;
+  const CacheT* v_base = static_cast<const CacheT*>(a.v_cache) + static_cast<int64_t>(kvh) * hd;
   const bool vec4 = (hd & 3) == 0;
 
   float m = -INFINITY, l = 0.0f;
@@ -71,16 +87,16 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
         set_error(a.error_flags, kErrAbsentPage);
       } else {
         row = static_cast<int64_t>(page) * a.page_size + j % a.page_size;
-        const float* kr = k_base + row * row_stride;
+        const CacheT* kr = k_base + row * row_stride;
         float dot = 0.0f;
         if (vec4) {
           for (int d = 0; d < hd; d += 4) {
-            const float4 kv = *reinterpret_cast<const float4*>(kr + d);
+            const float4 kv = cache_load4(kr + d);
             const float4 qv = *reinterpret_cast<const float4*>(q_s + d);
             dot += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
           }
         } else {
-          for (int d = 0; d < hd; ++d) dot += kr[d] * q_s[d];
+          for (int d = 0; d < hd; ++d) dot += cache_load(kr + d) * q_s[d];
         }
         s = dot * a.scale;
       }
@@ -98,11 +114,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
       const float pj = __shfl_sync(0xffffffffu, p, jj);
       const long long rj = __shfl_sync(0xffffffffu, static_cast<long long>(row), jj);
       if (pj == 0.0f) continue;  // warp-uniform (broadcast value)
-      const float* vr = v_base + rj * row_stride;
+      const CacheT* vr = v_base + rj * row_stride;
 #pragma unroll
       for (int i = 0; i < kDimsPerLane; ++i) {
         const int d = lane + 32 * i;
-        if (d < hd) acc[i] += pj * vr[d];
+        if (d < hd) acc[i] += pj * cache_load(vr + d);
       }
     }
   }
@@ -190,16 +206,27 @@ template <int kDimsPerLane>
 void launch_attention_for(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.num_tokens, a.num_heads, a.splits);
   const size_t smem = (((a.head_dim + 3) & ~3) + kWarps * (a.head_dim + 2)) * sizeof(float);
-  attention_kernel<kDimsPerLane><<<grid, kWarps * 32, smem, stream>>>(a);
+  if (a.cache_bf16) {
+    attention_kernel<kDimsPerLane, uint16_t><<<grid, kWarps * 32, smem, stream>>>(a);
+  } else {
+    attention_kernel<kDimsPerLane, float><<<grid, kWarps * 32, smem, stream>>>(a);
+  }
   RS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
-                     int64_t cache_rows, float* k_cache, float* v_cache, uint32_t* error_flags, cudaStream_t stream) {
+                     int64_t cache_rows, void* k_cache, void* v_cache, bool cache_bf16, uint32_t* error_flags,
+                     cudaStream_t stream) {
   if (num_tokens == 0) return;
-  store_kv_kernel<<<num_tokens, 256, 0, stream>>>(k, v, row_width, slots, cache_rows, k_cache, v_cache, error_flags);
+  if (cache_bf16) {
+    store_kv_kernel<<<num_tokens, 256, 0, stream>>>(k, v, row_width, slots, cache_rows, static_cast<uint16_t*>(k_cache),
+                                                    static_cast<uint16_t*>(v_cache), error_flags);
+  } else {
+    store_kv_kernel<<<num_tokens, 256, 0, stream>>>(k, v, row_width, slots, cache_rows, static_cast<float*>(k_cache),
+                                                    static_cast<float*>(v_cache), error_flags);
+  }
   RS_CUDA_CHECK_LAUNCH();
 }
 

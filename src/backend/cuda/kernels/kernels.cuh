@@ -53,12 +53,14 @@ void launch_rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, 
 
 // ---- attention.cu ----
 void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
-                     int64_t cache_rows, float* k_cache, float* v_cache, uint32_t* error_flags, cudaStream_t stream);
+                     int64_t cache_rows, void* k_cache, void* v_cache, bool cache_bf16, uint32_t* error_flags,
+                     cudaStream_t stream);
 
 struct AttentionArgs {
   const float* q;            // [T, heads, hd]
-  const float* k_cache;      // [rows, kv_heads, hd]
-  const float* v_cache;
+  const void* k_cache;       // [rows, kv_heads, hd], f32 or bf16 (cache_bf16)
+  const void* v_cache;
+  bool cache_bf16;
   const int32_t* positions;  // [T]
   const int32_t* token_seq;  // [T]
   const int32_t* page_table; // [S, max_pages]
