@@ -90,9 +90,11 @@ if [[ -x "$app" ]]; then
     run() { timeout 120 "$app" generate --model "$model" --prompt-ids "$prompt" --max-new-tokens 24 --ignore-eos \
               --kv-cache-gb 0.05 "$@" 2>>"$logs/generate.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["output_ids"])'; }
     cpu_ids=$(run --backend cpu --exact-f32 || echo cpu-failed)
-    gpu_ids=$(run --backend cuda || echo cuda-failed)
+    gpu_ids=$(run --backend cuda --kv-cache-dtype f32 || echo cuda-failed)
+    gpu_bf16_kv=$(run --backend cuda --kv-cache-dtype bf16 || echo cuda-failed)
     if [[ "$cpu_ids" == "$gpu_ids" ]]; then echo "  $(basename "$model"): identical"; else
       echo "  $(basename "$model"): DIFFERENT"; echo "    cpu  $cpu_ids"; echo "    cuda $gpu_ids"; fi
+    [[ "$cpu_ids" == "$gpu_bf16_kv" ]] && echo "    (bf16 KV cache: identical too)" || echo "    bf16 KV cache: $gpu_bf16_kv"
   done
   log "radixserve bench --backend cuda (Qwen3-0.6B, dummy weights)"
   timeout 180 "$app" bench --model configs/Qwen3-0.6B --load-format dummy --backend cuda --kv-cache-gb 2 \
