@@ -125,12 +125,15 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     }
     if (config_.tie_word_embeddings) lm_head_.weight = embed_tokens_;
   }
-  // Dense projections may be repacked for the backend's GEMM (lm_head is not: it shares the embedding table).
+  // Dense projections may be repacked for the backend's GEMM. So is the LM head: decode streams all of it every step
+  // (a quarter of Qwen3-0.6B's bytes), and the packed GEMV reads faster than row dots. A tied head keeps the
+  // embedding table for lookups, so its packed copy costs vocab x hidden extra values.
   for (auto& lw : layers_) {
     auto& a = lw.attention;
     for (LinearWeight* w : {&a.q, &a.k, &a.v, &a.o, &lw.ffn.gate_up, &lw.ffn.down})
       if (!w->weight.empty() && w->packed.empty()) backend.prepare_linear(*w, owned_);
   }
+  if (!lm_head_.weight.empty() && lm_head_.packed.empty()) backend.prepare_linear(lm_head_, owned_);
 }
 
 void DecoderModel::ensure_workspace(int64_t tokens) {
