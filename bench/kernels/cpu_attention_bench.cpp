@@ -17,6 +17,7 @@ using rs::Tensor;
 struct AttentionProblem {
   int32_t heads = 16, kv_heads = 8, hd = 128, page_size = 16;
   std::vector<float> q, kc, vc, out;
+  std::vector<uint16_t> kc16, vc16;  // the same cache in bf16
   std::vector<int32_t> positions, token_seq, kv_len, table, slots;
   BatchView batch;
   double flops = 0;
@@ -32,6 +33,8 @@ AttentionProblem make_attention(int32_t seqs, int32_t context, int32_t queries) 
   p.kc.resize(rows * p.kv_heads * p.hd), p.vc.resize(p.kc.size());
   for (auto& x : p.kc) x = dist(rng);
   for (auto& x : p.vc) x = dist(rng);
+  for (float x : p.kc) p.kc16.push_back(rs::f32_to_bf16(x));
+  for (float x : p.vc) p.vc16.push_back(rs::f32_to_bf16(x));
   for (int32_t s = 0; s < seqs; ++s) {
     p.kv_len.push_back(context);
     for (int32_t i = 0; i < pages_per_seq; ++i) p.table.push_back(s * pages_per_seq + i);
@@ -51,7 +54,7 @@ AttentionProblem make_attention(int32_t seqs, int32_t context, int32_t queries) 
   return p;
 }
 
-// Args: sequences, context, queries per sequence, threads.
+// Args: sequences, context, queries per sequence, threads, cache (0 f32, 1 bf16).
 void BM_Attention(benchmark::State& state) {
   AttentionProblem p = make_attention(static_cast<int32_t>(state.range(0)), static_cast<int32_t>(state.range(1)),
                                       static_cast<int32_t>(state.range(2)));
@@ -59,10 +62,13 @@ void BM_Attention(benchmark::State& state) {
   const int64_t tokens = static_cast<int64_t>(p.positions.size());
   const int64_t cache_rows = static_cast<int64_t>(p.kc.size()) / (p.kv_heads * p.hd);
   const rs::AttentionParams params{p.heads, p.kv_heads, p.hd, 0.088f, 0, Tensor()};
+  const bool bf16 = state.range(4) != 0;
+  const Tensor kc = bf16 ? Tensor(p.kc16.data(), DType::kBF16, {cache_rows, p.kv_heads, p.hd})
+                         : Tensor(p.kc.data(), DType::kF32, {cache_rows, p.kv_heads, p.hd});
+  const Tensor vc = bf16 ? Tensor(p.vc16.data(), DType::kBF16, {cache_rows, p.kv_heads, p.hd})
+                         : Tensor(p.vc.data(), DType::kF32, {cache_rows, p.kv_heads, p.hd});
   for (auto _ : state) {
-    rs::cpu::attention(pool, Tensor(p.q.data(), DType::kF32, {tokens, p.heads, p.hd}),
-                       Tensor(p.kc.data(), DType::kF32, {cache_rows, p.kv_heads, p.hd}),
-                       Tensor(p.vc.data(), DType::kF32, {cache_rows, p.kv_heads, p.hd}), p.batch, params,
+    rs::cpu::attention(pool, Tensor(p.q.data(), DType::kF32, {tokens, p.heads, p.hd}), kc, vc, p.batch, params,
                        Tensor(p.out.data(), DType::kF32, {tokens, p.heads * p.hd}));
     benchmark::DoNotOptimize(p.out.data());
   }
@@ -71,10 +77,13 @@ void BM_Attention(benchmark::State& state) {
 
 BENCHMARK(BM_Attention)
     ->Name("attention")
-    ->ArgNames({"seqs", "context", "queries", "threads"})
-    ->Args({1, 128, 128, 2})    // 128-token prefill
-    ->Args({1, 1024, 1024, 2})  // 1k-token prefill
-    ->Args({8, 1024, 1, 2})     // decode of 8 sequences at 1k context
+    ->ArgNames({"seqs", "context", "queries", "threads", "bf16"})
+    ->Args({1, 128, 128, 2, 0})    // 128-token prefill
+    ->Args({1, 1024, 1024, 2, 0})  // 1k-token prefill
+    ->Args({8, 1024, 1, 2, 0})     // decode of 8 sequences at 1k context
+    ->Args({1, 128, 128, 2, 1})    // the same three over a bf16 cache
+    ->Args({1, 1024, 1024, 2, 1})
+    ->Args({8, 1024, 1, 2, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

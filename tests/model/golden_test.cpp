@@ -18,9 +18,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 constexpr float kLogitTolerance = 5e-4f;   // fp32 vs fp32: only summation order differs (seen: <= 5e-5)
-// K/V rounded to bf16 (8 significant bits) once: logits (up to ~16 in the fixtures) move by up to ~0.5%, and a greedy
-// step whose reference top-2 margin is below kBf16KvAmbiguousMargin may flip.
-constexpr float kBf16KvLogitTolerance = 1e-1f;
+// A bf16 KV cache runs attention as transformers' bf16 does: q, K, V and the probabilities rounded to 8 significant
+// bits, f32 sums. Logits (|x| up to ~16 in the fixtures) move by up to ~1.5% (seen: <= 0.11), and a greedy step whose
+// reference top-2 margin is below kBf16KvAmbiguousMargin may flip. Exact-f32 kernels stay pinned by the goldens above;
+// the bf16 kernel's masks and sinks by the kernel tests.
+constexpr float kBf16KvLogitTolerance = 2.5e-1f;
 constexpr float kBf16KvAmbiguousMargin = 1e-1f;
 constexpr float kAmbiguousMargin = 1e-3f;  // top-2 gap under which a greedy divergence is tolerated
 
@@ -164,8 +166,8 @@ TEST(GoldenGptOss, WindowAndSinksAreExercised) {
   }
 }
 
-// A bf16 KV cache rounds K and V once as they are stored; the rest stays exact f32. The logits move by about the
-// bf16 rounding of attention outputs, and greedy continuations still follow transformers' (near-ties aside).
+// A bf16 KV cache (attention in bf16 products, the rest exact f32) stays close to transformers' fp32 logits, and greedy
+// continuations still follow transformers' (near-ties aside).
 TEST(GoldenBf16KvCache, StaysCloseToTransformers) {
   for (const std::string name : {"qwen3", "gpt_oss"}) {
     const fs::path dir = fixture(name);

@@ -138,6 +138,23 @@ inline __m512 dot16(const float* q, const float* const* k_rows) {
   return reduce16(acc);
 }
 
+// Online-softmax update of one row with a block's scores s (lanes outside `valid` ignored): p = e^(s - m_new) (0 where
+// invalid), l = l * e^(m - m_new) + sum(p), m = m_new. Returns the factor e^(m - m_new) for the row's output so far.
+inline float softmax_step(const __m512 s[kKeyBlock / 16], const __mmask16 valid[kKeyBlock / 16], float block_max,
+                          float& m, float& l, float* p) {
+  const float m_new = std::max(m, block_max);
+  const float correction = std::exp(m - m_new);  // 0 when m was -inf
+  __m512 sum = _mm512_setzero_ps();
+  for (int b = 0; b < kKeyBlock / 16; ++b) {
+    const __m512 e = _mm512_maskz_mov_ps(valid[b], exp_f32x16(_mm512_sub_ps(s[b], _mm512_set1_ps(m_new))));
+    _mm512_store_ps(p + 16 * b, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  m = m_new;
+  l = l * correction + _mm512_reduce_add_ps(sum);
+  return correction;
+}
+
 // Query rows of tokens [t0, t1) of one sequence x the heads of KV head `kvh`, over their keys in blocks of kKeyBlock
 // with an online softmax (running max m and denominator l per row; a sink starts a row at m = sink, l = 1).
 // kChunks = head_dim / 16: each row's output accumulates in registers across a block.
@@ -170,11 +187,18 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
   alignas(64) float p[kKeyBlock];
   alignas(64) float k_block[kKeyBlock * hd];
   alignas(64) float v_block[kKeyBlock * hd];
+  alignas(64) static const float zero_row[hd] = {};
   const bool copy_block = rows >= 4;
-  for (int32_t kb = key_begin; kb < key_end; kb += kKeyBlock) {
+  // Blocks start at multiples of kKeyBlock whatever the item's rows are, so a row's arithmetic (and result) does not
+  // depend on which other tokens share its step: batching and chunking leave greedy outputs unchanged.
+  for (int32_t kb = key_begin / kKeyBlock * kKeyBlock; kb < key_end; kb += kKeyBlock) {
     const int32_t nk = std::min(kKeyBlock, key_end - kb);
     for (int32_t j = 0; j < nk; ++j) {
       const int32_t pos = kb + j;
+      if (pos < key_begin) {  // before every row's window: never read (and its page may be gone)
+        k_rows[j] = v_rows[j] = zero_row;
+        continue;
+      }
       RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
       const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
       const CacheT* k_src = static_cast<const CacheT*>(k_cache) + row * hd;
@@ -215,16 +239,7 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
                      : _mm512_setzero_ps();
         if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
       }
-      const float m_new = std::max(m[r], block_max);
-      const float correction = std::exp(m[r] - m_new);  // 0 when m was -inf
-      __m512 sum = _mm512_setzero_ps();
-      for (int b = 0; b < kKeyBlock / 16; ++b) {
-        const __m512 e = _mm512_maskz_mov_ps(valid[b], exp_f32x16(_mm512_sub_ps(s[b], _mm512_set1_ps(m_new))));
-        _mm512_store_ps(p + 16 * b, e);
-        sum = _mm512_add_ps(sum, e);
-      }
-      m[r] = m_new;
-      l[r] = l[r] * correction + _mm512_reduce_add_ps(sum);
+      const float correction = softmax_step(s, valid, block_max, m[r], l[r], p);
       float* a = acc.data() + r * hd;
       __m512 o[kChunks];
       const __m512 vc_corr = _mm512_set1_ps(correction);
@@ -245,6 +260,133 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
   }
 }
 
+#if defined(__AVX512BF16__)
+// Lane j = q . k_rows[j] for 16 keys, bf16 x bf16 products summed in f32 (head_dim = 32 * kVecs).
+template <int kVecs>
+inline __m512 dot16_bf16(const uint16_t* q, const uint16_t* const* k_rows) {
+  __m512 acc[16];
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int c = 0; c < kVecs; ++c) {
+    const __m512bh qc = (__m512bh)_mm512_loadu_si512(q + 32 * c);
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], qc, (__m512bh)_mm512_loadu_si512(k_rows[j] + 32 * c));
+  }
+  return reduce16(acc);
+}
+
+// attend_item for a bf16 cache: the products run in bf16 with f32 sums (AVX512-BF16), as transformers' bf16
+// attention does: q and the probabilities are rounded to bf16, K and V are read as stored. Each block's V rows are
+// interleaved in key pairs once ([dim][2 keys]) so that one dpbf16 adds two keys' contributions to 16 output dims;
+// against widening every K/V value to f32 this cuts decode attention (two query rows per KV head) ~3x.
+template <int kVecs>
+void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch,
+                      const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1, int32_t kvh,
+                      float* out) {
+  constexpr int32_t hd = kVecs * 32;
+  const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
+  const int32_t page_size = batch.page_size;
+  const int32_t* positions = batch.positions.data_as<int32_t>();
+  const int32_t* pages = batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] *
+                                                                   batch.page_table.dim(1);
+  const int64_t rows = (t1 - t0) * group;
+  thread_local std::vector<float> acc, m, l;
+  thread_local std::vector<int32_t> lo, hi;
+  thread_local std::vector<uint16_t> q_bf16;
+  acc.assign(rows * hd, 0.0f), m.resize(rows), l.resize(rows), lo.resize(rows), hi.resize(rows);
+  q_bf16.resize(rows * hd);
+  int32_t key_begin = INT32_MAX, key_end = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = t0 + r / group;
+    const int32_t pos = positions[t];
+    lo[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
+    hi[r] = pos;
+    key_begin = std::min(key_begin, lo[r]), key_end = std::max(key_end, pos + 1);
+    m[r] = sinks ? sinks[kvh * group + r % group] : -INFINITY;
+    l[r] = sinks ? 1.0f : 0.0f;
+    round_row_to_bf16(q.data_as<float>() + (t * heads + kvh * group + r % group) * hd, hd, q_bf16.data() + r * hd);
+  }
+  const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  // vpermt2w indices: dims 0..15 (then 16..31) of key a and key b, interleaved a0 b0 a1 b1 ...
+  alignas(64) static const uint16_t kInterleave[2][32] = {
+      {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+      {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+  const __m512i interleave_lo = _mm512_load_si512(kInterleave[0]), interleave_hi = _mm512_load_si512(kInterleave[1]);
+  alignas(64) static const uint16_t zero_row[hd] = {};
+  const uint16_t* k_rows[kKeyBlock];
+  const uint16_t* v_rows[kKeyBlock];
+  alignas(64) uint16_t k_block[kKeyBlock * hd];
+  alignas(64) uint16_t v_pairs[kKeyBlock / 2][2 * hd];
+  alignas(64) float p[kKeyBlock];
+  alignas(64) uint16_t p_bf16[kKeyBlock];
+  const bool copy_block = rows >= 4;  // see attend_item
+  for (int32_t kb = key_begin / kKeyBlock * kKeyBlock; kb < key_end; kb += kKeyBlock) {
+    const int32_t nk = std::min(kKeyBlock, key_end - kb);
+    for (int32_t j = 0; j < kKeyBlock; ++j) {
+      const int32_t pos = kb + j;
+      if (j >= nk || pos < key_begin) {
+        k_rows[j] = v_rows[j] = zero_row;
+        continue;
+      }
+      RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
+      const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
+      k_rows[j] = static_cast<const uint16_t*>(k_cache) + row * hd;
+      v_rows[j] = static_cast<const uint16_t*>(v_cache) + row * hd;
+      if (copy_block) {
+        std::memcpy(k_block + j * hd, k_rows[j], hd * sizeof(uint16_t));
+        k_rows[j] = k_block + j * hd;
+      }
+    }
+    const int32_t pairs = (nk + 1) / 2;
+    for (int32_t i = 0; i < pairs; ++i)
+      for (int c = 0; c < kVecs; ++c) {
+        const __m512i a = _mm512_loadu_si512(v_rows[2 * i] + 32 * c), b = _mm512_loadu_si512(v_rows[2 * i + 1] + 32 * c);
+        _mm512_store_si512(v_pairs[i] + 64 * c, _mm512_permutex2var_epi16(a, interleave_lo, b));
+        _mm512_store_si512(v_pairs[i] + 64 * c + 32, _mm512_permutex2var_epi16(a, interleave_hi, b));
+      }
+    for (int64_t r = 0; r < rows; ++r) {
+      if (kb > hi[r] || kb + nk <= lo[r]) continue;
+      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)), vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
+      __m512 s[kKeyBlock / 16];
+      __mmask16 valid[kKeyBlock / 16];
+      float block_max = -INFINITY;
+      for (int b = 0; b < kKeyBlock / 16; ++b) {
+        const int32_t n = std::clamp(nk - 16 * b, 0, 16);
+        const __m512 idx = _mm512_add_ps(lane, _mm512_set1_ps(16.0f * b));
+        valid[b] = _mm512_cmp_ps_mask(idx, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(idx, vhi, _CMP_LE_OQ) &
+                   static_cast<__mmask16>((1u << n) - 1);
+        s[b] = n > 0 ? _mm512_mul_ps(dot16_bf16<kVecs>(q_bf16.data() + r * hd, k_rows + 16 * b),
+                                     _mm512_set1_ps(params.scale))
+                     : _mm512_setzero_ps();
+        if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
+      }
+      const float correction = softmax_step(s, valid, block_max, m[r], l[r], p);
+      for (int b = 0; b < kKeyBlock / 16; ++b)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(p_bf16 + 16 * b),
+                           (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(p + 16 * b)));
+      const int32_t* p_pairs = reinterpret_cast<const int32_t*>(p_bf16);  // (p[2i], p[2i+1]) per 32-bit lane
+      float* a = acc.data() + r * hd;
+      __m512 o[2 * kVecs];
+      const __m512 corr = _mm512_set1_ps(correction);
+      for (int u = 0; u < 2 * kVecs; ++u) o[u] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * u), corr);
+      for (int32_t i = 0; i < pairs; ++i) {
+        const __m512bh pp = (__m512bh)_mm512_set1_epi32(p_pairs[i]);
+        for (int u = 0; u < 2 * kVecs; ++u)
+          o[u] = _mm512_dpbf16_ps(o[u], (__m512bh)_mm512_load_si512(v_pairs[i] + 32 * u), pp);
+      }
+      for (int u = 0; u < 2 * kVecs; ++u) _mm512_storeu_ps(a + 16 * u, o[u]);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = t0 + r / group;
+    const int32_t h = kvh * group + static_cast<int32_t>(r % group);
+    const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
+    float* o = out + (t * heads + h) * hd;
+    for (int u = 0; u < 2 * kVecs; ++u)
+      _mm512_storeu_ps(o + 16 * u, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + r * hd + 16 * u), inv));
+  }
+}
+#endif
+
 using ItemFn = void (*)(const Tensor&, const void*, const void*, const BatchView&, const AttentionParams&,
                         const float*, int64_t, int64_t, int32_t, float*);
 
@@ -264,7 +406,17 @@ ItemFn item_kernel_for(int32_t head_dim) {
 }
 
 ItemFn item_kernel(DType cache_dtype, int32_t head_dim) {
-  return cache_dtype == DType::kBF16 ? item_kernel_for<uint16_t>(head_dim) : item_kernel_for<float>(head_dim);
+  if (cache_dtype != DType::kBF16) return item_kernel_for<float>(head_dim);
+#if defined(__AVX512BF16__)
+  switch (head_dim) {
+    case 32: return attend_item_bf16<1>;
+    case 64: return attend_item_bf16<2>;
+    case 128: return attend_item_bf16<4>;
+    case 256: return attend_item_bf16<8>;
+    default: break;
+  }
+#endif
+  return item_kernel_for<uint16_t>(head_dim);
 }
 #endif
 

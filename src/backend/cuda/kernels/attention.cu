@@ -20,6 +20,12 @@ __device__ __forceinline__ float cache_load(const float* p) { return *p; }
 __device__ __forceinline__ float cache_load(const uint16_t* p) { return bf16_bits_to_float(*p); }
 __device__ __forceinline__ void cache_store(float* p, float x) { *p = x; }
 __device__ __forceinline__ void cache_store(uint16_t* p, float x) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+// A bf16 cache runs the products in bf16 (as the CPU backend and transformers' bf16 attention): q and the
+// probabilities are rounded to bf16 before they multiply K and V; sums stay f32.
+__device__ __forceinline__ float product_operand(float x, const float*) { return x; }
+__device__ __forceinline__ float product_operand(float x, const uint16_t*) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
 // Four consecutive cache elements (16-byte aligned for f32, 8-byte for bf16: head_dim % 4 == 0).
 __device__ __forceinline__ float4 cache_load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ float4 cache_load4(const uint16_t* p) {
@@ -29,6 +35,9 @@ __device__ __forceinline__ float4 cache_load4(const uint16_t* p) {
   unpack_bf16x2(w.y, f.z, f.w);
   return f;
 }
+
+template <typename CacheT>
+__device__ __forceinline__ const CacheT* a_cache_tag() { return nullptr; }
 
 template <typename CacheT>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_width, const int32_t* slots,
@@ -63,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   const int q_floats = (hd + 3) & ~3;
   float* q_s = smem;
   const float* q = a.q + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) q_s[d] = q[d];
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) q_s[d] = product_operand(q[d], a_cache_tag<CacheT>());
   __syncthreads();
 
   const int32_t* pages = a.page_table + static_cast<int64_t>(a.token_seq[t]) * a.max_pages;
@@ -111,7 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
     m = m_new;
     const int count = min(32, end - tile);
     for (int jj = 0; jj < count; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
+      const float pj = product_operand(__shfl_sync(0xffffffffu, p, jj), a_cache_tag<CacheT>());
       const long long rj = __shfl_sync(0xffffffffu, static_cast<long long>(row), jj);
       if (pj == 0.0f) continue;  // warp-uniform (broadcast value)
       const CacheT* vr = v_base + rj * row_stride;
