@@ -145,6 +145,10 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
   auto max_new = max_new_tokens(prompt_ids, options, endpoint);
   if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(res, *error);
 
+  // Found before the work starts, while the client is surely connected (only non-streaming calls use it).
+  const PeerConnection peer = options.stream ? PeerConnection({}, {})
+                                             : PeerConnection({req.remote_addr, req.remote_port},
+                                                              {req.local_addr, req.local_port});
   const uint64_t first_id = next_request_id_.fetch_add(prompt_ids.size() * options.n);
   auto generation = std::make_unique<Generation>(model_, options, std::move(prompt_ids), std::get<int32_t>(max_new),
                                                  first_id, scheduler_, metrics_);
@@ -157,7 +161,6 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
 
   if (!options.stream) {
     std::vector<ChoiceResult> results(generation->num_choices());
-    PeerConnection peer(req.remote_addr, req.remote_port);
     auto next_check = Clock::now() + kPeerCheckEvery;
     while (!generation->done()) {
       for (const ChoiceDelta& delta : generation->poll(kPollInterval)) results[delta.index].append(delta);
@@ -166,7 +169,7 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
       if (peer.closed()) {  // nobody will read the answer: free the choices' KV at the scheduler's next step
         generation->abort();
         metrics_.requests_aborted++;
-        RS_LOG_INFO("request from {}:{} closed by the client; aborted", req.remote_addr, req.remote_port);
+        RS_LOG_INFO("rid={} closed by the client ({}:{}); aborted", first_id, req.remote_addr, req.remote_port);
         res.status = 499;  // nginx's "client closed request"; never seen by the client
         return;
       }

@@ -2,27 +2,32 @@
 
 #include <dirent.h>
 #include <netdb.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
+#include <utility>
 
 namespace rs::server {
+namespace {
 
-PeerConnection::PeerConnection(std::string remote_addr, int remote_port)
-    : addr_(std::move(remote_addr)), port_(remote_port) {}
+enum class Side { kPeer, kLocal };
 
-bool PeerConnection::matches(int fd) const {
-  sockaddr_storage peer{};
-  socklen_t len = sizeof(peer);
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;
+bool endpoint_is(int fd, Side side, const SocketAddress& want) {
+  sockaddr_storage address{};
+  socklen_t len = sizeof(address);
+  auto* sa = reinterpret_cast<sockaddr*>(&address);
+  if ((side == Side::kPeer ? getpeername(fd, sa, &len) : getsockname(fd, sa, &len)) != 0) return false;
   char host[NI_MAXHOST], port[NI_MAXSERV];
-  if (getnameinfo(reinterpret_cast<sockaddr*>(&peer), len, host, sizeof(host), port, sizeof(port),
-                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-    return false;
-  return addr_ == host && port_ == std::atoi(port);
+  if (getnameinfo(sa, len, host, sizeof(host), port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV) != 0) return false;
+  return want.addr == host && want.port == std::atoi(port);
+}
+
+}  // namespace
+
+PeerConnection::PeerConnection(SocketAddress remote, SocketAddress local) : remote_(std::move(remote)), local_(std::move(local)) {
+  if (!remote_.addr.empty()) fd_ = find_socket();
 }
 
 int PeerConnection::find_socket() const {
@@ -35,30 +40,22 @@ int PeerConnection::find_socket() const {
     if (end == entry->d_name || *end != '\0' || fd == dirfd(dir)) continue;
     struct stat st {};
     if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    if (matches(static_cast<int>(fd))) {
-      found = static_cast<int>(fd);
-      break;
-    }
+    if (!endpoint_is(static_cast<int>(fd), Side::kPeer, remote_)) continue;
+    if (!local_.addr.empty() && !endpoint_is(static_cast<int>(fd), Side::kLocal, local_)) continue;
+    found = static_cast<int>(fd);
+    break;
   }
   closedir(dir);
   return found;
 }
 
-bool PeerConnection::closed() {
-  if (fd_ >= 0 && !matches(fd_)) {
-    // A reset connection has no peer any more (ENOTCONN); the descriptor itself stays ours until the handler returns.
-    sockaddr_storage peer{};
-    socklen_t len = sizeof(peer);
-    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&peer), &len) != 0 && errno == ENOTCONN) return true;
-    fd_ = -1;
-  }
-  if (fd_ < 0) fd_ = find_socket();
+bool PeerConnection::closed() const {
   if (fd_ < 0) return false;
-  char byte;
-  const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n > 0) return false;                 // bytes waiting (a pipelined request): still there
-  if (n == 0) return true;                 // orderly shutdown by the client
-  return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;  // reset
+  // The descriptor stays ours until the handler returns (httplib closes it afterwards), so it cannot be reused.
+  // POLLRDHUP reports the client's FIN even when bytes it sent earlier are still unread.
+  pollfd p{fd_, POLLRDHUP, 0};
+  if (poll(&p, 1, 0) < 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 }  // namespace rs::server

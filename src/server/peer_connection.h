@@ -1,27 +1,34 @@
 // PeerConnection: whether the client of a request still holds its connection, for handlers that answer only at the
 // end (non-streaming completions). cpp-httplib 0.11 hands a handler no socket and no "connection closed" query, so
-// the server-side socket is found among the process's open sockets by its peer address (unique per connection).
+// the server-side socket is found among the process's open sockets by its two endpoints (unique per connection).
+// A client that half-closes its side (shutdown(SHUT_WR)) after sending counts as gone, as nginx treats it by default.
+// Used by the one handler thread that serves the request.
 #pragma once
 
 #include <string>
 
 namespace rs::server {
 
+struct SocketAddress {
+  std::string addr;  // numeric host, as getnameinfo(NI_NUMERICHOST) writes it (and httplib reports it)
+  int port = -1;
+};
+
 class PeerConnection {
  public:
-  // remote_addr / remote_port as httplib reports them (numeric host, port).
-  PeerConnection(std::string remote_addr, int remote_port);
+  // Finds the socket now, while the client is surely connected. `local` may have an empty addr (then only the peer
+  // is matched).
+  PeerConnection(SocketAddress remote, SocketAddress local);
 
-  // True once the client has closed or reset the connection. A socket that cannot be found counts as open (the
-  // request then simply runs to its end, as before), so this never aborts a live client.
-  bool closed();
+  // True once the client has closed, half-closed or reset the connection, even with unread bytes queued. A socket
+  // that could not be found counts as open (the request then simply runs to its end).
+  bool closed() const;
+  bool found() const { return fd_ >= 0; }
 
  private:
-  bool matches(int fd) const;
   int find_socket() const;
 
-  std::string addr_;
-  int port_;
+  SocketAddress remote_, local_;
   int fd_ = -1;
 };
 
