@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -98,11 +99,13 @@ struct AttentionCase {
   // bf16: the reference sees K/V rounded as the cache holds them, and q rounded as the bf16 products take it; the
   // kernel also rounds the probabilities (to bf16: ~0.2%), hence the looser tolerance.
   DType cache_dtype = DType::kF32;
+  int page_size = 4;
+  float scale = 0.3f;  // large scales give peaked scores whose running maximum moves between key blocks
 };
 
 void check_paged_attention(const AttentionCase& c) {
   ThreadPool pool(2);
-  const int page_size = 4, kv_heads = c.kv_heads, heads = c.heads, hd = c.hd;
+  const int page_size = c.page_size, kv_heads = c.kv_heads, heads = c.heads, hd = c.hd;
   int max_pages = 0, total_pages = 0, total_queries = 0;
   for (auto [len, queries] : c.seqs) {
     max_pages = std::max(max_pages, (len + page_size - 1) / page_size);
@@ -115,12 +118,15 @@ void check_paged_attention(const AttentionCase& c) {
   std::vector<float> q_batch;
   std::vector<std::vector<float>> qs, ks, vs;
   std::vector<float> sinks;
-  for (int h = 0; h < heads; ++h) sinks.push_back(0.7f * static_cast<float>(h % 3) - 0.5f);
+  // One head in three has a sink far above its scores (its output then nearly vanishes: relative errors grow).
+  for (int h = 0; h < heads; ++h) sinks.push_back(h % 3 == 2 ? 6.0f : 0.7f * static_cast<float>(h % 3) - 0.5f);
   int next_page = 0;
   for (size_t s = 0; s < c.seqs.size(); ++s) {
     const auto [len, queries] = c.seqs[s];
     const int pages = (len + page_size - 1) / page_size;
-    for (int p = 0; p < pages; ++p) table[s * max_pages + p] = next_page + (p * 7 + 3) % pages;
+    int stride = 7;  // p -> (p * stride + 3) % pages shuffles only with a stride coprime to the page count
+    while (std::gcd(stride, pages) != 1) ++stride;
+    for (int p = 0; p < pages; ++p) table[s * max_pages + p] = next_page + (p * stride + 3) % pages;
     next_page += pages;
     qs.push_back(random_vector(len * heads * hd, 100 + s));
     ks.push_back(random_vector(len * kv_heads * hd, 200 + s));
@@ -154,8 +160,8 @@ void check_paged_attention(const AttentionCase& c) {
     vc_t = Tensor(vc_bf16.data(), DType::kBF16, {total_pages * page_size, kv_heads, hd});
   }
   for (bool use_sinks : {false, true})
-    for (int window : {0, 5, 37}) {
-      AttentionParams params{heads, kv_heads, hd, 0.3f, window,
+    for (int window : {0, 1, 5, 37}) {
+      AttentionParams params{heads, kv_heads, hd, c.scale, window,
                              use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
       std::vector<float> got(total_queries * heads * hd);
       attention(pool, Tensor(q_batch.data(), DType::kF32, {total_queries, heads, hd}), kc_t, vc_t, batch, params,
@@ -163,7 +169,7 @@ void check_paged_attention(const AttentionCase& c) {
       int row = 0;
       for (size_t s = 0; s < c.seqs.size(); ++s) {
         const auto [len, queries] = c.seqs[s];
-        auto ref = naive_attention(qs[s], ks[s], vs[s], len, heads, kv_heads, hd, 0.3f, window,
+        auto ref = naive_attention(qs[s], ks[s], vs[s], len, heads, kv_heads, hd, c.scale, window,
                                    use_sinks ? sinks : std::vector<float>{});
         for (int i = len - queries; i < len; ++i, ++row)
           for (int j = 0; j < heads * hd; ++j)
@@ -181,6 +187,11 @@ TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
         check_paged_attention({heads, kv_heads, hd, {{37, 37}}, cache});                              // prefill
         check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}, cache});  // chunk + decodes
       }
+  // gpt-oss and Qwen3-Next shapes (8 query heads per KV head; head_dim 256), pages of 16, peaked scores.
+  for (DType cache : {DType::kF32, DType::kBF16}) {
+    check_paged_attention({16, 2, 64, {{100, 100}, {130, 1}}, cache, 16, 1.0f});
+    check_paged_attention({4, 1, 256, {{50, 50}, {70, 2}}, cache, 16, 0.5f});
+  }
 }
 
 // A token's attention output must not depend on which other tokens share its step (a decode step alone, the end of a
