@@ -56,6 +56,19 @@ GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.we
                 "lm_head.weight": "output.weight"}
 
 
+def rope_interleaved_rows(blob, rows, row_bytes, head_dim):
+    """HF Llama q/k rows are ordered for rotate-half RoPE; llama.cpp's LLAMA architecture rotates adjacent pairs.
+    Within each head, row i of the first half goes to 2i and row i of the second half to 2i + 1."""
+    out = bytearray(len(blob))
+    half = head_dim // 2
+    for head in range(rows // head_dim):
+        for i in range(head_dim):
+            src = head * head_dim + i
+            dst = head * head_dim + (2 * i if i < half else 2 * (i - half) + 1)
+            out[dst * row_bytes:(dst + 1) * row_bytes] = blob[src * row_bytes:(src + 1) * row_bytes]
+    return bytes(out)
+
+
 def gguf_name(hf):
     if hf in GLOBAL_NAMES:
         return GLOBAL_NAMES[hf]
@@ -82,7 +95,10 @@ def tokenizer_kvs(ckpt, cfg):
             tokens[added["id"]] = added["content"]
             types[added["id"]] = TOKEN_CONTROL if added["special"] else TOKEN_USER_DEFINED
     merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
-    eos = cfg["eos_token_id"][0] if isinstance(cfg["eos_token_id"], list) else cfg["eos_token_id"]
+    eos = cfg.get("eos_token_id")
+    if eos is None:
+        raise SystemExit("to_gguf: config.json has no eos_token_id")
+    eos = eos[0] if isinstance(eos, list) else eos
     qwen = cfg["model_type"] == "qwen3"
     out = [kv("tokenizer.ggml.model", T_STRING, "gpt2"),
            kv("tokenizer.ggml.pre", T_STRING, "qwen2" if qwen else "llama-bpe"),
@@ -105,8 +121,11 @@ def main():
     arch = {"qwen3": "qwen3", "llama": "llama"}.get(cfg["model_type"])
     if arch is None:
         raise SystemExit(f"to_gguf: model_type {cfg['model_type']!r} is not supported")
-    if arch == "llama" and cfg.get("rope_scaling"):
-        raise SystemExit("to_gguf: rope_scaling is not converted (the benchmark needs plain RoPE)")
+    rope = cfg.get("rope_parameters") or {}  # transformers v5 layout; v4 keeps rope_theta / rope_scaling on top
+    scaling = cfg.get("rope_scaling") or (rope if rope.get("rope_type", "default") != "default" else None)
+    if scaling:
+        raise SystemExit("to_gguf: RoPE scaling is not converted (the benchmark needs plain RoPE)")
+    rope_theta = float(cfg.get("rope_theta", rope.get("rope_theta", 10000.0)))
     h, heads = cfg["hidden_size"], cfg["num_attention_heads"]
     head_dim = cfg.get("head_dim") or h // heads
     kvs = [kv("general.architecture", T_STRING, arch),
@@ -120,10 +139,9 @@ def main():
            kv(f"{arch}.attention.head_count_kv", T_UINT32, cfg.get("num_key_value_heads", heads)),
            kv(f"{arch}.attention.key_length", T_UINT32, head_dim),
            kv(f"{arch}.attention.value_length", T_UINT32, head_dim),
-           kv(f"{arch}.rope.freq_base", T_FLOAT32, float(cfg.get("rope_theta", 10000.0))),
+           kv(f"{arch}.rope.freq_base", T_FLOAT32, rope_theta),
+           kv(f"{arch}.rope.dimension_count", T_UINT32, head_dim),
            kv(f"{arch}.attention.layer_norm_rms_epsilon", T_FLOAT32, float(cfg["rms_norm_eps"]))]
-    if arch == "llama":
-        kvs.append(kv("llama.rope.dimension_count", T_UINT32, head_dim))
     kvs += tokenizer_kvs(ckpt, cfg)
 
     src_path = os.path.join(ckpt, "model.safetensors")
@@ -141,23 +159,27 @@ def main():
         begin, end = info["data_offsets"]
         is_norm = len(info["shape"]) == 1
         size = (end - begin) * (2 if is_norm else 1)
+        # Qwen3 uses rotate-half RoPE in llama.cpp too; Llama's q/k rows must be reordered.
+        permute = arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight"))
         tensors.append((gguf_name(name), info["shape"], GGML_F32 if is_norm else GGML_BF16, base + begin,
-                        base + end, offset))
+                        base + end, offset, permute))
         offset += size + (-size % ALIGN)
 
     with open(out_path + ".part", "wb") as out:
         out.write(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)))
         for item in kvs:
             out.write(item)
-        for name, shape, gtype, _, _, toff in tensors:
+        for name, shape, gtype, _, _, toff, _ in tensors:
             dims = list(reversed(shape))  # GGUF lists the fastest-varying dimension first
             out.write(gguf_str(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
                       + struct.pack("<IQ", gtype, toff))
         out.write(b"\0" * (-out.tell() % ALIGN))
         data_start = out.tell()
-        for _, _, gtype, begin, end, toff in tensors:
+        for _, shape, gtype, begin, end, toff, permute in tensors:
             out.write(b"\0" * (data_start + toff - out.tell()))
-            if gtype == GGML_F32:
+            if permute:
+                out.write(rope_interleaved_rows(src[begin:end], shape[0], shape[1] * 2, head_dim))
+            elif gtype == GGML_F32:
                 halves = array.array("H", src[begin:end])
                 out.write(array.array("I", (u << 16 for u in halves)).tobytes())
             else:
