@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string>
 
 #include "apps/radixserve/commands.h"
 
@@ -21,10 +22,17 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->capture_default_str();
   command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")
       ->check(CLI::NonNegativeNumber);
-  command.add_option("--kv-cache-dtype", config.kv_cache_dtype,
-                     "KV cache element type: auto (the weights' dtype; f32 with --exact-f32), bf16 or f32")
+  command
+      .add_option_function<std::string>(
+          "--kv-cache-dtype",
+          [&config](const std::string& name) {
+            config.kv_cache_dtype = name == "bf16"  ? engine::KvCacheDtype::kBf16
+                                    : name == "f32" ? engine::KvCacheDtype::kF32
+                                                    : engine::KvCacheDtype::kAuto;
+          },
+          "KV cache element type: auto (the weights' dtype; f32 with --exact-f32), bf16 or f32")
       ->check(CLI::IsMember({"auto", "bf16", "f32"}))
-      ->capture_default_str();
+      ->default_str("auto");
 }
 
 std::function<void(const std::string&, double)> make_progress_reporter() {

@@ -25,9 +25,11 @@ size_t host_available_bytes() {
 // K/V are stored as the weights are (a bf16 model keeps bf16 K/V, as transformers and vLLM's "auto" do), except in
 // exact-f32 mode, whose point is reference numerics.
 DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model) {
-  if (config.kv_cache_dtype == "f32") return DType::kF32;
-  if (config.kv_cache_dtype == "bf16") return DType::kBF16;
-  RS_CHECK(config.kv_cache_dtype == "auto", "unknown KV cache dtype '{}' (auto, bf16, f32)", config.kv_cache_dtype);
+  switch (config.kv_cache_dtype) {
+    case KvCacheDtype::kF32: return DType::kF32;
+    case KvCacheDtype::kBf16: return DType::kBF16;
+    case KvCacheDtype::kAuto: break;
+  }
   return !config.exact_f32 && model.dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
 }
 

@@ -18,6 +18,9 @@ class Model;
 
 namespace rs::engine {
 
+// Element type of the KV cache. kAuto: the weights' dtype (bf16 checkpoints keep bf16 K/V), f32 with exact_f32.
+enum class KvCacheDtype : uint8_t { kAuto, kBf16, kF32 };
+
 struct EngineConfig {
   std::string backend = "cpu";          // "cpu" | "cuda[:N]"
   int32_t num_threads = 0;              // CPU threads; 0 = all cores
@@ -29,7 +32,7 @@ struct EngineConfig {
   int32_t max_running_requests = 16;    // used to size sliding-window KV groups
   int64_t max_step_tokens = 2048;       // most tokens one step may carry (the chunked-prefill budget)
   int64_t context_length = 0;           // 0 = the model's max_position_embeddings
-  std::string kv_cache_dtype = "auto";  // "auto" (the weights' dtype; f32 with exact_f32) | "bf16" | "f32"
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
 

@@ -173,7 +173,7 @@ TEST(GoldenBf16KvCache, StaysCloseToTransformers) {
     const fs::path dir = fixture(name);
     const json ref = golden(dir);
     engine::EngineConfig config = test_config();
-    config.kv_cache_dtype = "bf16";
+    config.kv_cache_dtype = engine::KvCacheDtype::kBf16;
     engine::Engine engine(dir, config);
     ASSERT_EQ(engine.kv_pool().config().dtype, DType::kBF16);
     for (const auto& c : ref["cases"]) {
@@ -187,18 +187,19 @@ TEST(GoldenBf16KvCache, StaysCloseToTransformers) {
 }
 
 TEST(GoldenBf16KvCache, AutoFollowsTheWeightsUnlessExact) {
-  auto dtype_of = [](const std::string& fixture_name, bool exact, const std::string& kv) {
+  using engine::KvCacheDtype;
+  auto dtype_of = [](const std::string& fixture_name, bool exact, KvCacheDtype kv) {
     engine::EngineConfig config = test_config();
     config.exact_f32 = exact;
     config.kv_cache_dtype = kv;
     engine::Engine engine(fixture(fixture_name), config);
     return engine.kv_pool().config().dtype;
   };
-  EXPECT_EQ(dtype_of("llama_bf16", false, "auto"), DType::kBF16);
-  EXPECT_EQ(dtype_of("llama_bf16", true, "auto"), DType::kF32);   // exact mode keeps reference numerics
-  EXPECT_EQ(dtype_of("llama", false, "auto"), DType::kF32);       // f32 checkpoint
-  EXPECT_EQ(dtype_of("llama", true, "bf16"), DType::kBF16);       // explicit choice wins
-  EXPECT_EQ(dtype_of("llama_bf16", false, "f32"), DType::kF32);
+  EXPECT_EQ(dtype_of("llama_bf16", false, KvCacheDtype::kAuto), DType::kBF16);
+  EXPECT_EQ(dtype_of("llama_bf16", true, KvCacheDtype::kAuto), DType::kF32);  // exact mode keeps reference numerics
+  EXPECT_EQ(dtype_of("llama", false, KvCacheDtype::kAuto), DType::kF32);      // f32 checkpoint
+  EXPECT_EQ(dtype_of("llama", true, KvCacheDtype::kBf16), DType::kBF16);      // explicit choice wins
+  EXPECT_EQ(dtype_of("llama_bf16", false, KvCacheDtype::kF32), DType::kF32);
 }
 
 TEST(Golden, UnknownArchitectureListsSupportedOnes) {

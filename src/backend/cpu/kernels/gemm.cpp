@@ -78,7 +78,7 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
   uint16_t* x_bf16 = nullptr;
   if (tokens > kGemvMaxTokens) {
     if (tokens * x_stride > scratch_size) {
-      scratch.reset(new uint16_t[tokens * x_stride]);
+      scratch = std::make_unique_for_overwrite<uint16_t[]>(tokens * x_stride);
       scratch_size = tokens * x_stride;
     }
     x_bf16 = scratch.get();

@@ -92,7 +92,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
 
 // Sequences of different lengths in one batch, each with K/V for its whole context in shuffled pages, and only the
 // last `queries` positions of each asking (a chunked prefill, a decode token, ...). head_dim 8 takes the row-wise
-// kernel; 64 and 128 the blocked one (with groups of 1, 2 and 4 query heads per KV head).
+// kernel; multiples of 16 the blocked one (bf16 products over a bf16 cache where AVX512-BF16 exists).
 struct AttentionCase {
   int heads, kv_heads, hd;
   std::vector<std::pair<int, int>> seqs;  // (context length, queries)

@@ -89,7 +89,7 @@ inline void bf16_row_to_f32(const uint16_t* x, int64_t n, float* out) {
   for (; i < n; ++i) out[i] = bf16_to_f32(x[i]);
 }
 
-// out[i] = bf16(x[i]), round to nearest even (as f32_to_bf16).
+// out[i] = bf16(x[i]), round to nearest even (as f32_to_bf16; the AVX512-BF16 path flushes subnormals to zero).
 inline void round_row_to_bf16(const float* x, int64_t n, uint16_t* out) {
   int64_t i = 0;
 #if defined(__AVX512BF16__)
