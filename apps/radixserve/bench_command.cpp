@@ -109,9 +109,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--decode-tokens", options->decode_tokens, "Tokens decoded after the prompt")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--repeats", options->repeats, "Runs; the median is reported")->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--decode-tokens", options->decode_tokens, "Tokens decoded after the prompt")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--repeats", options->repeats, "Runs; the median is reported")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   add_engine_options(*cmd, options->engine);
   cmd->callback([options] { run_bench(*options); });
 }

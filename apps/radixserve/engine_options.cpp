@@ -12,11 +12,14 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command.add_option("--threads", config.num_threads, "CPU threads (0 = all cores)")->capture_default_str();
   command.add_flag("--exact-f32", config.exact_f32,
                    "CPU: compute bf16-weight products in exact f32 instead of bf16 x bf16 (slower prefill)");
-  command.add_option("--load-format", config.load_format,
-                     "auto (safetensors) or dummy (seeded random weights for a config-only folder)")
+  command
+      .add_option("--load-format", config.load_format,
+                  "auto (safetensors) or dummy (seeded random weights for a config-only folder)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
       ->capture_default_str();
-  command.add_option("--page-size", config.page_size, "Tokens per KV page")->check(CLI::Range(1, 1024))->capture_default_str();
+  command.add_option("--page-size", config.page_size, "Tokens per KV page")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   command.add_option("--kv-cache-gb", config.kv_cache_gb, "KV cache budget in GiB (0 = derive from free memory)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

@@ -100,19 +100,28 @@ void run_generate(const GenerateOptions& options) {
 void add_generate_command(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt and print it as JSON");
-  cmd->add_option("--model", options->model_dir, "Hugging Face checkpoint folder")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("--model", options->model_dir, "Hugging Face checkpoint folder")
+      ->required()
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", options->prompt, "Prompt text (needs tokenizer.json)");
-  cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--temperature", options->sampling.temperature, "0 = greedy")->check(CLI::NonNegativeNumber)->capture_default_str();
+  cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--temperature", options->sampling.temperature, "0 = greedy")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--top-k", options->sampling.top_k, "Keep the k most likely tokens (<= 0: off)");
   cmd->add_option("--top-p", options->sampling.top_p, "Nucleus sampling mass")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--min-p", options->sampling.min_p, "Drop tokens below min_p x the top probability")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--repetition-penalty", options->sampling.repetition_penalty, "HF repetition penalty (1 = off)")->check(CLI::PositiveNumber);
+  cmd->add_option("--min-p", options->sampling.min_p, "Drop tokens below min_p x the top probability")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repetition-penalty", options->sampling.repetition_penalty, "HF repetition penalty (1 = off)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--presence-penalty", options->sampling.presence_penalty, "OpenAI presence penalty");
   cmd->add_option("--frequency-penalty", options->sampling.frequency_penalty, "OpenAI frequency penalty");
   cmd->add_option("--seed", options->seed, "Random seed (same seed, same tokens)");
-  cmd->add_option("--prefill-chunk", options->prefill_chunk, "Prefill at most this many tokens per step")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill-chunk", options->prefill_chunk, "Prefill at most this many tokens per step")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
   add_engine_options(*cmd, options->engine);
   cmd->callback([options] { run_generate(*options); });

@@ -23,7 +23,7 @@ namespace {
 
 struct ServeOptions {
   std::string model_dir;
-  std::string served_model_name;        // empty: the model folder's name
+  std::string served_model_name;  // empty: the model folder's name
   server::ServerConfig http;
   sched::SchedulerConfig scheduler;
   engine::EngineConfig engine;
@@ -103,8 +103,10 @@ std::string served_name(const ServeOptions& options) {
 void log_kv_plan(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
   const int64_t context = engine.context_length();
   const kv::KvFootprint footprint = kv::request_kv_footprint(pool, context);
-  RS_LOG_INFO("KV per request at {} tokens: {:.1f} MiB with sliding-window pages reclaimed, {:.1f} MiB keeping every "
-              "page", context, footprint.windowed_bytes / 1048576.0, footprint.keep_all_bytes / 1048576.0);
+  RS_LOG_INFO(
+      "KV per request at {} tokens: {:.1f} MiB with sliding-window pages reclaimed, {:.1f} MiB keeping every "
+      "page",
+      context, footprint.windowed_bytes / 1048576.0, footprint.keep_all_bytes / 1048576.0);
   for (size_t g = 0; g < pool.groups.size(); ++g)
     RS_LOG_INFO("KV group {}: window {}, {} layers, {} pages of {} tokens", g, pool.groups[g].window,
                 pool.groups[g].layers.size(), pool.groups[g].num_pages, pool.page_size);
@@ -120,8 +122,8 @@ int64_t max_request_tokens(const engine::Engine& engine, const kv::KvPoolConfig&
 
 void run_serve(ServeOptions options) {
   ShutdownSignal shutdown;
-  options.http.num_threads = std::min(1024, options.scheduler.max_running_requests +
-                                                options.scheduler.max_queued_requests + 16);
+  options.http.num_threads =
+      std::min(1024, options.scheduler.max_running_requests + options.scheduler.max_queued_requests + 16);
   server::HttpServer http(options.http);
   http.start();  // /health says "loading" from here on
 

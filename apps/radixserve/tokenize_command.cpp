@@ -33,15 +33,14 @@ nlohmann::json parse(const std::string& text, const std::string& where) {
 }
 
 // One request -> one result object: a string to encode, or {"ids": [...]} to decode.
-nlohmann::json run_one(const tokenizer::Tokenizer& tok, const TokenizeOptions& options,
-                       const nlohmann::json& input, const std::string& where) {
+nlohmann::json run_one(const tokenizer::Tokenizer& tok, const TokenizeOptions& options, const nlohmann::json& input,
+                       const std::string& where) {
   if (options.decode) {
     RS_CHECK(input.is_object() && input.contains("ids") && input.at("ids").is_array(),
              "tokenize --decode: {} must be an object {{\"ids\": [...]}}", where);
     std::vector<int32_t> ids;
     for (const auto& id : input.at("ids")) {
-      RS_CHECK(id.is_number_integer(), "tokenize --decode: {} has a non-integer id {}", where,
-               id.dump());
+      RS_CHECK(id.is_number_integer(), "tokenize --decode: {} has a non-integer id {}", where, id.dump());
       ids.push_back(id.get<int32_t>());
     }
     return {{"text", tok.decode(ids, options.skip_special_tokens)}};
@@ -72,13 +71,11 @@ void run_tokenize(const TokenizeOptions& options) {
 
 void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
-  CLI::App* command = app.add_subcommand(
-      "tokenize", "Encode UTF-8 text from stdin to {\"ids\": [...]}, or decode with --decode");
-  command->add_option("--model", options->model_dir, "Model directory holding tokenizer.json")
-      ->required();
+  CLI::App* command =
+      app.add_subcommand("tokenize", "Encode UTF-8 text from stdin to {\"ids\": [...]}, or decode with --decode");
+  command->add_option("--model", options->model_dir, "Model directory holding tokenizer.json")->required();
   command->add_flag("--decode", options->decode, "Read {\"ids\": [...]} and print {\"text\": ...}");
-  command->add_flag("--skip-special-tokens", options->skip_special_tokens,
-                    "With --decode: drop special tokens");
+  command->add_flag("--skip-special-tokens", options->skip_special_tokens, "With --decode: drop special tokens");
   command->add_flag("--jsonl", options->jsonl,
                     "One JSON value per input line (a string, or {\"ids\": [...]} with --decode); "
                     "one result per output line");

@@ -48,9 +48,14 @@ AttentionProblem make_attention(int32_t seqs, int32_t context, int32_t queries) 
   p.q.resize(tokens * p.heads * p.hd);
   for (auto& x : p.q) x = dist(rng);
   p.out.resize(p.q.size());
-  p.batch = BatchView{Tensor(p.positions.data(), DType::kI32, {tokens}), Tensor(p.token_seq.data(), DType::kI32, {tokens}),
-                      Tensor(p.kv_len.data(), DType::kI32, {seqs}), Tensor(p.table.data(), DType::kI32, {seqs, pages_per_seq}),
-                      Tensor(p.slots.data(), DType::kI32, {tokens}), p.page_size, seqs, context};
+  p.batch = BatchView{Tensor(p.positions.data(), DType::kI32, {tokens}),
+                      Tensor(p.token_seq.data(), DType::kI32, {tokens}),
+                      Tensor(p.kv_len.data(), DType::kI32, {seqs}),
+                      Tensor(p.table.data(), DType::kI32, {seqs, pages_per_seq}),
+                      Tensor(p.slots.data(), DType::kI32, {tokens}),
+                      p.page_size,
+                      seqs,
+                      context};
   return p;
 }
 

@@ -29,8 +29,8 @@ Problem make_problem(int64_t tokens, int64_t out, int64_t in, bool packed) {
   p.x.resize(tokens * in);
   for (auto& v : p.x) v = dist(rng);
   p.out.resize(tokens * out);
-  p.linear = LinearWeight{LinearWeight::Format::kDense, Tensor(p.weight.data(), DType::kBF16, {out, in}), Tensor(), out,
-                          in};
+  p.linear =
+      LinearWeight{LinearWeight::Format::kDense, Tensor(p.weight.data(), DType::kBF16, {out, in}), Tensor(), out, in};
   if (packed) {
     p.packed.resize(rs::cpu::packed_elements(out, in));
     rs::cpu::pack_bf16_weight(p.weight.data(), out, in, p.packed.data());

@@ -37,10 +37,12 @@ void fill_random(void* data, size_t bytes, DType dtype, uint64_t seed) {
   };
   if (dtype == DType::kF32) {
     auto* f = static_cast<float*>(data);
-    for (size_t i = 0; i < bytes / 4; ++i) f[i] = static_cast<float>(static_cast<int64_t>(next() % 2001) - 1000) * 1e-3f;
+    for (size_t i = 0; i < bytes / 4; ++i)
+      f[i] = static_cast<float>(static_cast<int64_t>(next() % 2001) - 1000) * 1e-3f;
   } else if (dtype == DType::kBF16) {
     auto* h = static_cast<uint16_t*>(data);
-    for (size_t i = 0; i < bytes / 2; ++i) h[i] = f32_to_bf16(static_cast<float>(static_cast<int64_t>(next() % 2001) - 1000) * 1e-3f);
+    for (size_t i = 0; i < bytes / 2; ++i)
+      h[i] = f32_to_bf16(static_cast<float>(static_cast<int64_t>(next() % 2001) - 1000) * 1e-3f);
   } else {
     auto* b = static_cast<uint8_t*>(data);
     for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(next());
@@ -105,10 +107,17 @@ void BM_CudaLinear(benchmark::State& state) {
 }
 BENCHMARK(BM_CudaLinear)
     ->ArgNames({"T", "fmt", "out", "in"})
-    ->Args({1, 1, 14336, 4096})->Args({8, 1, 14336, 4096})->Args({64, 1, 14336, 4096})->Args({512, 1, 14336, 4096})
-    ->Args({1, 2, 32768, 8192})->Args({8, 2, 32768, 8192})->Args({512, 2, 32768, 8192})
-    ->Args({1, 0, 8192, 4096})->Args({512, 0, 8192, 4096})
-    ->UseManualTime()->MinTime(0.2);
+    ->Args({1, 1, 14336, 4096})
+    ->Args({8, 1, 14336, 4096})
+    ->Args({64, 1, 14336, 4096})
+    ->Args({512, 1, 14336, 4096})
+    ->Args({1, 2, 32768, 8192})
+    ->Args({8, 2, 32768, 8192})
+    ->Args({512, 2, 32768, 8192})
+    ->Args({1, 0, 8192, 4096})
+    ->Args({512, 0, 8192, 4096})
+    ->UseManualTime()
+    ->MinTime(0.2);
 
 // Args: sequences, kv length per sequence, query tokens per sequence; gpt-oss heads 64/8, head_dim 64, page 16.
 void BM_CudaAttention(benchmark::State& state) {
@@ -142,8 +151,11 @@ void BM_CudaAttention(benchmark::State& state) {
 }
 BENCHMARK(BM_CudaAttention)
     ->ArgNames({"S", "kv", "q"})
-    ->Args({32, 4096, 1})->Args({1, 32768, 1})->Args({1, 2048, 2048})
-    ->UseManualTime()->MinTime(0.2);
+    ->Args({32, 4096, 1})
+    ->Args({1, 32768, 1})
+    ->Args({1, 2048, 2048})
+    ->UseManualTime()
+    ->MinTime(0.2);
 
 void BM_CudaRmsNorm(benchmark::State& state) {
   Backend* be = cuda_backend();

@@ -1,4 +1,5 @@
-// Backend: the device seam. Owns memory and runs the op set every model is built from (CPU reference; CUDA; later Metal).
+// Backend: the device seam. Owns memory and runs the op set every model is built from (CPU reference; CUDA; later
+// Metal).
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,11 @@ namespace rs {
 struct LinearWeight {
   enum class Format : uint8_t { kDense, kMxfp4 };
   Format format = Format::kDense;
-  Tensor weight;   // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]
-  Tensor scales;   // kMxfp4: u8 E8M0 [out, in/32]
+  Tensor weight;  // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]
+  Tensor scales;  // kMxfp4: u8 E8M0 [out, in/32]
   int64_t out_features = 0;
   int64_t in_features = 0;
-  Tensor packed;   // optional backend-specific copy made by Backend::prepare_linear (CPU: bf16 VNNI panels), or empty
+  Tensor packed;  // optional backend-specific copy made by Backend::prepare_linear (CPU: bf16 VNNI panels), or empty
 };
 
 // Per-layer attention facts (never one global setting: gpt-oss alternates windows per layer).
@@ -26,39 +27,39 @@ struct AttentionParams {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
-  float scale = 1.0f;       // multiplies q.k
-  int32_t window = 0;       // 0 = full causal; W = keys (i-W, i] (W keys including self)
-  Tensor sinks;             // [num_heads] per-head sink logits, or empty
+  float scale = 1.0f;  // multiplies q.k
+  int32_t window = 0;  // 0 = full causal; W = keys (i-W, i] (W keys including self)
+  Tensor sinks;        // [num_heads] per-head sink logits, or empty
 };
 
 // Batch metadata on the backend's device, uploaded once per step by the engine (see engine/forward_batch.h).
 struct BatchView {
-  Tensor positions;         // i32 [T]
-  Tensor token_seq;         // i32 [T] sequence index of each token
-  Tensor seq_kv_len;        // i32 [S]
-  Tensor page_table;        // i32 [S, max_pages] for the KV group being read
-  Tensor kv_slots;          // i32 [T] cache row (page * page_size + offset) for the group being written
+  Tensor positions;   // i32 [T]
+  Tensor token_seq;   // i32 [T] sequence index of each token
+  Tensor seq_kv_len;  // i32 [S]
+  Tensor page_table;  // i32 [S, max_pages] for the KV group being read
+  Tensor kv_slots;    // i32 [T] cache row (page * page_size + offset) for the group being written
   int32_t page_size = 0;
   int32_t num_seqs = 0;
-  int32_t max_kv_len = 0;   // max over seq_kv_len (host-known bound)
+  int32_t max_kv_len = 0;  // max over seq_kv_len (host-known bound)
 };
 
 enum class MoeRouting : uint8_t {
-  kSoftmaxTopK,         // Qwen3-MoE: softmax over all experts, top-k, optional renormalisation
-  kTopKSoftmax,         // gpt-oss: top-k logits, softmax over those k
+  kSoftmaxTopK,  // Qwen3-MoE: softmax over all experts, top-k, optional renormalisation
+  kTopKSoftmax,  // gpt-oss: top-k logits, softmax over those k
 };
 
 enum class MoeActivation : uint8_t {
-  kSwiGlu,              // down(silu(gate(x)) * up(x)), separate gate/up weights
-  kGptOssSwiGlu,        // interleaved gate_up with bias, clamped: (clamp(up)+1) * g*sigmoid(alpha*g), g=min(gate,limit)
+  kSwiGlu,        // down(silu(gate(x)) * up(x)), separate gate/up weights
+  kGptOssSwiGlu,  // interleaved gate_up with bias, clamped: (clamp(up)+1) * g*sigmoid(alpha*g), g=min(gate,limit)
 };
 
 // Expert weights of one MoE layer. kSwiGlu uses gate/up/down; kGptOssSwiGlu uses gate_up/down + biases.
 struct MoeWeights {
   MoeActivation activation = MoeActivation::kSwiGlu;
   std::vector<LinearWeight> gate, up, gate_up, down;  // one per expert
-  Tensor gate_up_bias;  // [E, 2I] or empty
-  Tensor down_bias;     // [E, H] or empty
+  Tensor gate_up_bias;                                // [E, 2I] or empty
+  Tensor down_bias;                                   // [E, H] or empty
   float swiglu_alpha = 1.702f;
   float swiglu_limit = 7.0f;
 };
@@ -110,8 +111,8 @@ class Backend {
 };
 
 struct BackendOptions {
-  int num_threads = 0;        // CPU: 0 = all cores
-  bool exact_f32 = false;     // CPU: keep every product in f32 instead of bf16 x bf16 for bf16 weights
+  int num_threads = 0;     // CPU: 0 = all cores
+  bool exact_f32 = false;  // CPU: keep every product in f32 instead of bf16 x bf16 for bf16 weights
 };
 
 // "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.

@@ -18,10 +18,10 @@ class Error : public std::runtime_error {
 }  // namespace rs
 
 // RS_CHECK(cond, "fmt", args...): throws rs::Error("file:line: message") when cond is false.
-#define RS_CHECK(cond, ...)                                                  \
-  do {                                                                       \
-    if (!(cond)) [[unlikely]]                                                \
-      ::rs::throw_error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__));     \
+#define RS_CHECK(cond, ...)                                              \
+  do {                                                                   \
+    if (!(cond)) [[unlikely]]                                            \
+      ::rs::throw_error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__)); \
   } while (0)
 
 #define RS_FAIL(...) ::rs::throw_error(__FILE__, __LINE__, ::fmt::format(__VA_ARGS__))

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <atomic>
-#include <exception>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>

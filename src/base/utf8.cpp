@@ -7,8 +7,8 @@ namespace rs::utf8 {
 namespace {
 
 struct LeadInfo {
-  std::size_t length;   // total bytes of the sequence; 0 for a byte that cannot start one
-  uint8_t second_low;   // allowed range of the second byte (later bytes are always 80..BF)
+  std::size_t length;  // total bytes of the sequence; 0 for a byte that cannot start one
+  uint8_t second_low;  // allowed range of the second byte (later bytes are always 80..BF)
   uint8_t second_high;
 };
 

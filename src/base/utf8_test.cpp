@@ -19,11 +19,13 @@ TEST(Utf8, FirstInvalid) {
 TEST(Utf8, LossyReplacesMaximalSubparts) {
   const std::string fffd = "\xEF\xBF\xBD";
   EXPECT_EQ(to_lossy("ok"), "ok");
-  EXPECT_EQ(to_lossy("\xE4\xBD"), fffd);                       // one truncated sequence
-  EXPECT_EQ(to_lossy("\xE4\xBD" "A"), fffd + "A");
-  EXPECT_EQ(to_lossy("\xF0\x80\x80"), fffd + fffd + fffd);     // F0 80: 80 is not allowed
+  EXPECT_EQ(to_lossy("\xE4\xBD"), fffd);  // one truncated sequence
+  EXPECT_EQ(to_lossy("\xE4\xBD"
+                     "A"),
+            fffd + "A");
+  EXPECT_EQ(to_lossy("\xF0\x80\x80"), fffd + fffd + fffd);  // F0 80: 80 is not allowed
   EXPECT_EQ(to_lossy("\xFF\xFE"), fffd + fffd);
-  EXPECT_EQ(to_lossy("\xED\xA0\x80"), fffd + fffd + fffd);     // surrogates are 3 subparts
+  EXPECT_EQ(to_lossy("\xED\xA0\x80"), fffd + fffd + fffd);  // surrogates are 3 subparts
   EXPECT_EQ(to_lossy("a\xC3\xA9\x80z"), "a\xC3\xA9" + fffd + "z");
 }
 

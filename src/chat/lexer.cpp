@@ -52,38 +52,17 @@ std::string unescape(std::string_view body) {
       return true;
     };
     switch (c) {
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      case 'a':
-        out.push_back('\a');
-        break;
-      case 'b':
-        out.push_back('\b');
-        break;
-      case 'f':
-        out.push_back('\f');
-        break;
-      case 'v':
-        out.push_back('\v');
-        break;
-      case '\\':
-        out.push_back('\\');
-        break;
-      case '\'':
-        out.push_back('\'');
-        break;
-      case '"':
-        out.push_back('"');
-        break;
-      case '\n':
-        break;  // line continuation
+      case 'n': out.push_back('\n'); break;
+      case 't': out.push_back('\t'); break;
+      case 'r': out.push_back('\r'); break;
+      case 'a': out.push_back('\a'); break;
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'v': out.push_back('\v'); break;
+      case '\\': out.push_back('\\'); break;
+      case '\'': out.push_back('\''); break;
+      case '"': out.push_back('"'); break;
+      case '\n': break;  // line continuation
       case 'x':
         if (!hex_escape(2)) out += "\\x";
         break;

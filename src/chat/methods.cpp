@@ -361,10 +361,8 @@ Value get_attribute(const Value& object, const std::string& name) {
         });
       }
       break;
-    case Value::Kind::kNone:
-      return Value::undefined(fmt::format("'None' has no attribute '{}'", name));
-    default:
-      break;
+    case Value::Kind::kNone: return Value::undefined(fmt::format("'None' has no attribute '{}'", name));
+    default: break;
   }
   return Value::undefined(fmt::format("'{} object' has no attribute '{}'", type_name(object), name));
 }

@@ -72,12 +72,8 @@ Value percent_format(const std::string& format, const Value& args) {
     if (next >= values.size()) fault("not enough arguments for format string");
     const Value& value = values[next++];
     switch (conversion) {
-      case 's':
-        out += to_str(value);
-        break;
-      case 'r':
-        out += repr(value);
-        break;
+      case 's': out += to_str(value); break;
+      case 'r': out += repr(value); break;
       case 'd':
       case 'i':
         if (!value.is_numeric())
@@ -93,8 +89,7 @@ Value percent_format(const std::string& format, const Value& args) {
           fault(fmt::format("%x format: an integer is required, not {}", type_name(value)));
         out += fmt::format("{:x}", value.as_int());
         break;
-      default:
-        fault(fmt::format("unsupported format character '{}'", conversion));
+      default: fault(fmt::format("unsupported format character '{}'", conversion));
     }
   }
   if (next < values.size()) fault("not all arguments converted during string formatting");
@@ -203,8 +198,7 @@ Value negate(const Value& operand) {
 
 bool contains(const Value& haystack, const Value& needle) {
   switch (haystack.kind()) {
-    case Value::Kind::kUndefined:
-      return false;
+    case Value::Kind::kUndefined: return false;
     case Value::Kind::kString:
       if (!needle.is_string()) {
         fault(fmt::format("'in <string>' requires string as left operand, not {}", type_name(needle)));
@@ -218,8 +212,7 @@ bool contains(const Value& haystack, const Value& needle) {
     case Value::Kind::kDict:
       if (haystack.is_namespace()) break;
       return needle.is_string() && haystack.as_dict().find(needle.as_string()) != nullptr;
-    default:
-      break;
+    default: break;
   }
   fault(fmt::format("argument of type '{}' is not iterable", type_name(haystack)));
 }

@@ -52,25 +52,16 @@ void Parser::fail(const Token& token, const std::string& message) const { throw 
 
 std::string Parser::describe(const Token& token) {
   switch (token.kind) {
-    case TokenKind::kText:
-      return "template text";
-    case TokenKind::kVariableBegin:
-      return "'{{'";
-    case TokenKind::kVariableEnd:
-      return "end of print statement";
-    case TokenKind::kBlockBegin:
-      return "'{%'";
-    case TokenKind::kBlockEnd:
-      return "end of statement block";
-    case TokenKind::kString:
-      return "string literal";
+    case TokenKind::kText: return "template text";
+    case TokenKind::kVariableBegin: return "'{{'";
+    case TokenKind::kVariableEnd: return "end of print statement";
+    case TokenKind::kBlockBegin: return "'{%'";
+    case TokenKind::kBlockEnd: return "end of statement block";
+    case TokenKind::kString: return "string literal";
     case TokenKind::kInteger:
-    case TokenKind::kFloat:
-      return "number '" + token.text + "'";
-    case TokenKind::kEnd:
-      return "end of template";
-    default:
-      return "'" + token.text + "'";
+    case TokenKind::kFloat: return "number '" + token.text + "'";
+    case TokenKind::kEnd: return "end of template";
+    default: return "'" + token.text + "'";
   }
 }
 
@@ -109,8 +100,7 @@ Body Parser::parse_body(std::initializer_list<std::string_view> end_tags, std::s
         for (std::string_view tag : end_tags) wanted += (wanted.empty() ? "'" : " or '") + std::string(tag) + "'";
         fail(token, "unexpected end of template, expected " + wanted);
       }
-      default:
-        fail(token, "unexpected " + describe(token));
+      default: fail(token, "unexpected " + describe(token));
     }
   }
 }

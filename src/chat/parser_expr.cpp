@@ -177,12 +177,8 @@ ExprPtr Parser::parse_primary() {
       while (current().kind == TokenKind::kString) text += advance().text;
       return make(pos, LiteralExpr{Value::string(std::move(text))});
     }
-    case TokenKind::kInteger:
-      advance();
-      return make(pos, LiteralExpr{Value::integer(token.integer)});
-    case TokenKind::kFloat:
-      advance();
-      return make(pos, LiteralExpr{Value::number(token.number)});
+    case TokenKind::kInteger: advance(); return make(pos, LiteralExpr{Value::integer(token.integer)});
+    case TokenKind::kFloat: advance(); return make(pos, LiteralExpr{Value::number(token.number)});
     case TokenKind::kOperator:
       if (token.text == "(") {
         advance();
@@ -213,8 +209,7 @@ ExprPtr Parser::parse_primary() {
         return make(pos, std::move(dict));
       }
       break;
-    default:
-      break;
+    default: break;
   }
   fail(token, "unexpected " + describe(token));
 }

@@ -21,27 +21,13 @@ void append_json_string(std::string& out, std::string_view text, bool ensure_asc
   out.push_back('"');
   for (char32_t c : decode_utf8(text)) {
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
       default:
         if (c < 0x20) {
           append_hex4(out, c);
@@ -68,18 +54,10 @@ void dump(std::string& out, const nlohmann::ordered_json& json, const JsonDumpOp
     for (int i = 0; i < level; ++i) out += *options.indent;
   };
   switch (json.type()) {
-    case nlohmann::ordered_json::value_t::null:
-      out += "null";
-      return;
-    case nlohmann::ordered_json::value_t::boolean:
-      out += json.get<bool>() ? "true" : "false";
-      return;
-    case nlohmann::ordered_json::value_t::number_integer:
-      out += std::to_string(json.get<int64_t>());
-      return;
-    case nlohmann::ordered_json::value_t::number_unsigned:
-      out += std::to_string(json.get<uint64_t>());
-      return;
+    case nlohmann::ordered_json::value_t::null: out += "null"; return;
+    case nlohmann::ordered_json::value_t::boolean: out += json.get<bool>() ? "true" : "false"; return;
+    case nlohmann::ordered_json::value_t::number_integer: out += std::to_string(json.get<int64_t>()); return;
+    case nlohmann::ordered_json::value_t::number_unsigned: out += std::to_string(json.get<uint64_t>()); return;
     case nlohmann::ordered_json::value_t::number_float: {
       const double value = json.get<double>();
       if (std::isnan(value)) {
@@ -135,9 +113,7 @@ void dump(std::string& out, const nlohmann::ordered_json& json, const JsonDumpOp
       out.push_back('}');
       return;
     }
-    default:
-      out += "null";
-      return;
+    default: out += "null"; return;
   }
 }
 

@@ -104,7 +104,8 @@ TEST(TemplateErrorTest, RaiseExceptionIsTemplateRaised) {
 
 TEST(TemplateErrorTest, RunawayRecursionIsAnError) {
   EXPECT_THROW(render("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}"), TemplateError);
-  EXPECT_EQ(error_message("{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}"), "cannot store a namespace inside itself");
+  EXPECT_EQ(error_message("{% set ns = namespace(a=1) %}{% set ns.me = [ns] %}"),
+            "cannot store a namespace inside itself");
   EXPECT_EQ(error_message("{% set a = namespace() %}{% set b = namespace(x=a) %}{% set a.y = b %}"),
             "cannot store a namespace inside itself");
   EXPECT_EQ(render("{% set a = namespace(v=1) %}{% set b = namespace() %}{% set b.a = a %}{{ b.a.v }}"), "1");

@@ -88,21 +88,16 @@ Value Value::from_json(const nlohmann::ordered_json& json, int depth) {
   RS_CHECK(depth < kMaxFromJsonDepth, "JSON nested more than {} levels deep", kMaxFromJsonDepth);
   using Type = nlohmann::ordered_json::value_t;
   switch (json.type()) {
-    case Type::null:
-      return none();
-    case Type::boolean:
-      return boolean(json.get<bool>());
-    case Type::number_integer:
-      return integer(json.get<int64_t>());
+    case Type::null: return none();
+    case Type::boolean: return boolean(json.get<bool>());
+    case Type::number_integer: return integer(json.get<int64_t>());
     case Type::number_unsigned: {
       const auto number = json.get<uint64_t>();
       if (number > static_cast<uint64_t>(INT64_MAX)) return Value::number(static_cast<double>(number));
       return integer(static_cast<int64_t>(number));
     }
-    case Type::number_float:
-      return number(json.get<double>());
-    case Type::string:
-      return string(json.get<std::string>());
+    case Type::number_float: return number(json.get<double>());
+    case Type::string: return string(json.get<std::string>());
     case Type::array: {
       List items;
       items.reserve(json.size());
@@ -114,8 +109,7 @@ Value Value::from_json(const nlohmann::ordered_json& json, int depth) {
       for (auto it = json.begin(); it != json.end(); ++it) entries.set(it.key(), from_json(it.value(), depth + 1));
       return dict(std::move(entries));
     }
-    default:
-      return none();
+    default: return none();
   }
 }
 
@@ -128,14 +122,10 @@ double Value::as_float() const { return is_float() ? std::get<double>(data_) : s
 bool Value::same_object(const Value& other) const {
   if (kind() != other.kind()) return false;
   switch (kind()) {
-    case Kind::kList:
-      return &as_list() == &other.as_list();
-    case Kind::kDict:
-      return &as_dict() == &other.as_dict();
-    case Kind::kFunction:
-      return &as_function() == &other.as_function();
-    default:
-      return equals(*this, other);
+    case Kind::kList: return &as_list() == &other.as_list();
+    case Kind::kDict: return &as_dict() == &other.as_dict();
+    case Kind::kFunction: return &as_function() == &other.as_function();
+    default: return equals(*this, other);
   }
 }
 
@@ -164,46 +154,29 @@ void Dict::set(std::string key, Value value) {
 bool truthy(const Value& value) {
   switch (value.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      return false;
-    case Value::Kind::kBool:
-      return value.as_bool();
-    case Value::Kind::kInt:
-      return value.as_int() != 0;
-    case Value::Kind::kFloat:
-      return value.as_float() != 0.0;
-    case Value::Kind::kString:
-      return !value.as_string().empty();
-    case Value::Kind::kList:
-      return !value.as_list().empty();
-    case Value::Kind::kDict:
-      return value.is_namespace() || !value.as_dict().empty();
-    case Value::Kind::kFunction:
-      return true;
+    case Value::Kind::kNone: return false;
+    case Value::Kind::kBool: return value.as_bool();
+    case Value::Kind::kInt: return value.as_int() != 0;
+    case Value::Kind::kFloat: return value.as_float() != 0.0;
+    case Value::Kind::kString: return !value.as_string().empty();
+    case Value::Kind::kList: return !value.as_list().empty();
+    case Value::Kind::kDict: return value.is_namespace() || !value.as_dict().empty();
+    case Value::Kind::kFunction: return true;
   }
   return false;
 }
 
 std::string type_name(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return "Undefined";
-    case Value::Kind::kNone:
-      return "NoneType";
-    case Value::Kind::kBool:
-      return "bool";
-    case Value::Kind::kInt:
-      return "int";
-    case Value::Kind::kFloat:
-      return "float";
-    case Value::Kind::kString:
-      return "str";
-    case Value::Kind::kList:
-      return value.is_tuple() ? "tuple" : "list";
-    case Value::Kind::kDict:
-      return value.is_namespace() ? "Namespace" : "dict";
-    case Value::Kind::kFunction:
-      return "function";
+    case Value::Kind::kUndefined: return "Undefined";
+    case Value::Kind::kNone: return "NoneType";
+    case Value::Kind::kBool: return "bool";
+    case Value::Kind::kInt: return "int";
+    case Value::Kind::kFloat: return "float";
+    case Value::Kind::kString: return "str";
+    case Value::Kind::kList: return value.is_tuple() ? "tuple" : "list";
+    case Value::Kind::kDict: return value.is_namespace() ? "Namespace" : "dict";
+    case Value::Kind::kFunction: return "function";
   }
   return "object";
 }
@@ -225,12 +198,9 @@ std::string dict_repr(const Dict& dict) {
 
 std::string to_str(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return "";
-    case Value::Kind::kString:
-      return value.as_string();
-    default:
-      return repr(value);
+    case Value::Kind::kUndefined: return "";
+    case Value::Kind::kString: return value.as_string();
+    default: return repr(value);
   }
 }
 
@@ -243,18 +213,12 @@ std::string repr(const Value& value) {
     ~DepthGuard() { --depth; }
   } guard;
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return "Undefined";
-    case Value::Kind::kNone:
-      return "None";
-    case Value::Kind::kBool:
-      return value.as_bool() ? "True" : "False";
-    case Value::Kind::kInt:
-      return std::to_string(value.as_int());
-    case Value::Kind::kFloat:
-      return python_float_repr(value.as_float());
-    case Value::Kind::kString:
-      return python_string_repr(value.as_string());
+    case Value::Kind::kUndefined: return "Undefined";
+    case Value::Kind::kNone: return "None";
+    case Value::Kind::kBool: return value.as_bool() ? "True" : "False";
+    case Value::Kind::kInt: return std::to_string(value.as_int());
+    case Value::Kind::kFloat: return python_float_repr(value.as_float());
+    case Value::Kind::kString: return python_string_repr(value.as_string());
     case Value::Kind::kList: {
       std::string out = value.is_tuple() ? "(" : "[";
       bool first = true;
@@ -269,8 +233,7 @@ std::string repr(const Value& value) {
     case Value::Kind::kDict:
       if (value.is_namespace()) return "<Namespace " + dict_repr(value.as_dict()) + ">";
       return dict_repr(value.as_dict());
-    case Value::Kind::kFunction:
-      return "<function " + value.as_function().name + ">";
+    case Value::Kind::kFunction: return "<function " + value.as_function().name + ">";
   }
   return "";
 }
@@ -283,10 +246,8 @@ bool equals(const Value& lhs, const Value& rhs) {
   if (lhs.kind() != rhs.kind()) return false;
   switch (lhs.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone:
-      return true;
-    case Value::Kind::kString:
-      return lhs.as_string() == rhs.as_string();
+    case Value::Kind::kNone: return true;
+    case Value::Kind::kString: return lhs.as_string() == rhs.as_string();
     case Value::Kind::kList: {
       const List& a = lhs.as_list();
       const List& b = rhs.as_list();
@@ -307,10 +268,8 @@ bool equals(const Value& lhs, const Value& rhs) {
       }
       return true;
     }
-    case Value::Kind::kFunction:
-      return &lhs.as_function() == &rhs.as_function();
-    default:
-      return false;
+    case Value::Kind::kFunction: return &lhs.as_function() == &rhs.as_function();
+    default: return false;
   }
 }
 
@@ -344,10 +303,8 @@ int compare(const Value& lhs, const Value& rhs, std::string_view op) {
 
 List iterate(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return {};
-    case Value::Kind::kList:
-      return value.as_list();
+    case Value::Kind::kUndefined: return {};
+    case Value::Kind::kList: return value.as_list();
     case Value::Kind::kString: {
       List chars;
       for (char32_t c : decode_utf8(value.as_string())) {
@@ -363,25 +320,20 @@ List iterate(const Value& value) {
       for (const auto& entry : value.as_dict().entries()) keys.push_back(Value::string(entry.first));
       return keys;
     }
-    default:
-      break;
+    default: break;
   }
   fault(fmt::format("'{}' object is not iterable", type_name(value)));
 }
 
 int64_t length(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kUndefined:
-      return 0;
-    case Value::Kind::kString:
-      return static_cast<int64_t>(utf8_length(value.as_string()));
-    case Value::Kind::kList:
-      return static_cast<int64_t>(value.as_list().size());
+    case Value::Kind::kUndefined: return 0;
+    case Value::Kind::kString: return static_cast<int64_t>(utf8_length(value.as_string()));
+    case Value::Kind::kList: return static_cast<int64_t>(value.as_list().size());
     case Value::Kind::kDict:
       if (!value.is_namespace()) return static_cast<int64_t>(value.as_dict().size());
       break;
-    default:
-      break;
+    default: break;
   }
   fault(fmt::format("object of type '{}' has no len()", type_name(value)));
 }
@@ -392,16 +344,11 @@ void fail_undefined(const Value& value) {
 
 nlohmann::ordered_json to_json(const Value& value) {
   switch (value.kind()) {
-    case Value::Kind::kNone:
-      return nullptr;
-    case Value::Kind::kBool:
-      return value.as_bool();
-    case Value::Kind::kInt:
-      return value.as_int();
-    case Value::Kind::kFloat:
-      return value.as_float();
-    case Value::Kind::kString:
-      return value.as_string();
+    case Value::Kind::kNone: return nullptr;
+    case Value::Kind::kBool: return value.as_bool();
+    case Value::Kind::kInt: return value.as_int();
+    case Value::Kind::kFloat: return value.as_float();
+    case Value::Kind::kString: return value.as_string();
     case Value::Kind::kList: {
       auto array = nlohmann::ordered_json::array();
       for (const auto& item : value.as_list()) array.push_back(to_json(item));
@@ -413,8 +360,7 @@ nlohmann::ordered_json to_json(const Value& value) {
       for (const auto& [key, item] : value.as_dict().entries()) object[key] = to_json(item);
       return object;
     }
-    default:
-      break;
+    default: break;
   }
   fault(fmt::format("Object of type {} is not JSON serializable", type_name(value)));
 }

@@ -79,8 +79,8 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   const int32_t page_size = kv_pool_->page_size();
   RS_CHECK(tokens > 0 && seqs > 0 && static_cast<int32_t>(batch.seq_token_start.size()) == seqs + 1,
            "malformed batch: {} tokens, {} sequences", tokens, seqs);
-  RS_CHECK(static_cast<int>(batch.page_tables.size()) == kv_pool_->num_groups(), "batch has {} page tables for {} KV groups",
-           batch.page_tables.size(), kv_pool_->num_groups());
+  RS_CHECK(static_cast<int>(batch.page_tables.size()) == kv_pool_->num_groups(),
+           "batch has {} page tables for {} KV groups", batch.page_tables.size(), kv_pool_->num_groups());
   RS_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.logit_rows.size(),
            "batch has {} sampling rows for {} logit rows", batch.sampling.size(), batch.logit_rows.size());
 
@@ -103,7 +103,8 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
     for (int32_t s = 0; s < seqs; ++s) {
       const int32_t first_read = window > 0 ? std::max(0, batch.positions[batch.seq_token_start[s]] - window + 1) : 0;
       RS_CHECK((batch.seq_kv_len[s] + page_size - 1) / page_size <= batch.max_pages,
-               "sequence {} of {} tokens does not fit a page table of {} pages", s, batch.seq_kv_len[s], batch.max_pages);
+               "sequence {} of {} tokens does not fit a page table of {} pages", s, batch.seq_kv_len[s],
+               batch.max_pages);
       for (int32_t p = first_read / page_size; p * page_size < batch.seq_kv_len[s]; ++p) {
         const int32_t page = table[s * batch.max_pages + p];
         RS_CHECK(page >= 0 && page < kv_pool_->group(g).num_pages,
@@ -114,8 +115,8 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
       const int32_t pos = batch.positions[t], page_index = pos / page_size;
       RS_CHECK(page_index < batch.max_pages, "position {} beyond the page table", pos);
       const int32_t page = table[token_seq[t] * batch.max_pages + page_index];
-      RS_CHECK(page >= 0 && page < kv_pool_->group(g).num_pages, "token at position {} has no KV page in group {}",
-               pos, g);
+      RS_CHECK(page >= 0 && page < kv_pool_->group(g).num_pages, "token at position {} has no KV page in group {}", pos,
+               g);
       slots[g][t] = page * page_size + pos % page_size;
     }
   }

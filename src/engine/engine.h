@@ -22,16 +22,16 @@ namespace rs::engine {
 enum class KvCacheDtype : uint8_t { kAuto, kBf16, kF32 };
 
 struct EngineConfig {
-  std::string backend = "cpu";          // "cpu" | "cuda[:N]"
-  int32_t num_threads = 0;              // CPU threads; 0 = all cores
-  bool exact_f32 = false;               // CPU: exact f32 products even for bf16 weights (reference numerics)
-  std::string load_format = "auto";     // "auto" (safetensors) | "dummy" (seeded random weights)
+  std::string backend = "cpu";       // "cpu" | "cuda[:N]"
+  int32_t num_threads = 0;           // CPU threads; 0 = all cores
+  bool exact_f32 = false;            // CPU: exact f32 products even for bf16 weights (reference numerics)
+  std::string load_format = "auto";  // "auto" (safetensors) | "dummy" (seeded random weights)
   uint64_t dummy_seed = 0;
-  int32_t page_size = 16;               // tokens per KV page
-  double kv_cache_gb = 0.0;             // 0 = derive from context_length * max_running_requests
-  int32_t max_running_requests = 16;    // used to size sliding-window KV groups
-  int64_t max_step_tokens = 2048;       // most tokens one step may carry (the chunked-prefill budget)
-  int64_t context_length = 0;           // 0 = the model's max_position_embeddings
+  int32_t page_size = 16;             // tokens per KV page
+  double kv_cache_gb = 0.0;           // 0 = derive from context_length * max_running_requests
+  int32_t max_running_requests = 16;  // used to size sliding-window KV groups
+  int64_t max_step_tokens = 2048;     // most tokens one step may carry (the chunked-prefill budget)
+  int64_t context_length = 0;         // 0 = the model's max_position_embeddings
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };

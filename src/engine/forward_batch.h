@@ -12,17 +12,17 @@ namespace rs::engine {
 // Per logit row: what the sampler needs to pick a token for one sequence.
 struct SamplingRow {
   const SamplingParams* params = nullptr;
-  std::span<const int32_t> prompt_ids;     // for repetition_penalty
-  std::span<const int32_t> output_ids;     // generated so far, for all penalties
-  uint64_t rng_seed = 0;                   // per request; combined with output_ids.size() -> deterministic
+  std::span<const int32_t> prompt_ids;  // for repetition_penalty
+  std::span<const int32_t> output_ids;  // generated so far, for all penalties
+  uint64_t rng_seed = 0;                // per request; combined with output_ids.size() -> deterministic
 };
 
 struct ForwardBatch {
   // Tokens of all sequences, concatenated sequence after sequence.
-  std::vector<int32_t> token_ids;          // [num_tokens]
-  std::vector<int32_t> positions;          // [num_tokens] absolute 0-based positions
-  std::vector<int32_t> seq_token_start;    // [num_seqs + 1] offsets into token_ids
-  std::vector<int32_t> seq_kv_len;         // [num_seqs] context length after this step (last position + 1)
+  std::vector<int32_t> token_ids;        // [num_tokens]
+  std::vector<int32_t> positions;        // [num_tokens] absolute 0-based positions
+  std::vector<int32_t> seq_token_start;  // [num_seqs + 1] offsets into token_ids
+  std::vector<int32_t> seq_kv_len;       // [num_seqs] context length after this step (last position + 1)
   // One page table per KV group (KvPool::groups()), each [num_seqs, max_pages] row-major;
   // entry = page id within that group, -1 where the page is absent (never allocated, or reclaimed
   // outside a sliding window). Page p of a sequence holds positions [p*page_size, (p+1)*page_size).
@@ -50,8 +50,8 @@ struct SampledToken {
 };
 
 struct StepOutput {
-  std::vector<SampledToken> tokens;        // one per logit row (empty when batch.sampling is empty)
-  std::vector<float> logits;               // [logit_rows, vocab] host f32, filled only when asked (keep_logits)
+  std::vector<SampledToken> tokens;  // one per logit row (empty when batch.sampling is empty)
+  std::vector<float> logits;         // [logit_rows, vocab] host f32, filled only when asked (keep_logits)
 };
 
 }  // namespace rs::engine

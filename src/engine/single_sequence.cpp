@@ -8,7 +8,8 @@ SingleSequence::SingleSequence(Engine& engine) : engine_(engine) {
   max_pages_ = static_cast<int32_t>(engine.context_length() / engine.kv_pool().page_size() + 1);
 }
 
-SampledToken SingleSequence::feed(std::span<const int32_t> ids, const SamplingRow& sampling, std::vector<float>* logits) {
+SampledToken SingleSequence::feed(std::span<const int32_t> ids, const SamplingRow& sampling,
+                                  std::vector<float>* logits) {
   RS_CHECK(!ids.empty(), "feed needs at least one token");
   RS_CHECK(length_ + static_cast<int64_t>(ids.size()) <= engine_.context_length(),
            "sequence of {} tokens exceeds the context length {}", length_ + ids.size(), engine_.context_length());

@@ -9,8 +9,8 @@
 namespace rs::kv {
 
 struct KvFootprint {
-  size_t windowed_bytes = 0;   // window groups keep only the pages their window reads (pages_needed)
-  size_t keep_all_bytes = 0;   // every group keeps every page of the context
+  size_t windowed_bytes = 0;  // window groups keep only the pages their window reads (pages_needed)
+  size_t keep_all_bytes = 0;  // every group keeps every page of the context
 };
 
 // Footprint of one request of `context_tokens` tokens under `config` (page_size, heads, dtype, groups).

@@ -11,7 +11,10 @@ namespace {
 TEST(KvFootprint, GptOss20bAt8kContext) {
   std::vector<int32_t> windows;
   for (int layer = 0; layer < 24; ++layer) windows.push_back(layer % 2 == 0 ? 128 : 0);
-  KvPoolConfig config{.page_size = 16, .num_kv_heads = 8, .head_dim = 64, .dtype = DType::kBF16,
+  KvPoolConfig config{.page_size = 16,
+                      .num_kv_heads = 8,
+                      .head_dim = 64,
+                      .dtype = DType::kBF16,
                       .groups = group_layers_by_window(windows)};
   const KvFootprint footprint = request_kv_footprint(config, 8192);
   // Full group: 12 layers x 2 (K, V) x 8 heads x 64 x 2 bytes = 24 KiB per token -> 192 MiB for 8192 tokens.
@@ -22,7 +25,10 @@ TEST(KvFootprint, GptOss20bAt8kContext) {
 
 TEST(KvFootprint, FullAttentionModelKeepsEverything) {
   std::vector<int32_t> windows(4, 0);
-  KvPoolConfig config{.page_size = 16, .num_kv_heads = 2, .head_dim = 32, .dtype = DType::kF32,
+  KvPoolConfig config{.page_size = 16,
+                      .num_kv_heads = 2,
+                      .head_dim = 32,
+                      .dtype = DType::kF32,
                       .groups = group_layers_by_window(windows)};
   const KvFootprint footprint = request_kv_footprint(config, 100);
   EXPECT_EQ(footprint.windowed_bytes, footprint.keep_all_bytes);

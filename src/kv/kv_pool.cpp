@@ -42,7 +42,8 @@ void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running
   if (!has_full) {
     // Only windowed layers: give every window group an equal share of the budget.
     for (auto& group : config.groups)
-      group.num_pages = std::max<int64_t>(group.num_pages, budget_bytes / config.groups.size() / page_bytes(config, group));
+      group.num_pages =
+          std::max<int64_t>(group.num_pages, budget_bytes / config.groups.size() / page_bytes(config, group));
     return;
   }
   RS_CHECK(window_bytes < budget_bytes, "KV budget of {} MiB cannot hold the sliding windows of {} requests ({} MiB)",

@@ -11,13 +11,13 @@
 namespace rs::kv {
 
 struct KvGroup {
-  int32_t window = 0;            // 0 = full attention; W = the layer reads the last W positions (self included)
-  std::vector<int32_t> layers;   // model layer indices in this group
+  int32_t window = 0;           // 0 = full attention; W = the layer reads the last W positions (self included)
+  std::vector<int32_t> layers;  // model layer indices in this group
   int64_t num_pages = 0;
 };
 
 struct KvPoolConfig {
-  int32_t page_size = 16;        // tokens per page
+  int32_t page_size = 16;  // tokens per page
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   DType dtype = DType::kF32;

@@ -27,9 +27,7 @@ std::vector<int32_t> RadixCache::first_page(const RadixNode& node) const {
   return {node.tokens.begin(), node.tokens.begin() + page_size_};
 }
 
-bool RadixCache::has_full_group() const {
-  return std::find(windows_.begin(), windows_.end(), 0) != windows_.end();
-}
+bool RadixCache::has_full_group() const { return std::find(windows_.begin(), windows_.end(), 0) != windows_.end(); }
 
 // Appends every node below `node` in preorder (parents before their children).
 static void collect(const RadixNode& node, std::vector<RadixNode*>& out) {
@@ -71,8 +69,7 @@ PrefixMatch RadixCache::match_prefix(std::span<const int32_t> tokens, int64_t ma
   for (int g = 0; g < num_groups; ++g) {
     if (windows_[g] == 0) continue;
     std::vector<int64_t> last_missing(page, -1);  // [p] last page <= p that is not resident
-    for (int64_t p = 0; p < page; ++p)
-      last_missing[p] = match.pages[g][p] < 0 ? p : (p > 0 ? last_missing[p - 1] : -1);
+    for (int64_t p = 0; p < page; ++p) last_missing[p] = match.pages[g][p] < 0 ? p : (p > 0 ? last_missing[p - 1] : -1);
     while (usable > 0 &&
            last_missing[usable - 1] >= window_first_position(windows_[g], usable * page_size_) / page_size_)
       --usable;
@@ -196,7 +193,6 @@ void RadixCache::unlock(RadixNode* node) {
       locked_pages_[g] -= std::count_if(node->pages[g].begin(), node->pages[g].end(), [](int32_t p) { return p >= 0; });
   }
 }
-
 
 void RadixCache::remove_leaf(RadixNode* node) {
   RS_DCHECK(node->children.empty() && node->lock_ref == 0, "remove_leaf on a locked or inner node");

@@ -14,13 +14,13 @@ namespace rs::kv {
 
 // One edge of the tree: a run of whole pages of tokens and the pages that hold their K/V.
 struct RadixNode {
-  std::vector<int32_t> tokens;               // this node's run; a multiple of page_size tokens (empty at the root)
-  std::vector<std::vector<int32_t>> pages;   // [group][page of the run]; -1 = not resident (window groups only)
-  int64_t start = 0;                         // tokens on the path before this node (its first position)
-  RadixNode* parent = nullptr;               // non-owning; null at the root
+  std::vector<int32_t> tokens;              // this node's run; a multiple of page_size tokens (empty at the root)
+  std::vector<std::vector<int32_t>> pages;  // [group][page of the run]; -1 = not resident (window groups only)
+  int64_t start = 0;                        // tokens on the path before this node (its first position)
+  RadixNode* parent = nullptr;              // non-owning; null at the root
   std::map<std::vector<int32_t>, std::unique_ptr<RadixNode>> children;  // keyed by the child's first page of tokens
-  int32_t lock_ref = 0;                      // live requests using this node or a descendant
-  uint64_t last_access = 0;                  // LRU tick of the last match or insert through this node
+  int32_t lock_ref = 0;                                                 // live requests using this node or a descendant
+  uint64_t last_access = 0;  // LRU tick of the last match or insert through this node
 
   int64_t num_pages() const { return pages.empty() ? 0 : static_cast<int64_t>(pages[0].size()); }
   int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
@@ -28,10 +28,10 @@ struct RadixNode {
 
 // The reusable part of a cached prefix. The tree's references are not shared: the caller refs the pages it keeps.
 struct PrefixMatch {
-  int64_t num_tokens = 0;                    // page-aligned, reusable by every group
-  RadixNode* node = nullptr;                 // holds the last matched page (root when none); lock it while in use
-  std::vector<std::vector<int32_t>> pages;   // [group][page < num_tokens / page_size]; -1 where a window group
-                                             // no longer reads the page (before the window tail)
+  int64_t num_tokens = 0;                   // page-aligned, reusable by every group
+  RadixNode* node = nullptr;                // holds the last matched page (root when none); lock it while in use
+  std::vector<std::vector<int32_t>> pages;  // [group][page < num_tokens / page_size]; -1 where a window group
+                                            // no longer reads the page (before the window tail)
 };
 
 // First position a sliding window of `window` tokens still reads when the next token is at `next_position`
@@ -82,11 +82,11 @@ class RadixCache {
   bool has_full_group() const;
 
   int32_t page_size_;
-  std::vector<int32_t> windows_;             // [group]
-  std::vector<PageAllocator>& allocators_;   // [group], owned by the scheduler
+  std::vector<int32_t> windows_;            // [group]
+  std::vector<PageAllocator>& allocators_;  // [group], owned by the scheduler
   RadixNode root_;
-  std::vector<int64_t> held_pages_;          // [group] resident pages in the tree
-  std::vector<int64_t> locked_pages_;        // [group] resident pages in locked nodes
+  std::vector<int64_t> held_pages_;    // [group] resident pages in the tree
+  std::vector<int64_t> locked_pages_;  // [group] resident pages in locked nodes
   int64_t num_nodes_ = 0;
   uint64_t tick_ = 0;
 };

@@ -24,7 +24,8 @@ class RadixCacheTest : public ::testing::Test {
     std::vector<std::vector<int32_t>> pages(windows_.size());
     for (size_t g = 0; g < windows_.size(); ++g) {
       const int64_t first = window_first_position(windows_[g], num_tokens) / kPageSize;
-      for (int64_t p = 0; p < num_tokens / kPageSize; ++p) pages[g].push_back(p < first ? -1 : allocators_[g].allocate());
+      for (int64_t p = 0; p < num_tokens / kPageSize; ++p)
+        pages[g].push_back(p < first ? -1 : allocators_[g].allocate());
     }
     return pages;
   }
@@ -101,7 +102,7 @@ TEST_F(RadixCacheTest, PartialMatchSplitsTheNodeSoOnlyTheMatchIsLocked) {
   auto cached = iota_tokens(24);  // one node of 6 pages
   insert_and_release(cached);
   ASSERT_EQ(cache_->num_nodes(), 1);
-  auto prompt = iota_tokens(4);   // shares the first page only
+  auto prompt = iota_tokens(4);  // shares the first page only
   prompt.insert(prompt.end(), {1, 2, 3, 4, 5, 6, 7, 8});
   PrefixMatch match = cache_->match_prefix(prompt, 12);
   EXPECT_EQ(match.num_tokens, 4);
@@ -124,7 +125,7 @@ TEST_F(RadixCacheTest, EvictsLeastRecentlyUsedLeavesFirst) {
   insert_and_release(a);
   insert_and_release(b);
   insert_and_release(c);
-  cache_->match_prefix(a, 8);  // a is now the most recent
+  cache_->match_prefix(a, 8);         // a is now the most recent
   EXPECT_EQ(cache_->evict(0, 3), 4);  // two whole leaves: b then c
   EXPECT_EQ(cache_->match_prefix(a, 8).num_tokens, 8);
   EXPECT_EQ(cache_->match_prefix(b, 8).num_tokens, 0);
@@ -181,7 +182,7 @@ TEST_F(RadixCacheTest, WindowEvictionDropsOldPagesFrontFirstAndSparesPagesInUse)
   EXPECT_EQ(cache_->evict(1, 1), 1);
   EXPECT_EQ(cache_->match_prefix(tokens, 16).num_tokens, 16);
   EXPECT_EQ(cache_->match_prefix(tokens, 8).num_tokens, 0);  // page 0 gone: a match at 4 or 8 reads it
-  EXPECT_EQ(cache_->evict(1, 10), 1);  // pages 2, 3 are in use
+  EXPECT_EQ(cache_->evict(1, 10), 1);                        // pages 2, 3 are in use
   for (int p = 2; p < 4; ++p) allocators_[1].unref(pages[1][p]);
   EXPECT_EQ(cache_->evict(1, 10), 2);
   EXPECT_EQ(cache_->match_prefix(tokens, 16).num_tokens, 0);

@@ -43,10 +43,14 @@ class Fields {
   T as(const char* key) const {
     const json& value = object_[key];
     bool ok = false;
-    if constexpr (std::is_same_v<T, bool>) ok = value.is_boolean();
-    else if constexpr (std::is_integral_v<T>) ok = value.is_number_integer();
-    else if constexpr (std::is_floating_point_v<T>) ok = value.is_number();
-    else ok = value.is_string();
+    if constexpr (std::is_same_v<T, bool>)
+      ok = value.is_boolean();
+    else if constexpr (std::is_integral_v<T>)
+      ok = value.is_number_integer();
+    else if constexpr (std::is_floating_point_v<T>)
+      ok = value.is_number();
+    else
+      ok = value.is_string();
     RS_CHECK(ok, "{}: field '{}' has the wrong type: {}", source_, key, value.dump());
     return value.get<T>();
   }
@@ -130,8 +134,10 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
            "{}: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and vocab_size must be "
            "positive",
            source);
-  RS_CHECK(config.num_heads % config.num_kv_heads == 0, "{}: num_attention_heads {} is not a multiple of "
-           "num_key_value_heads {}", source, config.num_heads, config.num_kv_heads);
+  RS_CHECK(config.num_heads % config.num_kv_heads == 0,
+           "{}: num_attention_heads {} is not a multiple of "
+           "num_key_value_heads {}",
+           source, config.num_heads, config.num_kv_heads);
   config.head_dim = f.get_or<int32_t>("head_dim", config.hidden_size / config.num_heads);
   config.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
   config.rms_norm_eps = f.get_or<double>("rms_norm_eps", 1e-6);
@@ -175,8 +181,10 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
              "{}: num_experts_per_tok {} must be in [1, {}]", source, config.num_experts_per_tok, config.num_experts);
   // Tokens and dtype.
   if (raw.contains("eos_token_id")) config.eos_token_ids = token_ids(raw["eos_token_id"]);
-  if (top.has("bos_token_id") && raw["bos_token_id"].is_number_integer()) config.bos_token_id = raw["bos_token_id"].get<int32_t>();
-  if (top.has("pad_token_id") && raw["pad_token_id"].is_number_integer()) config.pad_token_id = raw["pad_token_id"].get<int32_t>();
+  if (top.has("bos_token_id") && raw["bos_token_id"].is_number_integer())
+    config.bos_token_id = raw["bos_token_id"].get<int32_t>();
+  if (top.has("pad_token_id") && raw["pad_token_id"].is_number_integer())
+    config.pad_token_id = raw["pad_token_id"].get<int32_t>();
   const std::string dtype_key = top.has("torch_dtype") ? "torch_dtype" : "dtype";
   if (top.has(dtype_key.c_str())) config.dtype = parse_dtype(top.get<std::string>(dtype_key.c_str()), source);
   if (raw.contains("quantization_config") && raw["quantization_config"].is_object())

@@ -14,22 +14,22 @@
 namespace rs::loader {
 
 struct RopeConfig {
-  std::string type = "default";          // default | linear | llama3 | yarn
+  std::string type = "default";  // default | linear | llama3 | yarn
   double theta = 10000.0;
   double factor = 1.0;
-  double low_freq_factor = 1.0;          // llama3
-  double high_freq_factor = 4.0;         // llama3
-  int64_t original_max_position = 0;     // llama3, yarn
-  double beta_fast = 32.0;               // yarn
-  double beta_slow = 1.0;                // yarn
-  bool truncate = true;                  // yarn: floor/ceil of the correction range
-  std::optional<double> attention_factor;// yarn mscale override
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
+  int64_t original_max_position = 0;       // llama3, yarn
+  double beta_fast = 32.0;                 // yarn
+  double beta_slow = 1.0;                  // yarn
+  bool truncate = true;                    // yarn: floor/ceil of the correction range
+  std::optional<double> attention_factor;  // yarn mscale override
   std::optional<double> mscale, mscale_all_dim;
   double partial_rotary_factor = 1.0;
 };
 
 struct ModelConfig {
-  std::string architecture;              // architectures[0], e.g. "Qwen3ForCausalLM"
+  std::string architecture;  // architectures[0], e.g. "Qwen3ForCausalLM"
   std::string model_type;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -43,7 +43,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;
   RopeConfig rope;
-  std::vector<int32_t> layer_windows;    // per layer: 0 = full attention, W = sliding window of W tokens
+  std::vector<int32_t> layer_windows;  // per layer: 0 = full attention, W = sliding window of W tokens
   // Mixture of experts (0 experts = dense).
   int32_t num_experts = 0;
   int32_t num_experts_per_tok = 0;
@@ -53,13 +53,13 @@ struct ModelConfig {
   std::vector<int32_t> mlp_only_layers;
   double swiglu_limit = 7.0;
   // Tokens.
-  std::vector<int32_t> eos_token_ids;    // generation_config.json first, else config.json
+  std::vector<int32_t> eos_token_ids;  // generation_config.json first, else config.json
   std::optional<int32_t> bos_token_id;
   std::optional<int32_t> pad_token_id;
-  DType dtype = DType::kBF16;            // torch_dtype / dtype
-  std::string quant_method;              // "" or e.g. "mxfp4"
-  nlohmann::json raw;                    // the whole config.json, for architecture-specific fields
-  nlohmann::json generation_defaults;    // generation_config.json (temperature, top_p, ...), or {}
+  DType dtype = DType::kBF16;          // torch_dtype / dtype
+  std::string quant_method;            // "" or e.g. "mxfp4"
+  nlohmann::json raw;                  // the whole config.json, for architecture-specific fields
+  nlohmann::json generation_defaults;  // generation_config.json (temperature, top_p, ...), or {}
 
   bool is_moe_layer(int32_t layer) const;
 };

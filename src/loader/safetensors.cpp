@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/error.h"
 
@@ -55,9 +55,9 @@ std::map<std::string, SafetensorsFile::Entry> parse_header(const fs::path& path,
     RS_CHECK(!__builtin_mul_overflow(numel, dtype_size(entry.dtype), &expected_bytes),
              "{}: tensor '{}' has a shape {} too large to address", path.string(), name, info["shape"].dump());
     const auto& offsets = info["data_offsets"];
-    RS_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                 offsets[1].is_number_unsigned(),
-             "{}: tensor '{}' has bad data_offsets {}", path.string(), name, offsets.dump());
+    RS_CHECK(
+        offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+        "{}: tensor '{}' has bad data_offsets {}", path.string(), name, offsets.dump());
     const size_t begin = offsets[0].get<size_t>(), end = offsets[1].get<size_t>();
     RS_CHECK(begin <= end, "{}: tensor '{}' has data_offsets [{}, {}) reversed", path.string(), name, begin, end);
     entry.bytes = end - begin;

@@ -81,8 +81,8 @@ TEST(Safetensors, MalformedFilesNameFileAndTensor) {
   EXPECT_NE(error_of(dir / "short.safetensors").find("truncated"), std::string::npos);
   write_file(dir / "size.safetensors", R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "12345678");
   EXPECT_NE(error_of(dir / "size.safetensors").find("needs 12 bytes"), std::string::npos);
-  write_file(dir / "huge.safetensors",
-             R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", "12345678");
+  write_file(dir / "huge.safetensors", R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+             "12345678");
   EXPECT_NE(error_of(dir / "huge.safetensors").find("too large"), std::string::npos);
   write_file(dir / "offset.safetensors",
              R"({"w":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551608,18446744073709551615]}})", "1");
@@ -113,9 +113,10 @@ TEST(WeightSource, CopiesMisalignedTensorsToAlignedMemory) {
   auto dir = temp_dir("unaligned");
   float values[3] = {1, 2, 3};
   // Header of odd length and a 1-byte tensor first: the f32 tensor starts at an odd address.
-  write_file(dir / "model.safetensors",
-             R"({"u":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"f":{"dtype":"F32","shape":[3],"data_offsets":[1,13]}})",
-             std::string("\x07") + std::string(reinterpret_cast<const char*>(values), 12), /*pad_header=*/false);
+  write_file(
+      dir / "model.safetensors",
+      R"({"u":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"f":{"dtype":"F32","shape":[3],"data_offsets":[1,13]}})",
+      std::string("\x07") + std::string(reinterpret_cast<const char*>(values), 12), /*pad_header=*/false);
   auto source = WeightSource::checkpoint(dir);
   Tensor f = source.require("f", {3});
   EXPECT_EQ(reinterpret_cast<uintptr_t>(f.data()) % alignof(float), 0u);

@@ -42,7 +42,8 @@ WeightSource WeightSource::dummy(uint64_t seed, DType dtype) {
 
 bool WeightSource::contains(const std::string& name) const { return checkpoint_ && checkpoint_->contains(name); }
 
-Tensor WeightSource::require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype) {
+Tensor WeightSource::require(const std::string& name, std::initializer_list<int64_t> shape,
+                             std::optional<DType> dtype) {
   return require(name, std::vector<int64_t>(shape), dtype);
 }
 
@@ -76,17 +77,20 @@ Tensor WeightSource::make_dummy(const std::string& name, const std::vector<int64
   for (int64_t d : shape) numel *= d;
   auto buffer = std::make_shared<Buffer>(Buffer::host(numel * dtype_size(dtype)));
   uint64_t state = seed_ ^ std::hash<std::string>{}(name);
-  // Norm scales 1, biases and sinks 0, MXFP4 scales near 2^-6, other matrices uniform in ±0.02 (as vLLM's dummy loader).
+  // Norm scales 1, biases and sinks 0, MXFP4 scales near 2^-6, other matrices uniform in ±0.02 (as vLLM's dummy
+  // loader).
   const bool norm = ends_with(name, "norm.weight");
   const bool zero = ends_with(name, ".bias") || ends_with(name, "_bias") || ends_with(name, "sinks");
   if (dtype == DType::kU8) {
     auto* out = static_cast<uint8_t*>(buffer->data());
     const bool scales = ends_with(name, "_scales");
-    for (int64_t i = 0; i < numel; ++i) out[i] = scales ? static_cast<uint8_t>(119 + mix(state) % 4) : mix(state) & 0xff;
+    for (int64_t i = 0; i < numel; ++i)
+      out[i] = scales ? static_cast<uint8_t>(119 + mix(state) % 4) : mix(state) & 0xff;
   } else {
     for (int64_t i = 0; i < numel; ++i) {
       float value = norm ? 1.0f : 0.0f;
-      if (!norm && !zero) value = (static_cast<float>(mix(state) >> 40) / static_cast<float>(1ull << 24) - 0.5f) * 0.04f;
+      if (!norm && !zero)
+        value = (static_cast<float>(mix(state) >> 40) / static_cast<float>(1ull << 24) - 0.5f) * 0.04f;
       if (dtype == DType::kF32) {
         static_cast<float*>(buffer->data())[i] = value;
       } else if (dtype == DType::kBF16) {

@@ -1,4 +1,5 @@
-// WeightSource: where a model's tensors come from — a safetensors checkpoint, or seeded dummy values (--load-format dummy).
+// WeightSource: where a model's tensors come from — a safetensors checkpoint, or seeded dummy values (--load-format
+// dummy).
 #pragma once
 
 #include <cstdint>

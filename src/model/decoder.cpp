@@ -95,8 +95,8 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     lm_head_ = dense(weights, "lm_head.weight", vocab, hidden);
   }
   rotary_dim_ = static_cast<int32_t>(config_.head_dim * config_.rope.partial_rotary_factor);
-  RS_CHECK(rotary_dim_ > 0 && rotary_dim_ % 2 == 0 && rotary_dim_ <= config_.head_dim, "bad rotary dim {} for head_dim {}",
-           rotary_dim_, config_.head_dim);
+  RS_CHECK(rotary_dim_ > 0 && rotary_dim_ % 2 == 0 && rotary_dim_ <= config_.head_dim,
+           "bad rotary dim {} for head_dim {}", rotary_dim_, config_.head_dim);
   const int64_t positions = std::min<int64_t>(config_.max_position_embeddings, 1 << 18);
   std::vector<float> table = rope_cos_sin_table(config_.rope, rotary_dim_, positions);
   Buffer host = Buffer::host(table.size() * sizeof(float));
@@ -214,8 +214,9 @@ void DecoderModel::forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logi
     backend_->rope(k3, positions, rope_table_, rotary_dim_);
     const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
     backend_->store_kv(k3, v.view({tokens, kv_heads, hd}), kv.k_cache(layer), kv.v_cache(layer), view);
-    const AttentionParams params{static_cast<int32_t>(heads), static_cast<int32_t>(kv_heads), static_cast<int32_t>(hd),
-                                 scale, config_.layer_windows[layer], a.sinks};
+    const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(kv_heads),
+                                 static_cast<int32_t>(hd),     scale,
+                                 config_.layer_windows[layer], a.sinks};
     backend_->attention(q3, kv.k_cache(layer), kv.v_cache(layer), view, params, attn);
     backend_->linear(attn, a.o, a.o_bias, proj);
     backend_->add(x, proj, x);

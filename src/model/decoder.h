@@ -20,8 +20,8 @@ struct FeedForwardWeights {
   LinearWeight gate_up, down;
   // Mixture of experts.
   bool is_moe = false;
-  LinearWeight router;                    // [E, H]
-  Tensor router_bias;                     // [E] or empty
+  LinearWeight router;  // [E, H]
+  Tensor router_bias;   // [E] or empty
   MoeWeights experts;
 };
 
@@ -32,8 +32,8 @@ struct LayerWeights {
 };
 
 struct DecoderOptions {
-  bool qk_norm = false;                   // Qwen3: RMSNorm per head on q and k before RoPE
-  bool sinks = false;                     // gpt-oss: learned per-head sink logits
+  bool qk_norm = false;  // Qwen3: RMSNorm per head on q and k before RoPE
+  bool sinks = false;    // gpt-oss: learned per-head sink logits
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
 };
 
@@ -68,9 +68,9 @@ class DecoderModel : public Model {
   Tensor embed_tokens_, final_norm_;
   LinearWeight lm_head_;
   std::vector<LayerWeights> layers_;
-  Tensor rope_table_;                     // [positions, rotary_dim] on device
+  Tensor rope_table_;  // [positions, rotary_dim] on device
   int32_t rotary_dim_ = 0;
-  std::vector<Buffer> owned_;             // concatenated / transposed / uploaded weights
+  std::vector<Buffer> owned_;  // concatenated / transposed / uploaded weights
   // Activations, sized for the largest step seen.
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;

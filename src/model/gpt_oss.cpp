@@ -28,17 +28,19 @@ class GptOssModel final : public DecoderModel {
     moe.swiglu_limit = static_cast<float>(config_.swiglu_limit);
     moe.gate_up_bias = weights.require(p + "experts.gate_up_proj_bias", {experts, 2 * inter});
     moe.down_bias = weights.require(p + "experts.down_proj_bias", {experts, hidden});
-    const bool mxfp4 = weights.contains(p + "experts.gate_up_proj_blocks") ||
-                       (weights.is_dummy() && config_.quant_method == "mxfp4");
+    const bool mxfp4 =
+        weights.contains(p + "experts.gate_up_proj_blocks") || (weights.is_dummy() && config_.quant_method == "mxfp4");
     if (mxfp4) {
       RS_CHECK(hidden % 32 == 0 && inter % 32 == 0, "MXFP4 experts need hidden and intermediate sizes divisible by 32");
-      Tensor gu_blocks = weights.require(p + "experts.gate_up_proj_blocks", {experts, 2 * inter, hidden / 32, 16},
-                                         DType::kU8);
-      Tensor gu_scales = weights.require(p + "experts.gate_up_proj_scales", {experts, 2 * inter, hidden / 32}, DType::kU8);
+      Tensor gu_blocks =
+          weights.require(p + "experts.gate_up_proj_blocks", {experts, 2 * inter, hidden / 32, 16}, DType::kU8);
+      Tensor gu_scales =
+          weights.require(p + "experts.gate_up_proj_scales", {experts, 2 * inter, hidden / 32}, DType::kU8);
       Tensor d_blocks = weights.require(p + "experts.down_proj_blocks", {experts, hidden, inter / 32, 16}, DType::kU8);
       Tensor d_scales = weights.require(p + "experts.down_proj_scales", {experts, hidden, inter / 32}, DType::kU8);
       for (int64_t e = 0; e < experts; ++e) {
-        moe.gate_up.push_back({LinearWeight::Format::kMxfp4, gu_blocks.select(e), gu_scales.select(e), 2 * inter, hidden});
+        moe.gate_up.push_back(
+            {LinearWeight::Format::kMxfp4, gu_blocks.select(e), gu_scales.select(e), 2 * inter, hidden});
         moe.down.push_back({LinearWeight::Format::kMxfp4, d_blocks.select(e), d_scales.select(e), hidden, inter});
       }
     } else {

@@ -17,9 +17,9 @@ using ProgressFn = std::function<void(const std::string& what, double fraction)>
 
 // Device-side inputs of one step, prepared by the engine.
 struct StepInputs {
-  Tensor token_ids;                 // i32 [T]
-  Tensor logit_rows;                // i32 [R]
-  std::vector<BatchView> groups;    // one per KV group (same positions/token_seq; own page table and slots)
+  Tensor token_ids;               // i32 [T]
+  Tensor logit_rows;              // i32 [R]
+  std::vector<BatchView> groups;  // one per KV group (same positions/token_seq; own page table and slots)
 };
 
 class Model {

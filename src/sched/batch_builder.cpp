@@ -23,7 +23,8 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
     }
     batch.seq_token_start.push_back(batch.num_tokens());
     batch.seq_kv_len.push_back(static_cast<int32_t>(item.end));
-    for (const auto& pages : seq.kv.pages) batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
+    for (const auto& pages : seq.kv.pages)
+      batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
     if (item.samples()) {
       batch.logit_rows.push_back(batch.num_tokens() - 1);
       batch.sampling.push_back(engine::SamplingRow{.params = &seq.request->sampling,

@@ -20,10 +20,10 @@ struct SeqPages {
 };
 
 struct KvGroupStats {
-  int32_t window = 0;         // 0 = full attention
+  int32_t window = 0;  // 0 = full attention
   int64_t num_pages = 0;
-  int64_t used_pages = 0;     // referenced by sequences or the prefix cache
-  int64_t cached_pages = 0;   // held by the prefix cache (some may also be used by sequences)
+  int64_t used_pages = 0;    // referenced by sequences or the prefix cache
+  int64_t cached_pages = 0;  // held by the prefix cache (some may also be used by sequences)
 };
 
 class KvManager {
@@ -60,9 +60,9 @@ class KvManager {
 
  private:
   int32_t page_size_;
-  std::vector<int32_t> windows_;                   // [group]
-  std::vector<kv::PageAllocator> allocators_;      // [group]
-  std::unique_ptr<kv::RadixCache> cache_;          // refers to allocators_
+  std::vector<int32_t> windows_;               // [group]
+  std::vector<kv::PageAllocator> allocators_;  // [group]
+  std::unique_ptr<kv::RadixCache> cache_;      // refers to allocators_
 };
 
 }  // namespace rs::sched

@@ -21,10 +21,10 @@ struct TokenEvent {
   std::vector<engine::SampledToken> tokens;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;                 // set with kError
-  int32_t prompt_tokens = 0;         // filled on the first event
-  int32_t cached_tokens = 0;         // prompt tokens served from the prefix cache
-  int32_t choice_index = 0;          // Request::choice_index of the request it belongs to
+  std::string error;          // set with kError
+  int32_t prompt_tokens = 0;  // filled on the first event
+  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int32_t choice_index = 0;   // Request::choice_index of the request it belongs to
 };
 
 // Shared by the HTTP handler (consumer) and the scheduler (producer).
@@ -33,13 +33,13 @@ struct TokenStream {
 };
 
 struct Request {
-  uint64_t id = 0;                   // unique, assigned by the server
+  uint64_t id = 0;  // unique, assigned by the server
   std::vector<int32_t> prompt_ids;
   engine::SamplingParams sampling;
   int32_t max_new_tokens = 16;
   std::vector<int32_t> stop_token_ids;  // finishing tokens (model EOS unless ignore_eos, plus the request's)
   std::shared_ptr<TokenStream> stream;  // may be shared by the n choices of one API call
-  int32_t choice_index = 0;          // which choice of its API call this request produces (copied into events)
+  int32_t choice_index = 0;             // which choice of its API call this request produces (copied into events)
   Clock::time_point arrival = Clock::now();
 };
 

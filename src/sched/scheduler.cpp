@@ -183,8 +183,7 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
     items.push_back(StepItem{seq.get(), seq->kv_len, end});
     budget -= end - seq->kv_len;
   }
-  while (budget > 0 && !waiting_.empty() &&
-         static_cast<int32_t>(running_.size()) < config_.max_running_requests) {
+  while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_running_requests) {
     Sequence& head = *waiting_.front();
     if (!admit(head, budget, items)) {
       if (!running_.empty()) break;  // running sequences will free pages as they finish
@@ -212,8 +211,8 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
   const int64_t reused = kv_.match(seq.kv, seq.tokens, seq.num_tokens() - 1);
   // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence;
   // decode growth beyond that is covered by preemption.
-  const int64_t need = kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() +
-                       static_cast<int64_t>(running_.size());
+  const int64_t need =
+      kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() + static_cast<int64_t>(running_.size());
   const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, config_.chunked_prefill_size, budget});
   const int64_t end = need <= kv_.full_pages_available() ? kv_.reserve(seq.kv, reused, reused + want) : reused;
   if (end == reused) {

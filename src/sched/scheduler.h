@@ -22,20 +22,20 @@
 namespace rs::sched {
 
 struct SchedulerConfig {
-  int32_t max_running_requests = 16;   // sequences in the running batch
-  int32_t max_prefill_tokens = 8192;   // prefill tokens per step, over all sequences (decode tokens ride on top)
-  int32_t chunked_prefill_size = 2048; // prefill tokens of one sequence per step
-  int32_t max_queued_requests = 256;   // submitted but never admitted; submit() refuses beyond this
-  int64_t context_length = 0;          // positions per sequence (prompt + output)
+  int32_t max_running_requests = 16;    // sequences in the running batch
+  int32_t max_prefill_tokens = 8192;    // prefill tokens per step, over all sequences (decode tokens ride on top)
+  int32_t chunked_prefill_size = 2048;  // prefill tokens of one sequence per step
+  int32_t max_queued_requests = 256;    // submitted but never admitted; submit() refuses beyond this
+  int64_t context_length = 0;           // positions per sequence (prompt + output)
 };
 
 // A snapshot for /metrics, taken after every step.
 struct SchedulerStats {
   int32_t num_running = 0;
-  int32_t num_queued = 0;              // waiting for admission, preempted sequences included
-  std::vector<KvGroupStats> kv;        // per KV group
-  uint64_t prompt_tokens = 0;          // prompt tokens of admitted requests (first admission)
-  uint64_t cached_prompt_tokens = 0;   // of which reused from the prefix cache
+  int32_t num_queued = 0;             // waiting for admission, preempted sequences included
+  std::vector<KvGroupStats> kv;       // per KV group
+  uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests (first admission)
+  uint64_t cached_prompt_tokens = 0;  // of which reused from the prefix cache
   uint64_t generation_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
@@ -70,7 +70,9 @@ class Scheduler {
   SchedulerStats stats() const;  // any thread
 
  private:
-  struct AbortMessage { uint64_t request_id; };
+  struct AbortMessage {
+    uint64_t request_id;
+  };
   struct FlushCacheMessage {};
   using Message = std::variant<std::unique_ptr<Request>, AbortMessage, FlushCacheMessage>;
 
@@ -92,13 +94,13 @@ class Scheduler {
   ForwardFn forward_;
   KvManager kv_;
   Channel<Message> inbox_;
-  std::atomic<int32_t> never_admitted_{0};     // submitted, not yet admitted once (the queue limit)
+  std::atomic<int32_t> never_admitted_{0};  // submitted, not yet admitted once (the queue limit)
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order (oldest first)
   uint64_t admit_counter_ = 0;
-  SchedulerStats counters_;                    // scheduler thread's running totals
+  SchedulerStats counters_;  // scheduler thread's running totals
   mutable std::mutex stats_mutex_;
-  SchedulerStats published_;                   // guarded by stats_mutex_
+  SchedulerStats published_;  // guarded by stats_mutex_
 };
 
 }  // namespace rs::sched

@@ -152,8 +152,8 @@ TEST_P(MixedBatchTest, SixteenRequestsMatchTheirSoloOutput) {
   kv::KvPoolConfig kv = variant == 0   ? geometry({{0, 512}})
                         : variant == 1 ? geometry({{0, 512}, {8, 512}})
                                        : geometry({{6, 512}});
-  make(kv, SchedulerConfig{.max_running_requests = 8, .max_prefill_tokens = 40, .chunked_prefill_size = 7,
-                           .context_length = 4096});
+  make(kv, SchedulerConfig{
+               .max_running_requests = 8, .max_prefill_tokens = 40, .chunked_prefill_size = 7, .context_length = 4096});
   std::mt19937 rng(variant);
   for (int i = 0; i < 16; ++i) submit(random_prompt(rng, 1 + static_cast<int>(rng() % 90)), 1 + rng() % 25);
   run_to_completion();
@@ -299,7 +299,7 @@ TEST_F(SchedulerTest, QueueLimitRefusesSubmissions) {
 TEST_F(SchedulerTest, RequestsThatCannotFitFailAlone) {
   make(geometry({{0, 8}}), SchedulerConfig{.context_length = 64});
   Submitted* too_long = submit(std::vector<int32_t>(60, 1), 10);  // beyond the context
-  Submitted* too_big = submit(std::vector<int32_t>(30, 1), 10);    // beyond the 32-token pool
+  Submitted* too_big = submit(std::vector<int32_t>(30, 1), 10);   // beyond the 32-token pool
   Submitted* fine = submit({1, 2}, 3);
   run_to_completion();
   EXPECT_EQ(too_long->reason, FinishReason::kError);

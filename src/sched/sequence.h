@@ -13,15 +13,15 @@ namespace rs::sched {
 
 struct Sequence {
   std::unique_ptr<Request> request;
-  std::vector<int32_t> tokens;       // the prompt, then every generated token
+  std::vector<int32_t> tokens;  // the prompt, then every generated token
   int32_t num_prompt = 0;
-  int64_t kv_len = 0;                // positions [0, kv_len) have K/V in the pool; the rest are computed next
+  int64_t kv_len = 0;  // positions [0, kv_len) have K/V in the pool; the rest are computed next
   SeqPages kv;
-  int32_t cached_tokens = 0;         // prompt tokens reused at first admission (reported to the client)
-  bool admitted_before = false;      // true after the first admission (a preempted sequence is readmitted)
+  int32_t cached_tokens = 0;     // prompt tokens reused at first admission (reported to the client)
+  bool admitted_before = false;  // true after the first admission (a preempted sequence is readmitted)
   bool first_event_sent = false;
-  bool finished = false;             // set by Scheduler::finish; the sequence leaves the running batch after the step
-  uint64_t admit_order = 0;          // larger = admitted later; the newest is preempted first
+  bool finished = false;     // set by Scheduler::finish; the sequence leaves the running batch after the step
+  uint64_t admit_order = 0;  // larger = admitted later; the newest is preempted first
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }

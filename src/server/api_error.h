@@ -8,11 +8,11 @@
 namespace rs::server {
 
 struct ApiError {
-  int status = 400;                              // HTTP status
+  int status = 400;  // HTTP status
   std::string message;
-  std::string type = "invalid_request_error";    // OpenAI error types: invalid_request_error, server_error, ...
-  std::string param;                             // offending field, empty = null
-  std::string code;                              // machine-readable code, empty = null
+  std::string type = "invalid_request_error";  // OpenAI error types: invalid_request_error, server_error, ...
+  std::string param;                           // offending field, empty = null
+  std::string code;                            // machine-readable code, empty = null
 };
 
 inline nlohmann::json error_json(const ApiError& error) {

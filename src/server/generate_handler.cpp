@@ -12,9 +12,9 @@ namespace rs::server {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kPollInterval = 100ms;   // how often a waiting handler wakes to check its client
-constexpr auto kKeepAliveEvery = 1s;    // SSE comment cadence while no token arrives
-constexpr auto kPeerCheckEvery = 250ms; // how often a non-streaming handler checks that its client is still there
+constexpr auto kPollInterval = 100ms;    // how often a waiting handler wakes to check its client
+constexpr auto kKeepAliveEvery = 1s;     // SSE comment cadence while no token arrives
+constexpr auto kPeerCheckEvery = 250ms;  // how often a non-streaming handler checks that its client is still there
 
 // Counts a call in flight for as long as it lives (a streamed response outlives its handler).
 class InFlight {
@@ -60,8 +60,9 @@ std::optional<ApiError> GenerateHandler::check_num_choices(size_t num_prompts, i
                        "too_many_choices");
 }
 
-std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build_prompts(
-    Endpoint endpoint, const std::string& body, GenerationOptions& options) {
+std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build_prompts(Endpoint endpoint,
+                                                                                         const std::string& body,
+                                                                                         GenerationOptions& options) {
   std::vector<std::vector<int32_t>> prompts;
   std::string model_name;
   if (endpoint == Endpoint::kChat) {
@@ -73,8 +74,10 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     if (auto error = check_num_choices(1, options.n)) return *error;
     if (model_name == model_.name) {
       if (!model_.text.has_chat_template())
-        return invalid_param("messages", "This model has no tokenizer or chat template; use /v1/completions with "
-                                         "token-id prompts.", "chat_unsupported");
+        return invalid_param("messages",
+                             "This model has no tokenizer or chat template; use /v1/completions with "
+                             "token-id prompts.",
+                             "chat_unsupported");
       auto ids = model_.text.chat_prompt(request.messages, request.add_generation_prompt, request.template_extra);
       if (auto* error = std::get_if<ApiError>(&ids)) return *error;
       prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
@@ -97,15 +100,16 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
   }
   if (model_name != model_.name)
     return api_error(404, "invalid_request_error",
-                     fmt::format("The model `{}` does not exist or you do not have access to it.", model_name),
-                     "model", "model_not_found");
+                     fmt::format("The model `{}` does not exist or you do not have access to it.", model_name), "model",
+                     "model_not_found");
   const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
   for (const auto& prompt : prompts) {
     if (prompt.empty()) return invalid_param(prompt_param, "The prompt is empty after tokenization.", "empty_prompt");
     for (int32_t id : prompt)
       if (id < 0 || id >= model_.vocab_size)
-        return invalid_param(prompt_param, fmt::format("Token id {} is outside the vocabulary [0, {}).", id,
-                                                       model_.vocab_size), "invalid_token_id");
+        return invalid_param(prompt_param,
+                             fmt::format("Token id {} is outside the vocabulary [0, {}).", id, model_.vocab_size),
+                             "invalid_token_id");
   }
   if (!options.stop.empty() && !model_.text.has_tokenizer())
     return invalid_param("stop", "Stop strings need a tokenizer, which this model lacks; use stop_token_ids.",
@@ -123,15 +127,16 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
   if (room < 1)
     return invalid_param(prompt_param,
                          fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
-                                     "tokens, which leaves no room for the completion.", model_.max_context, longest),
+                                     "tokens, which leaves no room for the completion.",
+                                     model_.max_context, longest),
                          "context_length_exceeded");
   if (!options.max_tokens) return static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
   if (*options.max_tokens > room)
     return invalid_param(endpoint == Endpoint::kChat ? "max_completion_tokens" : "max_tokens",
                          fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
                                      "tokens ({} in the prompt, {} in the completion). Please reduce the length of the "
-                                     "prompt or completion.", model_.max_context, longest + *options.max_tokens,
-                                     longest, *options.max_tokens),
+                                     "prompt or completion.",
+                                     model_.max_context, longest + *options.max_tokens, longest, *options.max_tokens),
                          "context_length_exceeded");
   return *options.max_tokens;
 }
@@ -146,9 +151,9 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
   if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(res, *error);
 
   // Found before the work starts, while the client is surely connected (only non-streaming calls use it).
-  const PeerConnection peer = options.stream ? PeerConnection({}, {})
-                                             : PeerConnection({req.remote_addr, req.remote_port},
-                                                              {req.local_addr, req.local_port});
+  const PeerConnection peer =
+      options.stream ? PeerConnection({}, {})
+                     : PeerConnection({req.remote_addr, req.remote_port}, {req.local_addr, req.local_port});
   const uint64_t first_id = next_request_id_.fetch_add(prompt_ids.size() * options.n);
   auto generation = std::make_unique<Generation>(model_, options, std::move(prompt_ids), std::get<int32_t>(max_new),
                                                  first_id, scheduler_, metrics_);
@@ -174,12 +179,11 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
         return;
       }
     }
-    if (generation->error())
-      return respond_error(res, server_error(500, *generation->error()));
+    if (generation->error()) return respond_error(res, server_error(500, *generation->error()));
     metrics_.requests_ok++;
-    res.set_content(builder->response(results, generation->usage()).dump(-1, ' ', false,
-                                                                          nlohmann::json::error_handler_t::replace),
-                    "application/json");
+    res.set_content(
+        builder->response(results, generation->usage()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        "application/json");
     return;
   }
 

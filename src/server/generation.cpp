@@ -107,7 +107,8 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
         end_choice(choice, delta, "");
     }
   }
-  if (!delta.text.empty() || !delta.token_ids.empty() || !delta.finish_reason.empty()) deltas.push_back(std::move(delta));
+  if (!delta.text.empty() || !delta.token_ids.empty() || !delta.finish_reason.empty())
+    deltas.push_back(std::move(delta));
 }
 
 void Generation::end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason) {

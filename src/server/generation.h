@@ -23,10 +23,10 @@ namespace rs::server {
 // What a poll added to one choice.
 struct ChoiceDelta {
   int32_t index = 0;
-  std::string text;                            // newly released text
-  std::vector<int32_t> token_ids;              // tokens that arrived (the final stop token excluded)
-  std::vector<engine::SampledToken> sampled;   // the same tokens with their logprobs
-  std::string finish_reason;                   // "stop" or "length" when the choice ended here, else empty
+  std::string text;                           // newly released text
+  std::vector<int32_t> token_ids;             // tokens that arrived (the final stop token excluded)
+  std::vector<engine::SampledToken> sampled;  // the same tokens with their logprobs
+  std::string finish_reason;                  // "stop" or "length" when the choice ended here, else empty
 };
 
 struct Usage {
@@ -37,12 +37,12 @@ struct Usage {
 
 // The model facts a generation needs; owned by the server, shared by every call.
 struct ServingModel {
-  std::string name;                            // the served model name
-  int64_t max_context = 0;                     // prompt + output tokens per request
-  int32_t vocab_size = 0;                      // token-id prompts must lie in [0, vocab_size)
-  std::vector<int32_t> eos_token_ids;          // stop tokens unless ignore_eos
-  engine::SamplingParams sampling_defaults;    // generation_config.json
-  int32_t max_choices_per_call = 128;          // prompts x n one call may submit (at most the scheduler's queue)
+  std::string name;                          // the served model name
+  int64_t max_context = 0;                   // prompt + output tokens per request
+  int32_t vocab_size = 0;                    // token-id prompts must lie in [0, vocab_size)
+  std::vector<int32_t> eos_token_ids;        // stop tokens unless ignore_eos
+  engine::SamplingParams sampling_defaults;  // generation_config.json
+  int32_t max_choices_per_call = 128;        // prompts x n one call may submit (at most the scheduler's queue)
   ModelText text;
 };
 

@@ -75,10 +75,11 @@ void HttpServer::stop() {
 void HttpServer::add_routes() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache";
-    if (!protected_path || authorized(req.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, api_error(401, "invalid_request_error",
-                              "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {},
-                              "invalid_api_key"));
+    if (!protected_path || authorized(req.get_header_value("Authorization")))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(
+        res, api_error(401, "invalid_request_error",
+                       "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {}, "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
   http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -112,7 +113,10 @@ void HttpServer::add_routes() {
   });
 
   auto model_card = [this] {
-    return json{{"id", model_->name}, {"object", "model"}, {"created", 0}, {"owned_by", "radixserve"},
+    return json{{"id", model_->name},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "radixserve"},
                 {"max_model_len", model_->max_context}};
   };
   auto loading = [](httplib::Response& res) {
@@ -134,8 +138,7 @@ void HttpServer::add_routes() {
   auto generate = [this, loading](Endpoint endpoint) {
     return [this, endpoint, loading](const httplib::Request& req, httplib::Response& res) {
       if (!ready_) return loading(res);
-      if (draining_)
-        return send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
+      if (draining_) return send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
       handler_->handle(endpoint, req, res);
     };
   };

@@ -21,9 +21,9 @@ namespace rs::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8000;                 // 0 = any free port (see HttpServer::port)
-  std::string api_key;             // empty = no authentication
-  int32_t num_threads = 64;        // HTTP worker threads (each open stream holds one)
+  int port = 8000;           // 0 = any free port (see HttpServer::port)
+  std::string api_key;       // empty = no authentication
+  int32_t num_threads = 64;  // HTTP worker threads (each open stream holds one)
 };
 
 class HttpServer {

@@ -50,7 +50,9 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
 }
 
 ServerMetrics::ServerMetrics()
-    : time_to_first_token(latency_buckets()), inter_token_latency(latency_buckets()), request_latency(latency_buckets()) {}
+    : time_to_first_token(latency_buckets()),
+      inter_token_latency(latency_buckets()),
+      request_latency(latency_buckets()) {}
 
 std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t page_size) const {
   std::string out;
@@ -64,7 +66,8 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
     int64_t (*value)(const sched::KvGroupStats&);
   };
   const PageMetric page_metrics[] = {
-      {"radixserve_kv_pages_total", "KV pages in the pool, per KV group.", [](const sched::KvGroupStats& g) { return g.num_pages; }},
+      {"radixserve_kv_pages_total", "KV pages in the pool, per KV group.",
+       [](const sched::KvGroupStats& g) { return g.num_pages; }},
       {"radixserve_kv_pages_used", "KV pages referenced by requests or the prefix cache.",
        [](const sched::KvGroupStats& g) { return g.used_pages; }},
       {"radixserve_kv_pages_free", "KV pages on the free list.",
@@ -79,9 +82,10 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
                          metric.value(stats.kv[g]));
   }
   const double hit_rate =
-      stats.prompt_tokens ? static_cast<double>(stats.cached_prompt_tokens) / static_cast<double>(stats.prompt_tokens) : 0.0;
-  single(out, "radixserve_prefix_cache_hit_rate", "gauge", "Prompt tokens served from the prefix cache / prompt tokens.",
-         hit_rate);
+      stats.prompt_tokens ? static_cast<double>(stats.cached_prompt_tokens) / static_cast<double>(stats.prompt_tokens)
+                          : 0.0;
+  single(out, "radixserve_prefix_cache_hit_rate", "gauge",
+         "Prompt tokens served from the prefix cache / prompt tokens.", hit_rate);
   single(out, "radixserve_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
          static_cast<double>(stats.prompt_tokens));
   single(out, "radixserve_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the prefix cache.",

@@ -1,4 +1,5 @@
-// ServerMetrics: request latency histograms and counters, rendered with the scheduler's stats in Prometheus text format.
+// ServerMetrics: request latency histograms and counters, rendered with the scheduler's stats in Prometheus text
+// format.
 #pragma once
 
 #include <atomic>
@@ -32,14 +33,14 @@ class ServerMetrics {
  public:
   ServerMetrics();
 
-  Histogram time_to_first_token;   // seconds from arrival to a choice's first token
-  Histogram inter_token_latency;   // seconds between consecutive tokens of a choice
-  Histogram request_latency;       // seconds from arrival to the last token of an API call
-  std::atomic<uint64_t> requests_ok{0};         // API calls answered successfully
+  Histogram time_to_first_token;         // seconds from arrival to a choice's first token
+  Histogram inter_token_latency;         // seconds between consecutive tokens of a choice
+  Histogram request_latency;             // seconds from arrival to the last token of an API call
+  std::atomic<uint64_t> requests_ok{0};  // API calls answered successfully
   std::atomic<uint64_t> requests_client_error{0};
   std::atomic<uint64_t> requests_server_error{0};
-  std::atomic<uint64_t> requests_aborted{0};    // streams whose client went away
-  std::atomic<uint64_t> requests_rejected{0};   // refused with 503 (queue full, draining)
+  std::atomic<uint64_t> requests_aborted{0};   // streams whose client went away
+  std::atomic<uint64_t> requests_rejected{0};  // refused with 503 (queue full, draining)
 
   // Prometheus text exposition (version 0.0.4) of these metrics and `stats`.
   std::string render(const sched::SchedulerStats& stats, int32_t page_size) const;

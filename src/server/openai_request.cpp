@@ -22,10 +22,9 @@ std::string type_name(const json& value) {
 }
 
 ApiError wrong_type(const std::string& name, const char* expected, const json& got) {
-  return invalid_param(name,
-                       fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected,
-                                   type_name(got)),
-                       "invalid_type");
+  return invalid_param(
+      name, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, type_name(got)),
+      "invalid_type");
 }
 
 // Reads typed fields of a JSON object; the first problem is kept in `error` and later reads return nothing.
@@ -48,12 +47,18 @@ struct FieldReader {
     if (!value->is_number()) return fail(wrong_type(name, "a number", *value)), std::nullopt;
     const double x = value->get<double>();
     if (x < lo)
-      return fail(invalid_param(name, fmt::format("Invalid '{}': decimal below minimum value. Expected a value >= {}, "
-                                                  "but got {} instead.", name, lo, x), "decimal_below_min_value")),
+      return fail(invalid_param(name,
+                                fmt::format("Invalid '{}': decimal below minimum value. Expected a value >= {}, "
+                                            "but got {} instead.",
+                                            name, lo, x),
+                                "decimal_below_min_value")),
              std::nullopt;
     if (x > hi)
-      return fail(invalid_param(name, fmt::format("Invalid '{}': decimal above maximum value. Expected a value <= {}, "
-                                                  "but got {} instead.", name, hi, x), "decimal_above_max_value")),
+      return fail(invalid_param(name,
+                                fmt::format("Invalid '{}': decimal above maximum value. Expected a value <= {}, "
+                                            "but got {} instead.",
+                                            name, hi, x),
+                                "decimal_above_max_value")),
              std::nullopt;
     return x;
   }
@@ -65,12 +70,18 @@ struct FieldReader {
     if (!integral) return fail(wrong_type(name, "an integer", *value)), std::nullopt;
     const double x = value->get<double>();
     if (x < static_cast<double>(lo))
-      return fail(invalid_param(name, fmt::format("Invalid '{}': integer below minimum value. Expected a value >= {}, "
-                                                  "but got {} instead.", name, lo, x), "integer_below_min_value")),
+      return fail(invalid_param(name,
+                                fmt::format("Invalid '{}': integer below minimum value. Expected a value >= {}, "
+                                            "but got {} instead.",
+                                            name, lo, x),
+                                "integer_below_min_value")),
              std::nullopt;
     if (x > static_cast<double>(hi))
-      return fail(invalid_param(name, fmt::format("Invalid '{}': integer above maximum value. Expected a value <= {}, "
-                                                  "but got {} instead.", name, hi, x), "integer_above_max_value")),
+      return fail(invalid_param(name,
+                                fmt::format("Invalid '{}': integer above maximum value. Expected a value <= {}, "
+                                            "but got {} instead.",
+                                            name, hi, x),
+                                "integer_above_max_value")),
              std::nullopt;
     return value->is_number_unsigned() ? static_cast<int64_t>(value->get<uint64_t>()) : value->get<int64_t>();
   }
@@ -87,7 +98,8 @@ struct FieldReader {
     return value->get<std::string>();
   }
   void unsupported(const char* name, const std::string& why) {
-    if (find(name)) fail(invalid_param(name, fmt::format("'{}' is not supported: {}", name, why), "unsupported_parameter"));
+    if (find(name))
+      fail(invalid_param(name, fmt::format("'{}' is not supported: {}", name, why), "unsupported_parameter"));
   }
 };
 
@@ -97,10 +109,22 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "frequency_penalty", "seed", "logit_bias", "logprobs", "user", "metadata", "store", "service_tier",
     // Extensions shared with vLLM and SGLang.
     "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "skip_special_tokens", "return_token_ids"};
-const std::set<std::string, std::less<>> kChatFields = {
-    "messages", "max_completion_tokens", "top_logprobs", "tools", "tool_choice", "parallel_tool_calls",
-    "response_format", "reasoning_effort", "modalities", "audio", "prediction", "functions", "function_call",
-    "web_search_options", "chat_template_kwargs", "add_generation_prompt"};
+const std::set<std::string, std::less<>> kChatFields = {"messages",
+                                                        "max_completion_tokens",
+                                                        "top_logprobs",
+                                                        "tools",
+                                                        "tool_choice",
+                                                        "parallel_tool_calls",
+                                                        "response_format",
+                                                        "reasoning_effort",
+                                                        "modalities",
+                                                        "audio",
+                                                        "prediction",
+                                                        "functions",
+                                                        "function_call",
+                                                        "web_search_options",
+                                                        "chat_template_kwargs",
+                                                        "add_generation_prompt"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
 
 std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields) {
@@ -131,11 +155,14 @@ std::variant<json, ApiError> parse_body(std::string_view body) {
       },
       /*allow_exceptions=*/false);
   if (too_deep)
-    return invalid_param({}, fmt::format("The JSON body of your request is nested more than {} levels deep.",
-                                         kMaxJsonDepth), "invalid_json");
+    return invalid_param(
+        {}, fmt::format("The JSON body of your request is nested more than {} levels deep.", kMaxJsonDepth),
+        "invalid_json");
   if (parsed.is_discarded())
-    return invalid_param({}, "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
-                             "payload, but what was sent was not valid JSON.", "invalid_json");
+    return invalid_param({},
+                         "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
+                         "payload, but what was sent was not valid JSON.",
+                         "invalid_json");
   if (!parsed.is_object())
     return invalid_param({}, fmt::format("The request body must be a JSON object, not {}.", type_name(parsed)),
                          "invalid_json");
@@ -199,8 +226,10 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
     if (!stream_options->is_object()) {
       reader.fail(wrong_type("stream_options", "an object", *stream_options));
     } else if (!options.stream) {
-      reader.fail(invalid_param("stream_options", "The 'stream_options' parameter is only allowed when 'stream' is "
-                                                  "enabled.", "invalid_value"));
+      reader.fail(invalid_param("stream_options",
+                                "The 'stream_options' parameter is only allowed when 'stream' is "
+                                "enabled.",
+                                "invalid_value"));
     } else {
       FieldReader inner{*stream_options, std::nullopt};
       options.include_usage = inner.boolean("include_usage").value_or(false);
@@ -229,11 +258,14 @@ std::string flatten_content(const json& content, std::optional<ApiError>& error,
 }
 
 std::optional<ApiError> validate_messages(const json* messages, json& out) {
-  if (!messages) return invalid_param("messages", "Missing required parameter: 'messages'.", "missing_required_parameter");
+  if (!messages)
+    return invalid_param("messages", "Missing required parameter: 'messages'.", "missing_required_parameter");
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
   if (messages->empty())
-    return invalid_param("messages", "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
-                                     "got an empty array instead.", "empty_array");
+    return invalid_param("messages",
+                         "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
+                         "got an empty array instead.",
+                         "empty_array");
   static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
   out = json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
@@ -242,14 +274,18 @@ std::optional<ApiError> validate_messages(const json* messages, json& out) {
     if (!message.is_object()) return wrong_type(where, "an object", message);
     auto role = message.find("role");
     if (role == message.end() || !role->is_string() || !kRoles.contains(role->get<std::string>()))
-      return invalid_param(where + ".role", fmt::format("Invalid value for '{}.role': expected one of system, "
-                                                        "developer, user, assistant or tool.", where), "invalid_value");
+      return invalid_param(where + ".role",
+                           fmt::format("Invalid value for '{}.role': expected one of system, "
+                                       "developer, user, assistant or tool.",
+                                       where),
+                           "invalid_value");
     json copy = message;
     auto content = message.find("content");
     const bool is_assistant = role->get<std::string>() == "assistant";
     if (content == message.end() || content->is_null()) {
-      if (!is_assistant) return invalid_param(where + ".content", "Missing required parameter: '" + where + ".content'.",
-                                              "missing_required_parameter");
+      if (!is_assistant)
+        return invalid_param(where + ".content", "Missing required parameter: '" + where + ".content'.",
+                             "missing_required_parameter");
     } else if (content->is_string() || content->is_array()) {
       std::optional<ApiError> error;
       copy["content"] = flatten_content(*content, error, i);
@@ -294,7 +330,8 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
       error && !reader.error)
     reader.fail(*error);
   request.options = read_common(reader, defaults);
-  if (auto v = reader.integer("max_completion_tokens", 1, INT32_MAX)) request.options.max_tokens = static_cast<int32_t>(*v);
+  if (auto v = reader.integer("max_completion_tokens", 1, INT32_MAX))
+    request.options.max_tokens = static_cast<int32_t>(*v);
   request.options.sampling.logprobs = reader.boolean("logprobs").value_or(false);
   if (auto v = reader.integer("top_logprobs", 0, 20)) {
     if (!request.options.sampling.logprobs)
@@ -304,18 +341,23 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
   if (const json* format = reader.find("response_format");
       format && !(format->is_object() && format->value("type", "") == "text"))
     reader.fail(invalid_param("response_format", "only {\"type\": \"text\"} is supported", "unsupported_parameter"));
-  if (auto choice = reader.find("tool_choice"); choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
+  if (auto choice = reader.find("tool_choice");
+      choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
     reader.fail(invalid_param("tool_choice", "only 'auto' and 'none' are supported", "unsupported_parameter"));
   for (const char* name : {"audio", "prediction", "functions", "function_call", "web_search_options"})
     reader.unsupported(name, "this server generates text only");
   if (const json* tools = reader.find("tools")) {
-    if (!tools->is_array()) reader.fail(wrong_type("tools", "an array", *tools));
-    else request.template_extra["tools"] = *tools;
+    if (!tools->is_array())
+      reader.fail(wrong_type("tools", "an array", *tools));
+    else
+      request.template_extra["tools"] = *tools;
   }
   if (auto effort = reader.string("reasoning_effort")) request.template_extra["reasoning_effort"] = *effort;
   if (const json* kwargs = reader.find("chat_template_kwargs")) {
-    if (!kwargs->is_object()) reader.fail(wrong_type("chat_template_kwargs", "an object", *kwargs));
-    else request.template_extra.update(*kwargs);
+    if (!kwargs->is_object())
+      reader.fail(wrong_type("chat_template_kwargs", "an object", *kwargs));
+    else
+      request.template_extra.update(*kwargs);
   }
   request.add_generation_prompt = reader.boolean("add_generation_prompt").value_or(true);
   if (reader.error) return *reader.error;
@@ -343,11 +385,14 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
   } else if (prompt && prompt->is_array() && !prompt->empty() &&
              std::all_of(prompt->begin(), prompt->end(), [](const json& p) { return p.is_string(); })) {
     for (const json& p : *prompt) request.text_prompts.push_back(p.get<std::string>());
-  } else if (prompt && prompt->is_array() && !prompt->empty() && std::all_of(prompt->begin(), prompt->end(), is_token_list)) {
+  } else if (prompt && prompt->is_array() && !prompt->empty() &&
+             std::all_of(prompt->begin(), prompt->end(), is_token_list)) {
     for (const json& p : *prompt) request.token_prompts.push_back(p.get<std::vector<int32_t>>());
   } else if (prompt) {
-    reader.fail(invalid_param("prompt", "'prompt' must be a string, an array of strings, an array of token ids, or "
-                                        "an array of token-id arrays, and not empty", "invalid_type"));
+    reader.fail(invalid_param("prompt",
+                              "'prompt' must be a string, an array of strings, an array of token ids, or "
+                              "an array of token-id arrays, and not empty",
+                              "invalid_type"));
   }
   request.options = read_common(reader, defaults);
   if (!request.options.max_tokens) request.options.max_tokens = 16;  // the legacy endpoint's default

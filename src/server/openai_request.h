@@ -18,22 +18,22 @@ namespace rs::server {
 
 // What both endpoints share once validated.
 struct GenerationOptions {
-  int32_t n = 1;                              // choices per prompt
-  std::optional<int32_t> max_tokens;          // none: the endpoint's default
-  std::vector<std::string> stop;              // stop strings (not included in the output)
-  std::vector<int32_t> stop_token_ids;        // extra stop tokens besides the model's EOS
+  int32_t n = 1;                        // choices per prompt
+  std::optional<int32_t> max_tokens;    // none: the endpoint's default
+  std::vector<std::string> stop;        // stop strings (not included in the output)
+  std::vector<int32_t> stop_token_ids;  // extra stop tokens besides the model's EOS
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   bool stream = false;
-  bool include_usage = false;                 // stream_options.include_usage
-  bool return_token_ids = false;              // extension: choices carry token_ids (for models without a tokenizer)
-  engine::SamplingParams sampling;            // logprobs / top_logprobs included
+  bool include_usage = false;       // stream_options.include_usage
+  bool return_token_ids = false;    // extension: choices carry token_ids (for models without a tokenizer)
+  engine::SamplingParams sampling;  // logprobs / top_logprobs included
 };
 
 struct ChatRequest {
   std::string model;
   // Key order is kept (ordered_json): chat templates print tool schemas in the order the client sent them.
-  nlohmann::ordered_json messages;            // validated array of {role, content, ...}
+  nlohmann::ordered_json messages;                                           // validated array of {role, content, ...}
   nlohmann::ordered_json template_extra = nlohmann::ordered_json::object();  // tools, reasoning_effort, kwargs
   bool add_generation_prompt = true;
   GenerationOptions options;
@@ -41,7 +41,7 @@ struct ChatRequest {
 
 struct CompletionRequest {
   std::string model;
-  std::vector<std::string> text_prompts;      // exactly one of these two is non-empty
+  std::vector<std::string> text_prompts;  // exactly one of these two is non-empty
   std::vector<std::vector<int32_t>> token_prompts;
   GenerationOptions options;
 };

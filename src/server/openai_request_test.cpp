@@ -65,8 +65,8 @@ TEST(OpenAiRequest, ParsesCompletionPromptsOfEveryShape) {
 
 TEST(OpenAiRequest, UsesGenerationConfigDefaultsOnlyWhereTheRequestIsSilent) {
   const engine::SamplingParams defaults = sampling_defaults({{"temperature", 0.6}, {"top_p", 0.95}, {"top_k", 20}});
-  auto parsed = parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0.5})",
-                                   defaults);
+  auto parsed =
+      parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "top_p": 0.5})", defaults);
   const auto& options = std::get<ChatRequest>(parsed).options;
   EXPECT_FLOAT_EQ(options.sampling.temperature, 0.6f);
   EXPECT_FLOAT_EQ(options.sampling.top_p, 0.5f);
@@ -76,8 +76,8 @@ TEST(OpenAiRequest, UsesGenerationConfigDefaultsOnlyWhereTheRequestIsSilent) {
 TEST(OpenAiRequest, RejectsBadInputWithOpenAiStyleErrors) {
   EXPECT_EQ(chat_error("{not json").code, "invalid_json");
   EXPECT_EQ(chat_error("[1, 2]").code, "invalid_json");
-  EXPECT_TRUE(std::holds_alternative<ChatRequest>(parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})",
-                                                                    kDefaults)))
+  EXPECT_TRUE(std::holds_alternative<ChatRequest>(
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "x"}]})", kDefaults)))
       << "model may be omitted";
   EXPECT_EQ(chat_error(R"({"model": "m", "messages": []})").code, "empty_array");
   EXPECT_EQ(chat_error(R"({"model": "m"})").param, "messages");

@@ -63,7 +63,8 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
         const std::string alt_text = text_.token_text(alt.token_id);
         top.push_back({{"token", alt_text}, {"logprob", alt.logprob}, {"bytes", utf8_bytes(alt_text)}});
       }
-      content.push_back({{"token", text}, {"logprob", token.logprob}, {"bytes", utf8_bytes(text)}, {"top_logprobs", top}});
+      content.push_back(
+          {{"token", text}, {"logprob", token.logprob}, {"bytes", utf8_bytes(text)}, {"top_logprobs", top}});
     }
     return {{"content", content}, {"refusal", nullptr}};
   }
@@ -81,8 +82,8 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
     offsets.push_back(text_offset);
     text_offset += static_cast<int64_t>(text.size());
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs},
-          {"text_offset", offsets}};
+  return {
+      {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
 json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) const {

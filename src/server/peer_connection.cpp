@@ -26,7 +26,8 @@ bool endpoint_is(int fd, Side side, const SocketAddress& want) {
 
 }  // namespace
 
-PeerConnection::PeerConnection(SocketAddress remote, SocketAddress local) : remote_(std::move(remote)), local_(std::move(local)) {
+PeerConnection::PeerConnection(SocketAddress remote, SocketAddress local)
+    : remote_(std::move(remote)), local_(std::move(local)) {
   if (!remote_.addr.empty()) fd_ = find_socket();
 }
 

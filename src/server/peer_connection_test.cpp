@@ -24,7 +24,8 @@ struct Connection {
 SocketAddress endpoint_of(int fd, bool peer) {
   sockaddr_storage a{};
   socklen_t len = sizeof(a);
-  peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  peer ? getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len)
+       : getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   char host[INET6_ADDRSTRLEN] = {};
   int port = 0;
   if (a.ss_family == AF_INET) {

@@ -20,7 +20,7 @@ class StopMatcher {
 
  private:
   std::vector<std::string> stops_;
-  std::string pending_;   // text not yet returned
+  std::string pending_;  // text not yet returned
   bool stopped_ = false;
 };
 

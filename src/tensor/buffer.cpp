@@ -16,8 +16,8 @@ Buffer Buffer::host(size_t bytes) {
 
 Tensor Buffer::tensor(DType dtype, std::initializer_list<int64_t> shape) const {
   Tensor out(data_, dtype, shape, device_);
-  RS_CHECK(out.bytes() <= bytes_, "view {} of {} needs {} bytes, buffer has {}", out.shape_string(),
-           dtype_name(dtype), out.bytes(), bytes_);
+  RS_CHECK(out.bytes() <= bytes_, "view {} of {} needs {} bytes, buffer has {}", out.shape_string(), dtype_name(dtype),
+           out.bytes(), bytes_);
   return out;
 }
 

@@ -53,7 +53,7 @@ uint16_t f32_to_f16(float value);
 
 // FP4 E2M1 code (low 4 bits) -> value: [0, .5, 1, 1.5, 2, 3, 4, 6] with bit 3 as the sign.
 inline float fp4_e2m1_to_f32(uint8_t code) {
-  static constexpr float kValues[16] = {0.f, .5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f,
+  static constexpr float kValues[16] = {0.f,  .5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,
                                         -0.f, -.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
   return kValues[code & 15];
 }

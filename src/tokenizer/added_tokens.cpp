@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "base/error.h"
-#include "tokenizer/unicode.h"
 #include "base/utf8.h"
+#include "tokenizer/unicode.h"
 
 namespace rs::tokenizer {
 namespace {
@@ -56,8 +56,7 @@ void AddedVocabulary::Matcher::add(std::string_view pattern, int32_t token_index
   for (const char c : pattern) {
     const auto byte = static_cast<unsigned char>(c);
     auto& children = nodes_[node].children;
-    auto it = std::find_if(children.begin(), children.end(),
-                           [&](const auto& child) { return child.first == byte; });
+    auto it = std::find_if(children.begin(), children.end(), [&](const auto& child) { return child.first == byte; });
     if (it != children.end()) {
       node = it->second;
       continue;
@@ -72,15 +71,14 @@ void AddedVocabulary::Matcher::add(std::string_view pattern, int32_t token_index
   first_bytes_[static_cast<unsigned char>(pattern.front())] = true;
 }
 
-std::pair<std::size_t, int32_t> AddedVocabulary::Matcher::longest_at(std::string_view text,
-                                                                     std::size_t pos) const {
+std::pair<std::size_t, int32_t> AddedVocabulary::Matcher::longest_at(std::string_view text, std::size_t pos) const {
   std::pair<std::size_t, int32_t> best{0, -1};
   int32_t node = 0;
   for (std::size_t i = pos; i < text.size(); ++i) {
     const auto byte = static_cast<unsigned char>(text[i]);
     const auto& children = nodes_[node].children;
-    const auto it = std::find_if(children.begin(), children.end(),
-                                 [&](const auto& child) { return child.first == byte; });
+    const auto it =
+        std::find_if(children.begin(), children.end(), [&](const auto& child) { return child.first == byte; });
     if (it == children.end()) break;
     node = it->second;
     if (nodes_[node].token_index >= 0) best = {i + 1 - pos, nodes_[node].token_index};
@@ -121,8 +119,7 @@ std::optional<int32_t> AddedVocabulary::token_to_id(std::string_view content) co
   return tokens_[it->second].id;
 }
 
-void AddedVocabulary::split(std::string_view text, bool normalized_set,
-                            std::vector<Segment>& out) const {
+void AddedVocabulary::split(std::string_view text, bool normalized_set, std::vector<Segment>& out) const {
   const Matcher& matcher = normalized_set ? normalized_matcher_ : raw_matcher_;
   std::size_t start_offset = 0;
   std::size_t pos = 0;
@@ -140,8 +137,7 @@ void AddedVocabulary::split(std::string_view text, bool normalized_set,
     std::size_t stop = pos + length;
     pos = stop;  // the automaton resumes after the match, whatever happens to it below
     const AddedToken& token = tokens_[index];
-    if (token.single_word &&
-        (ends_with_word(text, start) || starts_with_word(text, stop))) {
+    if (token.single_word && (ends_with_word(text, start) || starts_with_word(text, stop))) {
       continue;  // not a whole word: the text stays text
     }
     if (token.lstrip) start = std::max(whitespace_run_before(text, start), start_offset);

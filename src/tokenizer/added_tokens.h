@@ -59,7 +59,7 @@ class AddedVocabulary {
    private:
     struct Node {
       std::vector<std::pair<unsigned char, int32_t>> children;  // byte -> node index
-      int32_t token_index = -1;                                   // a pattern ends here
+      int32_t token_index = -1;                                 // a pattern ends here
     };
     std::vector<Node> nodes_{Node{}};
     std::array<bool, 256> first_bytes_{};

@@ -36,8 +36,7 @@ bool BpeCache::lookup(std::string_view piece, std::vector<int32_t>& out) const {
 void BpeCache::insert(std::string_view piece, std::span<const int32_t> ids) const {
   if (piece.size() > kMaxPieceBytes) return;
   const uint64_t hash = std::hash<std::string_view>{}(piece);
-  auto entry = std::make_unique<Entry>(
-      Entry{hash, std::string(piece), std::vector<int32_t>(ids.begin(), ids.end())});
+  auto entry = std::make_unique<Entry>(Entry{hash, std::string(piece), std::vector<int32_t>(ids.begin(), ids.end())});
   for (std::size_t probe = 0; probe < kMaxProbes; ++probe) {
     const Entry* expected = nullptr;
     std::atomic<const Entry*>& slot = slots_[(hash + probe) & mask_];

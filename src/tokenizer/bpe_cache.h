@@ -39,7 +39,7 @@ class BpeCache {
     std::vector<int32_t> ids;
   };
 
-  std::size_t mask_;                                  // number of slots - 1 (a power of two)
+  std::size_t mask_;                                    // number of slots - 1 (a power of two)
   std::unique_ptr<std::atomic<const Entry*>[]> slots_;  // owning: freed in the destructor
 };
 

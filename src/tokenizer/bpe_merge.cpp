@@ -45,8 +45,7 @@ void MergeTable::reserve(std::size_t num_merges) {
   size_ = 0;
   for (const Slot& slot : old) {
     if (slot.key != kEmpty) {
-      insert(static_cast<int32_t>(slot.key >> 32), static_cast<int32_t>(slot.key & 0xFFFFFFFF),
-             slot.rule);
+      insert(static_cast<int32_t>(slot.key >> 32), static_cast<int32_t>(slot.key & 0xFFFFFFFF), slot.rule);
     }
   }
 }
@@ -76,8 +75,7 @@ const MergeRule* MergeTable::find(int32_t left, int32_t right) const {
   }
 }
 
-void merge_word(const std::vector<int32_t>& ids, const MergeTable& merges,
-                std::vector<int32_t>& out) {
+void merge_word(const std::vector<int32_t>& ids, const MergeTable& merges, std::vector<int32_t>& out) {
   const auto count = static_cast<int32_t>(ids.size());
   if (count == 0) return;
   if (count == 1) {
@@ -95,8 +93,7 @@ void merge_word(const std::vector<int32_t>& ids, const MergeTable& merges,
       }
     }
   }
-  std::priority_queue<Candidate, std::vector<Candidate>, LaterFirst> queue(LaterFirst{},
-                                                                           std::move(storage));
+  std::priority_queue<Candidate, std::vector<Candidate>, LaterFirst> queue(LaterFirst{}, std::move(storage));
   while (!queue.empty()) {
     const Candidate top = queue.top();
     queue.pop();

@@ -35,7 +35,6 @@ class MergeTable {
 // Merges the symbols of one word (token ids, in order) exactly as HF's Word::merge_all: always the
 // pair with the lowest rank, the leftmost on ties; O(n log n) with a heap and a linked list, so
 // a 100k-symbol word is fast. Appends the final ids to `out`.
-void merge_word(const std::vector<int32_t>& symbols, const MergeTable& merges,
-                std::vector<int32_t>& out);
+void merge_word(const std::vector<int32_t>& symbols, const MergeTable& merges, std::vector<int32_t>& out);
 
 }  // namespace rs::tokenizer

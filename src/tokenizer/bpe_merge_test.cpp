@@ -18,8 +18,8 @@ TEST(BpeMerge, LowestRankFirstThenLeftmost) {
   merges.insert(1, 2, {1, 10});
   merges.insert(2, 1, {0, 11});
   merges.insert(1, 1, {2, 12});
-  EXPECT_EQ(merged({1, 2, 1}, merges), (std::vector<int32_t>{1, 11}));       // "aba" -> a + ba
-  EXPECT_EQ(merged({1, 1, 1}, merges), (std::vector<int32_t>{12, 1}));       // leftmost tie
+  EXPECT_EQ(merged({1, 2, 1}, merges), (std::vector<int32_t>{1, 11}));  // "aba" -> a + ba
+  EXPECT_EQ(merged({1, 1, 1}, merges), (std::vector<int32_t>{12, 1}));  // leftmost tie
   EXPECT_EQ(merged({1, 1, 1, 1}, merges), (std::vector<int32_t>{12, 12}));
   EXPECT_EQ(merged({3}, merges), (std::vector<int32_t>{3}));
   EXPECT_TRUE(merged({}, merges).empty());

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "tokenizer/byte_level.h"
 #include "base/utf8.h"
+#include "tokenizer/byte_level.h"
 
 namespace rs::tokenizer {
 namespace {
@@ -31,9 +31,7 @@ std::pair<std::string, std::string> parse_merge(const nlohmann::json& merge, std
 
 }  // namespace
 
-BpeModel::BpeModel() : cache_(std::make_unique<BpeCache>(kCacheCapacityPieces)) {
-  byte_ids_.fill(-1);
-}
+BpeModel::BpeModel() : cache_(std::make_unique<BpeCache>(kCacheCapacityPieces)) { byte_ids_.fill(-1); }
 
 BpeModel BpeModel::from_json(const nlohmann::json& config, bool byte_level) {
   const std::string type = config.value("type", std::string("BPE"));
@@ -52,8 +50,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& config, bool byte_level) {
   }
   model.continuing_subword_prefix_ = optional_string(config, "continuing_subword_prefix");
   model.end_of_word_suffix_ = optional_string(config, "end_of_word_suffix");
-  RS_CHECK(!byte_level || (model.continuing_subword_prefix_.empty() &&
-                           model.end_of_word_suffix_.empty()),
+  RS_CHECK(!byte_level || (model.continuing_subword_prefix_.empty() && model.end_of_word_suffix_.empty()),
            "unsupported tokenizer.json feature: byte-level BPE with a subword prefix/suffix");
 
   const nlohmann::json& vocab = config.at("vocab");
@@ -75,8 +72,8 @@ BpeModel BpeModel::from_json(const nlohmann::json& config, bool byte_level) {
   }
   if (byte_level) {
     for (int byte = 0; byte < 256; ++byte) {
-      RS_CHECK(model.byte_ids_[byte] >= 0,
-               "unsupported tokenizer.json feature: byte-level vocab lacks byte 0x{:02X}", byte);
+      RS_CHECK(model.byte_ids_[byte] >= 0, "unsupported tokenizer.json feature: byte-level vocab lacks byte 0x{:02X}",
+               byte);
     }
   }
 
@@ -87,10 +84,8 @@ BpeModel BpeModel::from_json(const nlohmann::json& config, bool byte_level) {
     const auto [left, right] = parse_merge(merges[rank], rank);
     const auto left_id = model.token_to_id(left);
     const auto right_id = model.token_to_id(right);
-    RS_CHECK(left_id && right_id, "BPE merge {} '{} {}' names a token not in the vocab", rank,
-             left, right);
-    RS_CHECK(right.size() >= prefix_bytes, "BPE merge {} right side shorter than the prefix",
-             rank);
+    RS_CHECK(left_id && right_id, "BPE merge {} '{} {}' names a token not in the vocab", rank, left, right);
+    RS_CHECK(right.size() >= prefix_bytes, "BPE merge {} right side shorter than the prefix", rank);
     const std::string merged = left + right.substr(prefix_bytes);
     const auto merged_id = model.token_to_id(merged);
     RS_CHECK(merged_id.has_value(), "BPE merge {} result '{}' is not in the vocab", rank, merged);
@@ -99,9 +94,7 @@ BpeModel BpeModel::from_json(const nlohmann::json& config, bool byte_level) {
   return model;
 }
 
-std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  return vocab_.find(token);
-}
+std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const { return vocab_.find(token); }
 
 std::string_view BpeModel::id_to_token(int32_t id) const {
   if (id < 0 || id >= id_limit()) return {};
@@ -170,8 +163,10 @@ void BpeModel::tokenize(std::string_view piece, std::vector<int32_t>& out) const
   if (cache_->lookup(piece, out)) return;
   std::vector<int32_t> symbols;
   symbols.reserve(piece.size());
-  if (byte_level_) initial_symbols_bytes(piece, symbols);
-  else initial_symbols_chars(piece, symbols);
+  if (byte_level_)
+    initial_symbols_bytes(piece, symbols);
+  else
+    initial_symbols_chars(piece, symbols);
   const std::size_t first = out.size();
   merge_word(symbols, merges_, out);
   cache_->insert(piece, std::span<const int32_t>(out).subspan(first));

@@ -41,7 +41,7 @@ class BpeModel {
   void initial_symbols_chars(std::string_view piece, std::vector<int32_t>& symbols) const;
   int32_t unk_id() const;
 
-  TokenMap vocab_;                     // vocab string -> id
+  TokenMap vocab_;  // vocab string -> id
   std::vector<std::string> id_to_token_;
   TokenMap byte_vocab_;                // byte-level: raw bytes of each vocab string -> id
   std::array<int32_t, 256> byte_ids_;  // byte-level: id of each single-byte token

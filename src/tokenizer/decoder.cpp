@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "tokenizer/byte_level.h"
 #include "base/utf8.h"
+#include "tokenizer/byte_level.h"
 
 namespace rs::tokenizer {
 namespace {
@@ -86,24 +86,21 @@ void Decoder::append_steps(const nlohmann::json& config) {
   } else if (type == "ByteLevel") {
     steps_.emplace_back(ByteLevel{});
   } else if (type == "Replace") {
-    steps_.emplace_back(
-        Replace{Pattern::from_json(config.at("pattern")), config.at("content").get<std::string>()});
+    steps_.emplace_back(Replace{Pattern::from_json(config.at("pattern")), config.at("content").get<std::string>()});
   } else if (type == "ByteFallback") {
     steps_.emplace_back(ByteFallback{});
   } else if (type == "Fuse") {
     steps_.emplace_back(Fuse{});
   } else if (type == "Strip") {
     steps_.emplace_back(Strip{single_char(config.at("content").get<std::string>(), "Strip content"),
-                              config.at("start").get<std::size_t>(),
-                              config.at("stop").get<std::size_t>()});
+                              config.at("start").get<std::size_t>(), config.at("stop").get<std::size_t>()});
   } else if (type == "Metaspace") {
     bool strip_first = config.value("prepend_scheme", std::string("always")) != "never";
     if (config.contains("add_prefix_space") && !config.at("add_prefix_space").get<bool>()) {
       strip_first = false;
     }
-    steps_.emplace_back(Metaspace{
-        single_char(config.at("replacement").get<std::string>(), "Metaspace replacement"),
-        strip_first});
+    steps_.emplace_back(
+        Metaspace{single_char(config.at("replacement").get<std::string>(), "Metaspace replacement"), strip_first});
   } else {
     RS_FAIL("unsupported tokenizer.json feature: decoder type '{}'", type);
   }
@@ -137,8 +134,10 @@ std::string Decoder::decode(std::vector<std::string> tokens, DecodeContext& cont
     if (std::holds_alternative<ByteLevel>(step)) {
       std::string bytes;
       for (const std::string& token : tokens) {
-        if (auto raw = byte_level::decode(token)) bytes += *raw;
-        else bytes += token;  // not byte-level (e.g. an added token): its own UTF-8
+        if (auto raw = byte_level::decode(token))
+          bytes += *raw;
+        else
+          bytes += token;  // not byte-level (e.g. an added token): its own UTF-8
       }
       if (streaming && utf8::incomplete_tail(bytes) > 0) context.open = true;
       tokens.assign(1, utf8::to_lossy(bytes));
@@ -193,8 +192,7 @@ std::string Decoder::decode(std::vector<std::string> tokens, DecodeContext& cont
           ++start_cut;
         }
         std::size_t stop_cut = chars.size();
-        for (std::size_t i = 0; strip_stop && i < std::min(strip->stop, chars.size() - start_cut);
-             ++i) {
+        for (std::size_t i = 0; strip_stop && i < std::min(strip->stop, chars.size() - start_cut); ++i) {
           if (chars[stop_cut - 1] != strip->content) break;
           --stop_cut;
         }
@@ -218,8 +216,10 @@ std::string Decoder::decode(std::vector<std::string> tokens, DecodeContext& cont
         const bool first = i == 0 && context.at_start && metaspace->strip_first;
         std::string out;
         for (const char32_t c : to_chars(tokens[i])) {
-          if (c != metaspace->replacement) utf8::append(out, c);
-          else if (!first) out.push_back(' ');
+          if (c != metaspace->replacement)
+            utf8::append(out, c);
+          else if (!first)
+            out.push_back(' ');
         }
         tokens[i] = std::move(out);
       }

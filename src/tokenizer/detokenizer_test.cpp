@@ -5,9 +5,9 @@
 
 #include <random>
 
+#include "base/utf8.h"
 #include "tokenizer/test_fixtures.h"
 #include "tokenizer/tokenizer.h"
-#include "base/utf8.h"
 
 namespace rs::tokenizer {
 namespace {
@@ -31,21 +31,17 @@ TEST(Detokenizer, ByteLevelHoldsPartialCharacters) {
   EXPECT_EQ(chunks_of(tok, Ids{268, 160, 229, 165, 189}, false),
             (std::vector<std::string>{"", "\u4f60", "", "", "\u597d", ""}));
   // A truncated character at the end comes out of flush() as U+FFFD, as decode() gives it.
-  EXPECT_EQ(chunks_of(tok, Ids{104, 268}, false),
-            (std::vector<std::string>{"h", "", "\xEF\xBF\xBD"}));
+  EXPECT_EQ(chunks_of(tok, Ids{104, 268}, false), (std::vector<std::string>{"h", "", "\xEF\xBF\xBD"}));
 }
 
 TEST(Detokenizer, SentencePieceLeadingSpaceOnlyOnce) {
   const Tokenizer tok = load_fixture("sentencepiece");
-  EXPECT_EQ(chunks_of(tok, Ids{1, 276, 281}, true),
-            (std::vector<std::string>{"", "Hello", " world", ""}));
-  EXPECT_EQ(chunks_of(tok, Ids{1, 276, 281}, false),
-            (std::vector<std::string>{"<s>", " Hello", " world", ""}));
+  EXPECT_EQ(chunks_of(tok, Ids{1, 276, 281}, true), (std::vector<std::string>{"", "Hello", " world", ""}));
+  EXPECT_EQ(chunks_of(tok, Ids{1, 276, 281}, false), (std::vector<std::string>{"<s>", " Hello", " world", ""}));
   // A byte-fallback run is final only when a non-byte token follows (HF decodes runs whole).
   EXPECT_EQ(chunks_of(tok, Ids{276, 231, 192, 163, 281}, false),
             (std::vector<std::string>{"Hello", "", "", "", "\u4f60 world", ""}));
-  EXPECT_EQ(chunks_of(tok, Ids{231, 192}, false),
-            (std::vector<std::string>{"", "", "\xEF\xBF\xBD\xEF\xBF\xBD"}));
+  EXPECT_EQ(chunks_of(tok, Ids{231, 192}, false), (std::vector<std::string>{"", "", "\xEF\xBF\xBD\xEF\xBF\xBD"}));
 }
 
 // Decoder variants: the fixtures plus decoders whose start/end handling is sequence-wide.
@@ -66,11 +62,12 @@ std::vector<std::pair<std::string, Tokenizer>> variants() {
                                 {{"type", "Fuse"}},
                                 {{"type", "Strip"}, {"content", " "}, {"start", 2}, {"stop", 1}}}}});
   patched("no decoder", nullptr);
-  patched("metaspace after fuse", {{"type", "Sequence"},
-                                   {"decoders",
-                                    {{{"type", "ByteFallback"}},
-                                     {{"type", "Fuse"}},
-                                     {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}}}}});
+  patched("metaspace after fuse",
+          {{"type", "Sequence"},
+           {"decoders",
+            {{{"type", "ByteFallback"}},
+             {{"type", "Fuse"}},
+             {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}}}}});
   patched("replace after fuse", {{"type", "Sequence"},
                                  {"decoders",
                                   {{{"type", "Fuse"}},

@@ -62,8 +62,7 @@ void Normalizer::append_steps(const nlohmann::json& config, std::vector<Step>& s
   } else if (type == "Lowercase") {
     steps.emplace_back(Lowercase{});
   } else if (type == "Replace") {
-    steps.emplace_back(Replace{Pattern::from_json(config.at("pattern")),
-                               config.at("content").get<std::string>()});
+    steps.emplace_back(Replace{Pattern::from_json(config.at("pattern")), config.at("content").get<std::string>()});
   } else if (type == "Prepend") {
     steps.emplace_back(Prepend{config.at("prepend").get<std::string>()});
   } else if (type == "Strip") {

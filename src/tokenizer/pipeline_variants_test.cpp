@@ -25,13 +25,9 @@ Tokenizer patched(const std::string& fixture, const std::string& key, const json
   return Tokenizer::from_json(tokenizer_json, json::object());
 }
 
-Tokenizer byte_level_with(const json& pre_tokenizer) {
-  return patched("byte_level", "pre_tokenizer", pre_tokenizer);
-}
+Tokenizer byte_level_with(const json& pre_tokenizer) { return patched("byte_level", "pre_tokenizer", pre_tokenizer); }
 
-json sequence(const std::vector<json>& steps) {
-  return {{"type", "Sequence"}, {"pretokenizers", steps}};
-}
+json sequence(const std::vector<json>& steps) { return {{"type", "Sequence"}, {"pretokenizers", steps}}; }
 
 TEST(PipelineVariants, Gpt2ByteLevelWithRegexAndPrefixSpace) {
   json tokenizer_json = testing::fixture_json("byte_level");
@@ -40,18 +36,16 @@ TEST(PipelineVariants, Gpt2ByteLevelWithRegexAndPrefixSpace) {
       {"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}};
   const Tokenizer tok = Tokenizer::from_json(tokenizer_json, json::object());
   const Ids ids = tok.encode("Hello  world's 12 ok?\n\n x", true);
-  EXPECT_EQ(ids, (Ids{32, 72, 262, 111, 32, 32, 119, 111, 114, 108, 100, 39, 115, 32, 49, 50, 32,
-                      111, 107, 63, 266, 32, 120}));
+  EXPECT_EQ(ids, (Ids{32,  72, 262, 111, 32, 32,  119, 111, 114, 108, 100, 39,
+                      115, 32, 49,  50,  32, 111, 107, 63,  266, 32,  120}));
   EXPECT_EQ(tok.decode(ids, false), " Hello  world's 12 ok?\n\n x");
 }
 
 TEST(PipelineVariants, SplitBehaviours) {
-  EXPECT_EQ(byte_level_with(sequence({split({{"Regex", "\\s+"}}, "MergedWithPrevious", false),
-                                      kByteLevelStep}))
+  EXPECT_EQ(byte_level_with(sequence({split({{"Regex", "\\s+"}}, "MergedWithPrevious", false), kByteLevelStep}))
                 .encode("a  b\tc\n d", true),
             (Ids{97, 265, 98, 9, 99, 10, 32, 100}));
-  EXPECT_EQ(byte_level_with(sequence({split({{"String", " "}}, "MergedWithNext", false),
-                                      kByteLevelStep}))
+  EXPECT_EQ(byte_level_with(sequence({split({{"String", " "}}, "MergedWithNext", false), kByteLevelStep}))
                 .encode("a  b c", true),
             (Ids{97, 32, 32, 98, 32, 99}));
   EXPECT_EQ(byte_level_with(sequence({split({{"Regex", "[a-z]"}}, "Contiguous", false),
@@ -59,8 +53,7 @@ TEST(PipelineVariants, SplitBehaviours) {
                                       kByteLevelStep}))
                 .encode("ab12 cd3", true),
             (Ids{97, 98, 49, 50, 32, 99, 100, 51}));
-  EXPECT_EQ(byte_level_with(sequence({split({{"Regex", "\\p{P}+"}}, "Removed", false),
-                                      kByteLevelStep}))
+  EXPECT_EQ(byte_level_with(sequence({split({{"Regex", "\\p{P}+"}}, "Removed", false), kByteLevelStep}))
                 .encode("a,b..c! d", true),
             (Ids{97, 98, 99, 32, 100}));
   EXPECT_EQ(byte_level_with(sequence({split({{"Regex", "\\w+"}}, "Isolated", true),
@@ -71,14 +64,13 @@ TEST(PipelineVariants, SplitBehaviours) {
 }
 
 TEST(PipelineVariants, CompatibilityNormalizers) {
-  const Tokenizer tok = patched(
-      "byte_level", "normalizer",
-      {{"type", "Sequence"},
-       {"normalizers",
-        {{{"type", "NFKC"}},
-         {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}},
-         {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}},
-         {{"type", "Lowercase"}}}}});
+  const Tokenizer tok = patched("byte_level", "normalizer",
+                                {{"type", "Sequence"},
+                                 {"normalizers",
+                                  {{{"type", "NFKC"}},
+                                   {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}},
+                                   {{"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", " "}},
+                                   {{"type", "Lowercase"}}}}});
   EXPECT_EQ(tok.encode("  \uff21\uff22  \uff43  ", true), (Ids{97, 98, 32, 99}));
 }
 
@@ -87,8 +79,7 @@ TEST(PipelineVariants, SentencePieceShapes) {
   always["normalizer"] = nullptr;
   always["pre_tokenizer"] = {
       {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "always"}, {"split", true}};
-  EXPECT_EQ(Tokenizer::from_json(always, json::object()).encode("<s>Hello world", true),
-            (Ids{1, 1, 276, 281}));
+  EXPECT_EQ(Tokenizer::from_json(always, json::object()).encode("<s>Hello world", true), (Ids{1, 1, 276, 281}));
 
   json gemma = testing::fixture_json("sentencepiece");
   gemma["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};

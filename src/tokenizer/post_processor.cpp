@@ -24,8 +24,7 @@ void PostProcessor::append_steps(const nlohmann::json& config) {
         items.push_back({true, {}});
       } else if (piece.contains("SpecialToken")) {
         const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
-        RS_CHECK(special_tokens.contains(name), "TemplateProcessing: unknown special token '{}'",
-                 name);
+        RS_CHECK(special_tokens.contains(name), "TemplateProcessing: unknown special token '{}'", name);
         items.push_back({false, special_tokens.at(name).at("ids").get<std::vector<int32_t>>()});
       } else {
         RS_FAIL("TemplateProcessing: unsupported template piece {}", piece.dump());
@@ -43,8 +42,7 @@ PostProcessor PostProcessor::from_json(const nlohmann::json& config) {
   return processor;
 }
 
-PostProcessor PostProcessor::bos_eos_template(std::optional<int32_t> bos_id,
-                                              std::optional<int32_t> eos_id) {
+PostProcessor PostProcessor::bos_eos_template(std::optional<int32_t> bos_id, std::optional<int32_t> eos_id) {
   PostProcessor processor;
   std::vector<Item> items;
   if (bos_id) items.push_back({false, {*bos_id}});
@@ -59,8 +57,10 @@ void PostProcessor::process(std::vector<int32_t>& ids, bool add_special_tokens) 
   std::vector<int32_t> out;
   out.reserve(ids.size() + 4);
   for (const Item& item : *single_) {
-    if (item.is_sequence) out.insert(out.end(), ids.begin(), ids.end());
-    else out.insert(out.end(), item.ids.begin(), item.ids.end());
+    if (item.is_sequence)
+      out.insert(out.end(), ids.begin(), ids.end());
+    else
+      out.insert(out.end(), item.ids.begin(), item.ids.end());
   }
   ids = std::move(out);
 }

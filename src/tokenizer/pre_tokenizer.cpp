@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "tokenizer/unicode.h"
 #include "base/utf8.h"
+#include "tokenizer/unicode.h"
 
 namespace rs::tokenizer {
 namespace {
@@ -23,8 +23,7 @@ struct Span {
 };
 
 // Covers [0, size) with the matches and the gaps between them (HF Pattern::find_matches).
-void to_spans(std::size_t size, const std::vector<Match>& matches, bool invert,
-              std::vector<Span>& spans) {
+void to_spans(std::size_t size, const std::vector<Match>& matches, bool invert, std::vector<Span>& spans) {
   spans.clear();
   if (size == 0) {
     spans.push_back({0, 0, invert});
@@ -48,18 +47,22 @@ void merge_spans(SplitBehavior behavior, std::vector<Span>& spans) {
   bool previous_match = false;
   if (behavior == SplitBehavior::kMergedWithNext) {
     for (auto it = spans.rbegin(); it != spans.rend(); ++it) {
-      if (it->is_match && !previous_match && !merged.empty()) merged.back().begin = it->begin;
-      else merged.push_back({it->begin, it->end, false});
+      if (it->is_match && !previous_match && !merged.empty())
+        merged.back().begin = it->begin;
+      else
+        merged.push_back({it->begin, it->end, false});
       previous_match = it->is_match;
     }
     std::reverse(merged.begin(), merged.end());
   } else {
     for (const Span& span : spans) {
-      const bool merge = !merged.empty() &&
-                         ((behavior == SplitBehavior::kContiguous && span.is_match == previous_match) ||
-                          (behavior == SplitBehavior::kMergedWithPrevious && span.is_match && !previous_match));
-      if (merge) merged.back().end = span.end;
-      else merged.push_back({span.begin, span.end, false});
+      const bool merge =
+          !merged.empty() && ((behavior == SplitBehavior::kContiguous && span.is_match == previous_match) ||
+                              (behavior == SplitBehavior::kMergedWithPrevious && span.is_match && !previous_match));
+      if (merge)
+        merged.back().end = span.end;
+      else
+        merged.push_back({span.begin, span.end, false});
       previous_match = span.is_match;
     }
   }
@@ -96,8 +99,7 @@ void PreTokenizer::append_steps(const nlohmann::json& config) {
     const auto* found = std::find_if(std::begin(kBehaviors), std::end(kBehaviors),
                                      [&](const auto& entry) { return entry.first == behavior; });
     RS_CHECK(found != std::end(kBehaviors), "unsupported Split behavior '{}'", behavior);
-    steps_.emplace_back(Split{Pattern::from_json(config.at("pattern")), found->second,
-                              config.value("invert", false)});
+    steps_.emplace_back(Split{Pattern::from_json(config.at("pattern")), found->second, config.value("invert", false)});
   } else if (type == "ByteLevel") {
     const bool use_regex = config.value("use_regex", true);
     const bool add_prefix_space = config.value("add_prefix_space", true);
@@ -109,9 +111,12 @@ void PreTokenizer::append_steps(const nlohmann::json& config) {
     // Older files spell prepend_scheme as add_prefix_space (false = never).
     PrependScheme scheme = PrependScheme::kAlways;
     const std::string name = config.value("prepend_scheme", std::string("always"));
-    if (name == "first") scheme = PrependScheme::kFirst;
-    else if (name == "never") scheme = PrependScheme::kNever;
-    else RS_CHECK(name == "always", "unsupported Metaspace prepend_scheme '{}'", name);
+    if (name == "first")
+      scheme = PrependScheme::kFirst;
+    else if (name == "never")
+      scheme = PrependScheme::kNever;
+    else
+      RS_CHECK(name == "always", "unsupported Metaspace prepend_scheme '{}'", name);
     if (config.contains("add_prefix_space") && !config.at("add_prefix_space").get<bool>()) {
       scheme = PrependScheme::kNever;
     }
@@ -132,8 +137,8 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& config) {
   return pre_tokenizer;
 }
 
-void PreTokenizer::apply(const Step& step, const Piece& piece, std::vector<Piece>& out,
-                         PieceArena& arena, std::vector<Match>& matches) const {
+void PreTokenizer::apply(const Step& step, const Piece& piece, std::vector<Piece>& out, PieceArena& arena,
+                         std::vector<Match>& matches) const {
   std::string_view text = piece.text;
   SplitBehavior behavior = SplitBehavior::kIsolated;
   bool invert = false;
@@ -156,13 +161,14 @@ void PreTokenizer::apply(const Step& step, const Piece& piece, std::vector<Piece
   } else if (const auto* metaspace = std::get_if<Metaspace>(&step)) {
     std::string replaced;
     for (const char c : text) {
-      if (c == ' ') replaced += metaspace->replacement;
-      else replaced.push_back(c);
+      if (c == ' ')
+        replaced += metaspace->replacement;
+      else
+        replaced.push_back(c);
     }
     const bool starts_with_replacement = replaced.starts_with(metaspace->replacement);
-    if (!starts_with_replacement &&
-        (metaspace->prepend_scheme == PrependScheme::kAlways ||
-         (metaspace->prepend_scheme == PrependScheme::kFirst && piece.at_start))) {
+    if (!starts_with_replacement && (metaspace->prepend_scheme == PrependScheme::kAlways ||
+                                     (metaspace->prepend_scheme == PrependScheme::kFirst && piece.at_start))) {
       replaced.insert(0, metaspace->replacement);
     }
     text = arena.emplace_back(std::move(replaced));
@@ -173,9 +179,7 @@ void PreTokenizer::apply(const Step& step, const Piece& piece, std::vector<Piece
     const std::string_view replacement = metaspace->replacement;
     match_chars(
         text,
-        [&](std::string_view t, std::size_t pos, std::size_t length) {
-          return t.substr(pos, length) == replacement;
-        },
+        [&](std::string_view t, std::size_t pos, std::size_t length) { return t.substr(pos, length) == replacement; },
         matches);
     behavior = SplitBehavior::kMergedWithNext;
   } else if (const auto* digits = std::get_if<Digits>(&step)) {
@@ -206,13 +210,11 @@ void PreTokenizer::apply(const Step& step, const Piece& piece, std::vector<Piece
   merge_spans(behavior, spans);
   for (const Span& span : spans) {
     if (span.is_match || span.begin == span.end) continue;  // removed or empty
-    out.push_back({text.substr(span.begin, span.end - span.begin),
-                   piece.at_start && span.begin == 0});
+    out.push_back({text.substr(span.begin, span.end - span.begin), piece.at_start && span.begin == 0});
   }
 }
 
-void PreTokenizer::split(std::string_view text, bool at_start, std::vector<Piece>& pieces,
-                         PieceArena& arena) const {
+void PreTokenizer::split(std::string_view text, bool at_start, std::vector<Piece>& pieces, PieceArena& arena) const {
   if (text.empty()) return;
   if (steps_.empty()) {
     pieces.push_back({text, at_start});

@@ -37,8 +37,7 @@ class PreTokenizer {
 
   // Appends the non-empty pieces of `text` (valid UTF-8). `at_start`: text begins the input.
   // Thread-safe.
-  void split(std::string_view text, bool at_start, std::vector<Piece>& pieces,
-             PieceArena& arena) const;
+  void split(std::string_view text, bool at_start, std::vector<Piece>& pieces, PieceArena& arena) const;
 
  private:
   enum class PrependScheme { kAlways, kFirst, kNever };

@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/utf8.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
-#include "base/utf8.h"
 
 namespace rs::tokenizer {
 namespace {
@@ -34,10 +34,10 @@ nlohmann::json read_json(const std::filesystem::path& path) {
 // Runs the corpus generator once for the whole test binary.
 const std::vector<nlohmann::json>& corpus() {
   static const std::vector<nlohmann::json> kLines = [] {
-    const std::filesystem::path out = std::filesystem::temp_directory_path() /
-                                      ("rs_tokenizer_reference_" + std::to_string(::getpid()) + ".jsonl");
-    const std::string command = "node \"" + (kRoot / "tests/tokenizer/reference_corpus.mjs").string() +
-                                "\" \"" + out.string() + "\"";
+    const std::filesystem::path out =
+        std::filesystem::temp_directory_path() / ("rs_tokenizer_reference_" + std::to_string(::getpid()) + ".jsonl");
+    const std::string command =
+        "node \"" + (kRoot / "tests/tokenizer/reference_corpus.mjs").string() + "\" \"" + out.string() + "\"";
     const int status = std::system(command.c_str());
     std::vector<nlohmann::json> lines;
     if (status != 0) {
@@ -100,12 +100,10 @@ TEST_F(ReferenceTest, EncodeMatchesJsReferenceAndRoundTrips) {
     ++encodes;
     if (ids != expected && ++mismatches <= 10) {
       ADD_FAILURE() << model << " ids differ for " << nlohmann::json(text).dump()
-                    << "\n  ours: " << nlohmann::json(ids).dump()
-                    << "\n  js:   " << nlohmann::json(expected).dump();
+                    << "\n  ours: " << nlohmann::json(ids).dump() << "\n  js:   " << nlohmann::json(expected).dump();
     }
     // Qwen normalizes to NFC, so its round trip gives the NFC form back.
-    const std::string original =
-        model == "qwen3" ? unicode::normalize(text, unicode::NormalForm::kNfc) : text;
+    const std::string original = model == "qwen3" ? unicode::normalize(text, unicode::NormalForm::kNfc) : text;
     const std::vector<int32_t> plain = tok.encode(text, /*add_special_tokens=*/false);
     if (tok.decode(plain, false) != original && ++round_trip_failures <= 10) {
       ADD_FAILURE() << model << " decode(encode(x)) != x for " << nlohmann::json(text).dump();

@@ -70,8 +70,7 @@ std::string translate_pattern(std::string_view pattern) {
     pos += 2;
     auto set = [&](std::string_view members, bool negated) {
       if (in_class) {
-        RS_CHECK(!negated, "unsupported tokenizer regex: negated \\{} inside a class in {}",
-                 escape, pattern);
+        RS_CHECK(!negated, "unsupported tokenizer regex: negated \\{} inside a class in {}", escape, pattern);
         out.append(members);
       } else {
         out.append(negated ? "[^" : "[").append(members).push_back(']');
@@ -112,8 +111,8 @@ Regex::Regex(std::string_view pattern) {
   const std::string translated = translate_pattern(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                            PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr));
+  code_.reset(pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(), PCRE2_UTF | PCRE2_UCP,
+                            &error_code, &error_offset, nullptr));
   if (!code_) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
@@ -136,11 +135,10 @@ void Regex::find_all(std::string_view text, std::vector<Match>& matches) const {
   std::size_t search_from = 0;
   std::size_t last_match_end = std::string_view::npos;
   while (search_from <= text.size()) {
-    int rc = pcre2_match(code_.get(), subject, text.size(), search_from, PCRE2_NO_UTF_CHECK,
-                         data.get(), nullptr);
+    int rc = pcre2_match(code_.get(), subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data.get(), nullptr);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // very long backtracking: retry on the heap
-      rc = pcre2_match(code_.get(), subject, text.size(), search_from,
-                       PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, data.get(), nullptr);
+      rc = pcre2_match(code_.get(), subject, text.size(), search_from, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, data.get(),
+                       nullptr);
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     RS_CHECK(rc >= 0, "tokenizer regex match failed with PCRE2 error {}", rc);

@@ -10,9 +10,7 @@ namespace rs::tokenizer {
 
 struct StringHash {
   using is_transparent = void;
-  std::size_t operator()(std::string_view text) const {
-    return std::hash<std::string_view>{}(text);
-  }
+  std::size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
 };
 
 template <typename Value>

@@ -14,8 +14,7 @@ void TokenMap::grow() {
   const std::size_t mask = slots_.size() - 1;
   for (const Slot& slot : old) {
     if (slot.length == kEmpty) continue;
-    const uint64_t hash =
-        std::hash<std::string_view>{}(std::string_view(keys_).substr(slot.offset, slot.length));
+    const uint64_t hash = std::hash<std::string_view>{}(std::string_view(keys_).substr(slot.offset, slot.length));
     std::size_t i = hash & mask;
     while (slots_[i].length != kEmpty) i = (i + 1) & mask;
     slots_[i] = slot;

@@ -2,8 +2,8 @@
 #include "tokenizer/tokenizer.h"
 
 #include "base/error.h"
-#include "tokenizer/pipeline.h"
 #include "base/utf8.h"
+#include "tokenizer/pipeline.h"
 
 namespace rs::tokenizer {
 
@@ -25,8 +25,7 @@ Tokenizer::~Tokenizer() = default;
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   const Pipeline& pipeline = *pipeline_;
   const std::size_t invalid_at = utf8::first_invalid(text);
-  RS_CHECK(invalid_at == std::string_view::npos, "encode: input is not valid UTF-8 (byte {})",
-           invalid_at);
+  RS_CHECK(invalid_at == std::string_view::npos, "encode: input is not valid UTF-8 (byte {})", invalid_at);
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   std::vector<Segment> raw_segments;

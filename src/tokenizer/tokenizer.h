@@ -28,8 +28,7 @@ class Tokenizer {
   static Tokenizer load(const std::filesystem::path& model_dir);
 
   // Same from parsed JSON; `tokenizer_config` may be null or an empty object.
-  static Tokenizer from_json(const nlohmann::json& tokenizer_json,
-                             const nlohmann::json& tokenizer_config);
+  static Tokenizer from_json(const nlohmann::json& tokenizer_json, const nlohmann::json& tokenizer_config);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

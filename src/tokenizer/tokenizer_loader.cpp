@@ -49,9 +49,8 @@ std::optional<std::string> config_token(const nlohmann::json& config, const char
 // add_tokens): a content already in the vocab keeps its vocab id, a new one takes the next id
 // after the vocab and the previous added tokens. A file whose ids disagree is rejected rather
 // than silently encoded with different ids.
-std::vector<AddedToken> added_tokens(const nlohmann::json& tokenizer_json,
-                                     const nlohmann::json& config, const BpeModel& model,
-                                     std::size_t model_vocab_entries) {
+std::vector<AddedToken> added_tokens(const nlohmann::json& tokenizer_json, const nlohmann::json& config,
+                                     const BpeModel& model, std::size_t model_vocab_entries) {
   std::vector<std::pair<nlohmann::json, int32_t>> entries;
   for (const auto& entry : field(tokenizer_json, "added_tokens")) {
     entries.emplace_back(entry, entry.at("id").get<int32_t>());
@@ -59,8 +58,8 @@ std::vector<AddedToken> added_tokens(const nlohmann::json& tokenizer_json,
   // transformers also adds tokenizer_config's added_tokens_decoder entries the file lacks.
   for (const auto& [id_text, entry] : field(config, "added_tokens_decoder").items()) {
     const int32_t id = std::stoi(id_text);
-    const bool known = std::any_of(entries.begin(), entries.end(),
-                                   [&](const auto& known_entry) { return known_entry.second == id; });
+    const bool known =
+        std::any_of(entries.begin(), entries.end(), [&](const auto& known_entry) { return known_entry.second == id; });
     if (!known) entries.emplace_back(entry, id);
   }
   std::vector<AddedToken> tokens;
@@ -90,11 +89,9 @@ std::vector<AddedToken> added_tokens(const nlohmann::json& tokenizer_json,
 bool uses_bos_eos_template(const nlohmann::json& config) {
   const nlohmann::json& name = field(config, "tokenizer_class");
   if (!name.is_string()) return false;
-  static const char* const kClasses[] = {"LlamaTokenizer",     "LlamaTokenizerFast",
-                                         "CodeLlamaTokenizer", "CodeLlamaTokenizerFast",
-                                         "GemmaTokenizer",     "GemmaTokenizerFast"};
-  return std::find(std::begin(kClasses), std::end(kClasses), name.get<std::string>()) !=
-         std::end(kClasses);
+  static const char* const kClasses[] = {"LlamaTokenizer",         "LlamaTokenizerFast", "CodeLlamaTokenizer",
+                                         "CodeLlamaTokenizerFast", "GemmaTokenizer",     "GemmaTokenizerFast"};
+  return std::find(std::begin(kClasses), std::end(kClasses), name.get<std::string>()) != std::end(kClasses);
 }
 
 }  // namespace
@@ -103,23 +100,19 @@ Tokenizer Tokenizer::load(const std::filesystem::path& model_dir) {
   const std::filesystem::path tokenizer_path = model_dir / "tokenizer.json";
   RS_CHECK(std::filesystem::exists(tokenizer_path), "no tokenizer.json in {}", model_dir.string());
   const std::filesystem::path config_path = model_dir / "tokenizer_config.json";
-  const nlohmann::json config = std::filesystem::exists(config_path)
-                                    ? read_json(config_path)
-                                    : nlohmann::json::object();
+  const nlohmann::json config =
+      std::filesystem::exists(config_path) ? read_json(config_path) : nlohmann::json::object();
   return from_json(read_json(tokenizer_path), config);
 }
 
-Tokenizer Tokenizer::from_json(const nlohmann::json& tokenizer_json,
-                               const nlohmann::json& tokenizer_config) {
-  const nlohmann::json config =
-      tokenizer_config.is_object() ? tokenizer_config : nlohmann::json::object();
+Tokenizer Tokenizer::from_json(const nlohmann::json& tokenizer_json, const nlohmann::json& tokenizer_config) {
+  const nlohmann::json config = tokenizer_config.is_object() ? tokenizer_config : nlohmann::json::object();
   // truncation and padding are ignored: transformers switches both off for a plain encode.
   Normalizer normalizer = Normalizer::from_json(field(tokenizer_json, "normalizer"));
   PreTokenizer pre_tokenizer = PreTokenizer::from_json(field(tokenizer_json, "pre_tokenizer"));
   const nlohmann::json& model_json = tokenizer_json.at("model");
   BpeModel model = BpeModel::from_json(model_json, pre_tokenizer.byte_level());
-  std::vector<AddedToken> tokens =
-      added_tokens(tokenizer_json, config, model, model_json.at("vocab").size());
+  std::vector<AddedToken> tokens = added_tokens(tokenizer_json, config, model, model_json.at("vocab").size());
   int32_t vocab_size = model.id_limit();
   for (const AddedToken& token : tokens) vocab_size = std::max(vocab_size, token.id + 1);
   AddedVocabulary added(std::move(tokens), normalizer);
@@ -136,13 +129,11 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& tokenizer_json,
   };
   PostProcessor post_processor;
   if (uses_bos_eos_template(config)) {
-    const bool add_bos = field(config, "add_bos_token").is_boolean()
-                             ? config.at("add_bos_token").get<bool>() : true;
-    const bool add_eos = field(config, "add_eos_token").is_boolean()
-                             ? config.at("add_eos_token").get<bool>() : false;
-    post_processor = PostProcessor::bos_eos_template(
-        add_bos ? std::optional(id_of(bos_token, "bos_token")) : std::nullopt,
-        add_eos ? std::optional(id_of(eos_token, "eos_token")) : std::nullopt);
+    const bool add_bos = field(config, "add_bos_token").is_boolean() ? config.at("add_bos_token").get<bool>() : true;
+    const bool add_eos = field(config, "add_eos_token").is_boolean() ? config.at("add_eos_token").get<bool>() : false;
+    post_processor =
+        PostProcessor::bos_eos_template(add_bos ? std::optional(id_of(bos_token, "bos_token")) : std::nullopt,
+                                        add_eos ? std::optional(id_of(eos_token, "eos_token")) : std::nullopt);
   } else {
     post_processor = PostProcessor::from_json(field(tokenizer_json, "post_processor"));
   }

@@ -98,8 +98,7 @@ TEST(Tokenizer, LongRunsStayLinear) {
     for (int i = 0; i < 100000; ++i) text += unit;
     const auto start = std::chrono::steady_clock::now();
     const Ids ids = tok.encode(text, false);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(seconds, 5.0) << "100k x '" << unit << "'";
     EXPECT_EQ(tok.decode(ids, false), text);
   }

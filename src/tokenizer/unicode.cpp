@@ -22,8 +22,7 @@ const icu::Normalizer2& normalizer_for(NormalForm form) {
     case NormalForm::kNfkc: normalizer = icu::Normalizer2::getNFKCInstance(status); break;
     case NormalForm::kNfkd: normalizer = icu::Normalizer2::getNFKDInstance(status); break;
   }
-  RS_CHECK(U_SUCCESS(status) && normalizer != nullptr, "ICU normalizer unavailable: {}",
-           u_errorName(status));
+  RS_CHECK(U_SUCCESS(status) && normalizer != nullptr, "ICU normalizer unavailable: {}", u_errorName(status));
   return *normalizer;
 }
 
@@ -65,8 +64,8 @@ std::string to_lower(std::string_view text) {
     const std::size_t length = utf8::sequence_length(text, pos);
     RS_CHECK(length > 0, "to_lower: invalid UTF-8 at byte {}", pos);
     // One character at a time, so ICU sees no casing context (final sigma stays sigma).
-    icu::UnicodeString one = icu::UnicodeString::fromUTF8(
-        icu::StringPiece(text.data() + pos, static_cast<int32_t>(length)));
+    icu::UnicodeString one =
+        icu::UnicodeString::fromUTF8(icu::StringPiece(text.data() + pos, static_cast<int32_t>(length)));
     one.toLower(icu::Locale::getRoot());
     one.toUTF8String(out);
     pos += length;
@@ -87,8 +86,6 @@ bool is_word_char(char32_t code_point) {
   return (mask & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0;
 }
 
-bool is_numeric(char32_t code_point) {
-  return (U_GET_GC_MASK(static_cast<UChar32>(code_point)) & U_GC_N_MASK) != 0;
-}
+bool is_numeric(char32_t code_point) { return (U_GET_GC_MASK(static_cast<UChar32>(code_point)) & U_GC_N_MASK) != 0; }
 
 }  // namespace rs::tokenizer::unicode

@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr float kLogitTolerance = 5e-4f;   // fp32 vs fp32: only summation order differs (seen: <= 5e-5)
+constexpr float kLogitTolerance = 5e-4f;  // fp32 vs fp32: only summation order differs (seen: <= 5e-5)
 // A bf16 KV cache runs attention as transformers' bf16 does: q, K, V and the probabilities rounded to 8 significant
 // bits, f32 sums. Logits (|x| up to ~16 in the fixtures) move by up to ~1.5% (seen: <= 0.11), and a greedy step whose
 // reference top-2 margin is below kBf16KvAmbiguousMargin may flip. Exact-f32 kernels stay pinned by the goldens above;
@@ -258,8 +258,8 @@ DemoResult run_demo(bool exact) {
       }
       token = sequence.feed(std::span(&token, 1), greedy_row()).token_id;
     }
-    std::printf("[demo %s] %s: %zu/%zu greedy tokens identical\n", exact ? "f32" : "bf16", p["name"].get<std::string>().c_str(),
-                matched, expected.size());
+    std::printf("[demo %s] %s: %zu/%zu greedy tokens identical\n", exact ? "f32" : "bf16",
+                p["name"].get<std::string>().c_str(), matched, expected.size());
     result.identical_prompts += matched == expected.size();
     ++result.prompts;
   }

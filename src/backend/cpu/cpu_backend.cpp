@@ -35,7 +35,9 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   pack_bf16_weight(w.weight.data_as<uint16_t>(), w.out_features, w.in_features, w.packed.data_as<uint16_t>());
 }
 
-void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) { cpu::embedding(pool_, table, ids, out); }
+void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+  cpu::embedding(pool_, table, ids, out);
+}
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) {
   cpu::rms_norm(pool_, x, weight, eps, add_one, out);
 }

@@ -93,8 +93,8 @@ class CudaBackend final : public Backend {
 
   void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) override {
     const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
-    RS_CHECK(k.numel() == k.dim(0) * row_width && v.numel() == k.numel(), "store_kv: k {} does not match cache rows of {}",
-             k.shape_string(), row_width);
+    RS_CHECK(k.numel() == k.dim(0) * row_width && v.numel() == k.numel(),
+             "store_kv: k {} does not match cache rows of {}", k.shape_string(), row_width);
     check_cache_dtype(k_cache, v_cache);
     on_device({&k, &v, &k_cache, &v_cache, &batch.kv_slots});
     launch_store_kv(k.data_as<float>(), v.data_as<float>(), k.dim(0), row_width, batch.kv_slots.data_as<int32_t>(),
@@ -148,8 +148,8 @@ class CudaBackend final : public Backend {
 
   void silu_mul(const Tensor& gate_up, Tensor out) override {
     const int64_t inter = out.dim(-1);
-    RS_CHECK(gate_up.dim(-1) == 2 * inter && gate_up.rows() == out.rows(), "silu_mul: {} -> {}",
-             gate_up.shape_string(), out.shape_string());
+    RS_CHECK(gate_up.dim(-1) == 2 * inter && gate_up.rows() == out.rows(), "silu_mul: {} -> {}", gate_up.shape_string(),
+             out.shape_string());
     on_device({&gate_up, &out});
     launch_silu_mul(gate_up.data_as<float>(), out.rows(), inter, out.data_as<float>(), ctx_->stream());
   }

@@ -7,92 +7,94 @@ namespace {
 
 struct AttentionCase {
   int32_t heads, kv_heads, head_dim;
-  std::vector<int32_t> kv_len;  // per sequence
-  std::vector<int32_t> new_len; // query tokens per sequence (the last positions)
+  std::vector<int32_t> kv_len;   // per sequence
+  std::vector<int32_t> new_len;  // query tokens per sequence (the last positions)
 };
 
 TEST_F(CudaParity, StoreKvAndAttention) {
   const int32_t page_size = 16;
   const AttentionCase cases[] = {
-      {4, 2, 16, {37, 300, 5}, {37, 1, 5}},      // mixed prefill/decode, tiny head
-      {8, 1, 64, {130, 64}, {3, 64}},             // MQA
-      {4, 2, 80, {50}, {50}},                     // head_dim not a multiple of 32
-      {4, 4, 128, {3000, 1500}, {1, 1}},          // long decode: key splits
+      {4, 2, 16, {37, 300, 5}, {37, 1, 5}},  // mixed prefill/decode, tiny head
+      {8, 1, 64, {130, 64}, {3, 64}},        // MQA
+      {4, 2, 80, {50}, {50}},                // head_dim not a multiple of 32
+      {4, 4, 128, {3000, 1500}, {1, 1}},     // long decode: key splits
   };
   for (const DType cache_dtype : {DType::kF32, DType::kBF16})
-  for (const AttentionCase& c : cases) {
-    const int32_t seqs = static_cast<int32_t>(c.kv_len.size());
-    const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
-    const int32_t max_pages = (max_len + page_size - 1) / page_size;
-    // Pages of all sequences, shuffled; unused table entries stay -1.
-    int32_t total_pages = 0;
-    for (int32_t len : c.kv_len) total_pages += (len + page_size - 1) / page_size;
-    std::vector<int32_t> page_ids(total_pages);
-    std::iota(page_ids.begin(), page_ids.end(), 0);
-    std::shuffle(page_ids.begin(), page_ids.end(), rng_);
-    std::vector<int32_t> table(seqs * max_pages, -1);
-    for (int32_t s = 0, next = 0; s < seqs; ++s)
-      for (int32_t p = 0; p < (c.kv_len[s] + page_size - 1) / page_size; ++p) table[s * max_pages + p] = page_ids[next++];
-    // Store every position of every sequence, then attend from the last new_len positions of each.
-    std::vector<int32_t> all_pos, all_seq, all_slots, q_pos, q_seq, q_slots;
-    for (int32_t s = 0; s < seqs; ++s)
-      for (int32_t p = 0; p < c.kv_len[s]; ++p) {
-        const int32_t slot = table[s * max_pages + p / page_size] * page_size + p % page_size;
-        all_pos.push_back(p), all_seq.push_back(s), all_slots.push_back(slot);
-        if (p >= c.kv_len[s] - c.new_len[s]) q_pos.push_back(p), q_seq.push_back(s), q_slots.push_back(slot);
+    for (const AttentionCase& c : cases) {
+      const int32_t seqs = static_cast<int32_t>(c.kv_len.size());
+      const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
+      const int32_t max_pages = (max_len + page_size - 1) / page_size;
+      // Pages of all sequences, shuffled; unused table entries stay -1.
+      int32_t total_pages = 0;
+      for (int32_t len : c.kv_len) total_pages += (len + page_size - 1) / page_size;
+      std::vector<int32_t> page_ids(total_pages);
+      std::iota(page_ids.begin(), page_ids.end(), 0);
+      std::shuffle(page_ids.begin(), page_ids.end(), rng_);
+      std::vector<int32_t> table(seqs * max_pages, -1);
+      for (int32_t s = 0, next = 0; s < seqs; ++s)
+        for (int32_t p = 0; p < (c.kv_len[s] + page_size - 1) / page_size; ++p)
+          table[s * max_pages + p] = page_ids[next++];
+      // Store every position of every sequence, then attend from the last new_len positions of each.
+      std::vector<int32_t> all_pos, all_seq, all_slots, q_pos, q_seq, q_slots;
+      for (int32_t s = 0; s < seqs; ++s)
+        for (int32_t p = 0; p < c.kv_len[s]; ++p) {
+          const int32_t slot = table[s * max_pages + p / page_size] * page_size + p % page_size;
+          all_pos.push_back(p), all_seq.push_back(s), all_slots.push_back(slot);
+          if (p >= c.kv_len[s] - c.new_len[s]) q_pos.push_back(p), q_seq.push_back(s), q_slots.push_back(slot);
+        }
+      const int64_t all_tokens = all_pos.size(), tokens = q_pos.size();
+      const int64_t kv_width = int64_t{c.kv_heads} * c.head_dim, cache_rows = int64_t{total_pages} * page_size;
+      auto make_batch = [&](const Tensor& pos, const Tensor& seq, const Tensor& slots, bool device) {
+        const Tensor len = host(c.kv_len, DType::kI32, {seqs});
+        const Tensor tab = host(table, DType::kI32, {seqs, max_pages});
+        return BatchView{pos, seq, device ? dev(len) : len, device ? dev(tab) : tab, slots, page_size, seqs, max_len};
+      };
+      const Tensor ap = host(all_pos, DType::kI32, {all_tokens}), as = host(all_seq, DType::kI32, {all_tokens}),
+                   asl = host(all_slots, DType::kI32, {all_tokens});
+      const BatchView store_h = make_batch(ap, as, asl, false), store_d = make_batch(dev(ap), dev(as), dev(asl), true);
+      const Tensor k = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
+      const Tensor v = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
+      Tensor kc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
+      Tensor vc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
+      Tensor kc_d = dev(kc_h), vc_d = dev(vc_h);
+      cpu_->store_kv(k, v, kc_h, vc_h, store_h);
+      gpu_->store_kv(dev(k), dev(v), kc_d, vc_d, store_d);
+      if (cache_dtype == DType::kF32) {
+        EXPECT_PARITY(fetch<float>(kc_d), as_floats(kc_h), kExact, "store_kv k");
+        EXPECT_PARITY(fetch<float>(vc_d), as_floats(vc_h), kExact, "store_kv v");
+      } else {  // both round to nearest even: identical bits
+        const uint16_t* kh = kc_h.data_as<uint16_t>();
+        const uint16_t* vh = vc_h.data_as<uint16_t>();
+        EXPECT_EQ(fetch<uint16_t>(kc_d), std::vector<uint16_t>(kh, kh + kc_h.numel())) << "store_kv k (bf16)";
+        EXPECT_EQ(fetch<uint16_t>(vc_d), std::vector<uint16_t>(vh, vh + vc_h.numel())) << "store_kv v (bf16)";
       }
-    const int64_t all_tokens = all_pos.size(), tokens = q_pos.size();
-    const int64_t kv_width = int64_t{c.kv_heads} * c.head_dim, cache_rows = int64_t{total_pages} * page_size;
-    auto make_batch = [&](const Tensor& pos, const Tensor& seq, const Tensor& slots, bool device) {
-      const Tensor len = host(c.kv_len, DType::kI32, {seqs});
-      const Tensor tab = host(table, DType::kI32, {seqs, max_pages});
-      return BatchView{pos, seq, device ? dev(len) : len, device ? dev(tab) : tab, slots, page_size, seqs, max_len};
-    };
-    const Tensor ap = host(all_pos, DType::kI32, {all_tokens}), as = host(all_seq, DType::kI32, {all_tokens}),
-                 asl = host(all_slots, DType::kI32, {all_tokens});
-    const BatchView store_h = make_batch(ap, as, asl, false), store_d = make_batch(dev(ap), dev(as), dev(asl), true);
-    const Tensor k = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
-    const Tensor v = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
-    Tensor kc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
-    Tensor vc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
-    Tensor kc_d = dev(kc_h), vc_d = dev(vc_h);
-    cpu_->store_kv(k, v, kc_h, vc_h, store_h);
-    gpu_->store_kv(dev(k), dev(v), kc_d, vc_d, store_d);
-    if (cache_dtype == DType::kF32) {
-      EXPECT_PARITY(fetch<float>(kc_d), as_floats(kc_h), kExact, "store_kv k");
-      EXPECT_PARITY(fetch<float>(vc_d), as_floats(vc_h), kExact, "store_kv v");
-    } else {  // both round to nearest even: identical bits
-      const uint16_t* kh = kc_h.data_as<uint16_t>();
-      const uint16_t* vh = vc_h.data_as<uint16_t>();
-      EXPECT_EQ(fetch<uint16_t>(kc_d), std::vector<uint16_t>(kh, kh + kc_h.numel())) << "store_kv k (bf16)";
-      EXPECT_EQ(fetch<uint16_t>(vc_d), std::vector<uint16_t>(vh, vh + vc_h.numel())) << "store_kv v (bf16)";
-    }
 
-    const Tensor qp = host(q_pos, DType::kI32, {tokens}), qs = host(q_seq, DType::kI32, {tokens}),
-                 qsl = host(q_slots, DType::kI32, {tokens});
-    const BatchView batch_h = make_batch(qp, qs, qsl, false), batch_d = make_batch(dev(qp), dev(qs), dev(qsl), true);
-    const Tensor q = host(normal(rng_, tokens * c.heads * c.head_dim), DType::kF32, {tokens, c.heads, c.head_dim});
-    const Tensor q_d = dev(q);
-    const auto sink_values = normal(rng_, c.heads, 2.0f);
-    for (int32_t window : {0, 7, 1000}) {
-      for (int sink_mode = 0; sink_mode < 3; ++sink_mode) {
-        const Tensor sinks = sink_mode == 0   ? Tensor()
-                             : sink_mode == 1 ? host(sink_values, DType::kF32, {c.heads})
-                                              : host(to_bf16(sink_values), DType::kBF16, {c.heads});
-        const float scale = 1.0f / std::sqrt(float(c.head_dim));
-        Tensor ref = host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim});
-        cpu_->attention(q, kc_h, vc_h, batch_h, AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks},
-                        ref);
-        Tensor out = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
-        gpu_->attention(q_d, kc_d, vc_d, batch_d,
-                        AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out);
-        // A bf16 cache rounds q and the probabilities to bf16 on both backends, each at its own running max.
-        EXPECT_PARITY(fetch<float>(out), as_floats(ref), cache_dtype == DType::kBF16 ? kAttentionBf16 : kAttention,
-                      fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={} cache={}", c.heads,
-                                  c.kv_heads, c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype)));
+      const Tensor qp = host(q_pos, DType::kI32, {tokens}), qs = host(q_seq, DType::kI32, {tokens}),
+                   qsl = host(q_slots, DType::kI32, {tokens});
+      const BatchView batch_h = make_batch(qp, qs, qsl, false), batch_d = make_batch(dev(qp), dev(qs), dev(qsl), true);
+      const Tensor q = host(normal(rng_, tokens * c.heads * c.head_dim), DType::kF32, {tokens, c.heads, c.head_dim});
+      const Tensor q_d = dev(q);
+      const auto sink_values = normal(rng_, c.heads, 2.0f);
+      for (int32_t window : {0, 7, 1000}) {
+        for (int sink_mode = 0; sink_mode < 3; ++sink_mode) {
+          const Tensor sinks = sink_mode == 0   ? Tensor()
+                               : sink_mode == 1 ? host(sink_values, DType::kF32, {c.heads})
+                                                : host(to_bf16(sink_values), DType::kBF16, {c.heads});
+          const float scale = 1.0f / std::sqrt(float(c.head_dim));
+          Tensor ref = host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim});
+          cpu_->attention(q, kc_h, vc_h, batch_h,
+                          AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks}, ref);
+          Tensor out = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
+          gpu_->attention(q_d, kc_d, vc_d, batch_d,
+                          AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out);
+          // A bf16 cache rounds q and the probabilities to bf16 on both backends, each at its own running max.
+          EXPECT_PARITY(
+              fetch<float>(out), as_floats(ref), cache_dtype == DType::kBF16 ? kAttentionBf16 : kAttention,
+              fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={} cache={}", c.heads, c.kv_heads,
+                          c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype)));
+        }
       }
     }
-  }
 }
 
 }  // namespace

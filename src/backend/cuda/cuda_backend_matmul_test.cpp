@@ -41,9 +41,12 @@ TEST_F(CudaParity, Linear) {
   };
   for (int variant = 0; variant < 4; ++variant) {
     const bool mxfp4 = variant == 3;
-    const DType dtype = variant == 0 ? DType::kF32 : variant == 1 ? DType::kBF16 : variant == 2 ? DType::kF16 : DType::kU8;
-    const std::vector<Shape> shapes = mxfp4 ? std::vector<Shape>{{256, 96}, {96, 37}}
-                                            : std::vector<Shape>{{256, 96}, {100, 37}};
+    const DType dtype = variant == 0   ? DType::kF32
+                        : variant == 1 ? DType::kBF16
+                        : variant == 2 ? DType::kF16
+                                       : DType::kU8;
+    const std::vector<Shape> shapes =
+        mxfp4 ? std::vector<Shape>{{256, 96}, {96, 37}} : std::vector<Shape>{{256, 96}, {100, 37}};
     for (const Shape s : shapes) {
       const LinearWeight wh = random_weight(rng_, dtype, mxfp4, s.out, s.in, host_);
       const LinearWeight wd = dev_weight(wh);
@@ -118,8 +121,8 @@ TEST_F(CudaParity, MoeExperts) {
       add(host_experts.down, dev_experts.down, c.hidden, c.inter);
     }
     if (gpt_oss) {
-      host_experts.gate_up_bias = host(to_bf16(normal(rng_, c.experts * 2 * c.inter)), DType::kBF16,
-                                       {c.experts, 2 * c.inter});
+      host_experts.gate_up_bias =
+          host(to_bf16(normal(rng_, c.experts * 2 * c.inter)), DType::kBF16, {c.experts, 2 * c.inter});
       host_experts.down_bias = host(normal(rng_, c.experts * c.hidden), DType::kF32, {c.experts, c.hidden});
       dev_experts.gate_up_bias = dev(host_experts.gate_up_bias);
       dev_experts.down_bias = dev(host_experts.down_bias);

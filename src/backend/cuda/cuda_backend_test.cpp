@@ -19,7 +19,8 @@ TEST_F(CudaParity, Embedding) {
   for (auto& id : ids) id = static_cast<int32_t>(rng_() % vocab);
   const auto table = normal(rng_, vocab * hidden);
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    const Tensor t = dtype == DType::kF32 ? host(table, dtype, {vocab, hidden}) : host(to_bf16(table), dtype, {vocab, hidden});
+    const Tensor t =
+        dtype == DType::kF32 ? host(table, dtype, {vocab, hidden}) : host(to_bf16(table), dtype, {vocab, hidden});
     const Tensor ids_h = host(ids, DType::kI32, {tokens});
     Tensor ref = host_zeros(DType::kF32, {tokens, hidden});
     cpu_->embedding(t, ids_h, ref);
@@ -56,7 +57,8 @@ TEST_F(CudaParity, RmsNormAddSiluGather) {
     }
   }
   for (int64_t count : {1001, 4096}) {
-    const Tensor a = host(normal(rng_, count), DType::kF32, {count}), b = host(normal(rng_, count), DType::kF32, {count});
+    const Tensor a = host(normal(rng_, count), DType::kF32, {count}),
+                 b = host(normal(rng_, count), DType::kF32, {count});
     Tensor ref = host_zeros(DType::kF32, {count});
     cpu_->add(a, b, ref);
     Tensor ad = dev(a);

@@ -103,8 +103,8 @@ ExpertTable DeviceContext::expert_table(const std::vector<LinearWeight>& experts
     if (table.device) RS_CUDA_CHECK(cudaFreeAsync(table.device, stream_));
     RS_CUDA_CHECK(cudaMallocAsync(&table.device, host.size() * sizeof(void*), stream_));
     // The pageable source is staged by the copy itself, so `host` may change right after.
-    RS_CUDA_CHECK(cudaMemcpyAsync(table.device, host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice,
-                                  stream_));
+    RS_CUDA_CHECK(
+        cudaMemcpyAsync(table.device, host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice, stream_));
     table.host = std::move(host);
   }
   auto* pointers = static_cast<const void* const*>(table.device);

@@ -113,11 +113,11 @@ inline double normalized_error(const std::vector<float>& got, const std::vector<
   return max_ref > 0 ? max_diff / max_ref : max_diff;
 }
 
-#define EXPECT_PARITY(got, ref, tol, what)                                                    \
-  do {                                                                                        \
-    const double err_ = normalized_error(got, ref);                                           \
+#define EXPECT_PARITY(got, ref, tol, what)                                                      \
+  do {                                                                                          \
+    const double err_ = normalized_error(got, ref);                                             \
     std::printf("  %-48s err %.2e (tol %.0e)\n", std::string(what).c_str(), err_, double(tol)); \
-    EXPECT_LE(err_, tol) << (what);                                                           \
+    EXPECT_LE(err_, tol) << (what);                                                             \
   } while (0)
 
 }  // namespace rs::cuda_test

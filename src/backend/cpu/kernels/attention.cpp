@@ -44,8 +44,8 @@ inline const float* cache_row(const Tensor& cache, int64_t row, int32_t hd, floa
 }
 
 // Reference path: one query row at a time over a full score row (any head_dim).
-void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
-               const AttentionParams& params, Tensor out) {
+void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const BatchView& batch, const AttentionParams& params, Tensor out) {
   const int64_t num_tokens = q.dim(0);
   const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, hd = params.head_dim;
   const int32_t group = heads / kv_heads;
@@ -105,8 +105,8 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
 }
 
 #if defined(__AVX512F__)
-constexpr int32_t kKeyBlock = 32;     // keys per online-softmax step; their K/V rows stay in L1 while the item's rows pass
-constexpr int64_t kItemRows = 32;     // query rows (tokens x heads sharing one KV head) per work item
+constexpr int32_t kKeyBlock = 32;  // keys per online-softmax step; their K/V rows stay in L1 while the item's rows pass
+constexpr int64_t kItemRows = 32;  // query rows (tokens x heads sharing one KV head) per work item
 
 // Lane j of the result = sum of the 16 lanes of v[j] (a transposing reduction: 45 ops for 16 sums).
 inline __m512 reduce16(const __m512 v[16]) {
@@ -160,14 +160,14 @@ inline float softmax_step(const __m512 s[kKeyBlock / 16], const __mmask16 valid[
 // kChunks = head_dim / 16: each row's output accumulates in registers across a block.
 // CacheT: float (f32 cache) or uint16_t (bf16 cache, widened as each key block is copied).
 template <int kChunks, typename CacheT>
-void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch, const AttentionParams& params,
-                 const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
+void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch,
+                 const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
   constexpr int32_t hd = kChunks * 16;
   const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
   const int32_t page_size = batch.page_size;
   const int32_t* positions = batch.positions.data_as<int32_t>();
-  const int32_t* pages = batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] *
-                                                                   batch.page_table.dim(1);
+  const int32_t* pages =
+      batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] * batch.page_table.dim(1);
   const int64_t rows = (t1 - t0) * group;
   thread_local std::vector<float> acc, m, l;
   thread_local std::vector<int32_t> lo, hi;
@@ -226,7 +226,8 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
       const int64_t t = t0 + r / group;
       const int32_t h = kvh * group + static_cast<int32_t>(r % group);
       const float* qv = q.data_as<float>() + (t * heads + h) * hd;
-      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)), vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
+      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)),
+                   vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
       __m512 s[kKeyBlock / 16];
       __mmask16 valid[kKeyBlock / 16];
       float block_max = -INFINITY;
@@ -256,7 +257,8 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
     const int32_t h = kvh * group + static_cast<int32_t>(r % group);
     const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
     float* o = out + (t * heads + h) * hd;
-    for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + r * hd + 16 * c), inv));
+    for (int c = 0; c < kChunks; ++c)
+      _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + r * hd + 16 * c), inv));
   }
 }
 
@@ -268,7 +270,8 @@ inline __m512 dot16_bf16(const uint16_t* q, const uint16_t* const* k_rows) {
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
   for (int c = 0; c < kVecs; ++c) {
     const __m512bh qc = (__m512bh)_mm512_loadu_si512(q + 32 * c);
-    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], qc, (__m512bh)_mm512_loadu_si512(k_rows[j] + 32 * c));
+    for (int j = 0; j < 16; ++j)
+      acc[j] = _mm512_dpbf16_ps(acc[j], qc, (__m512bh)_mm512_loadu_si512(k_rows[j] + 32 * c));
   }
   return reduce16(acc);
 }
@@ -285,8 +288,8 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
   const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
   const int32_t page_size = batch.page_size;
   const int32_t* positions = batch.positions.data_as<int32_t>();
-  const int32_t* pages = batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] *
-                                                                   batch.page_table.dim(1);
+  const int32_t* pages =
+      batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] * batch.page_table.dim(1);
   const int64_t rows = (t1 - t0) * group;
   thread_local std::vector<float> acc, m, l;
   thread_local std::vector<int32_t> lo, hi;
@@ -307,7 +310,8 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
   const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   // vpermt2w indices: dims 0..15 (then 16..31) of key a and key b, interleaved a0 b0 a1 b1 ...
   alignas(64) static const uint16_t kInterleave[2][32] = {
-      {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+      {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
       {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
        24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
   const __m512i interleave_lo = _mm512_load_si512(kInterleave[0]), interleave_hi = _mm512_load_si512(kInterleave[1]);
@@ -339,13 +343,15 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
     const int32_t pairs = (nk + 1) / 2;
     for (int32_t i = 0; i < pairs; ++i)
       for (int c = 0; c < kVecs; ++c) {
-        const __m512i a = _mm512_loadu_si512(v_rows[2 * i] + 32 * c), b = _mm512_loadu_si512(v_rows[2 * i + 1] + 32 * c);
+        const __m512i a = _mm512_loadu_si512(v_rows[2 * i] + 32 * c),
+                      b = _mm512_loadu_si512(v_rows[2 * i + 1] + 32 * c);
         _mm512_store_si512(v_pairs[i] + 64 * c, _mm512_permutex2var_epi16(a, interleave_lo, b));
         _mm512_store_si512(v_pairs[i] + 64 * c + 32, _mm512_permutex2var_epi16(a, interleave_hi, b));
       }
     for (int64_t r = 0; r < rows; ++r) {
       if (kb > hi[r] || kb + nk <= lo[r]) continue;
-      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)), vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
+      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)),
+                   vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
       __m512 s[kKeyBlock / 16];
       __mmask16 valid[kKeyBlock / 16];
       float block_max = -INFINITY;
@@ -387,8 +393,8 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
 }
 #endif
 
-using ItemFn = void (*)(const Tensor&, const void*, const void*, const BatchView&, const AttentionParams&,
-                        const float*, int64_t, int64_t, int32_t, float*);
+using ItemFn = void (*)(const Tensor&, const void*, const void*, const BatchView&, const AttentionParams&, const float*,
+                        int64_t, int64_t, int32_t, float*);
 
 template <typename CacheT>
 ItemFn item_kernel_for(int32_t head_dim) {
@@ -448,7 +454,8 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
       while (end < num_tokens && end - t < max_tokens && token_seq[end] == token_seq[t]) ++end;
       int64_t keys = 0;
       for (int64_t u = t; u < end; ++u)
-        keys = std::max<int64_t>(keys, params.window > 0 ? std::min(positions[u] + 1, params.window) : positions[u] + 1);
+        keys =
+            std::max<int64_t>(keys, params.window > 0 ? std::min(positions[u] + 1, params.window) : positions[u] + 1);
       segments.push_back({t, end, (end - t) * keys});
       t = end;
     }
@@ -467,8 +474,8 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
     pool.parallel_for(static_cast<int64_t>(balanced.size()) * kv_heads, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const Item& item = segments[balanced[i / kv_heads]];
-        kernel(q, k_cache.data(), v_cache.data(), batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0, item.t1,
-               static_cast<int32_t>(i % kv_heads), o);
+        kernel(q, k_cache.data(), v_cache.data(), batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0,
+               item.t1, static_cast<int32_t>(i % kv_heads), o);
       }
     });
     return;

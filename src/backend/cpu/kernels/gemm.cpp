@@ -13,8 +13,8 @@
 namespace rs::cpu {
 namespace {
 
-constexpr int64_t kPanelRows = 64;      // output rows decoded at a time
-constexpr int64_t kGemvMaxTokens = 4;   // up to this many tokens, bf16 rows are dotted directly
+constexpr int64_t kPanelRows = 64;     // output rows decoded at a time
+constexpr int64_t kGemvMaxTokens = 4;  // up to this many tokens, bf16 rows are dotted directly
 
 // Decodes MXFP4 row `row` ([in/32 groups of 16 bytes] + one E8M0 scale per group) into f32.
 void decode_mxfp4_row(const LinearWeight& w, int64_t row, float* out) {
@@ -116,7 +116,8 @@ void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, cons
                 static_cast<int>(out_stride));
   } else
 #if defined(__AVX512F__)
-  if (w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16 && num_tokens <= kGemvMaxTokens) {
+      if (w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16 &&
+          num_tokens <= kGemvMaxTokens) {
     gemv_bf16(x, num_tokens, w.weight.data_as<uint16_t>(), in, out, out_stride, row_begin, row_end);
   } else
 #endif
@@ -162,20 +163,26 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
     x_bf16.resize(tokens * w.in_features);
     const float* xf = x.data_as<float>();
     for (size_t i = 0; i < x_bf16.size(); ++i) x_bf16[i] = f32_to_bf16(xf[i]);
-    pool.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {
-      float* o = out.data_as<float>();
-      gemm_bf16(x_bf16.data(), tokens, w.weight.data_as<uint16_t>(), w.in_features, o, w.out_features, begin, end);
-      if (!bias_f32.empty())
-        for (int64_t t = 0; t < tokens; ++t)
-          for (int64_t r = begin; r < end; ++r) o[t * w.out_features + r] += bias_f32[r];
-    }, 16);
+    pool.parallel_for(
+        w.out_features,
+        [&](int64_t begin, int64_t end) {
+          float* o = out.data_as<float>();
+          gemm_bf16(x_bf16.data(), tokens, w.weight.data_as<uint16_t>(), w.in_features, o, w.out_features, begin, end);
+          if (!bias_f32.empty())
+            for (int64_t t = 0; t < tokens; ++t)
+              for (int64_t r = begin; r < end; ++r) o[t * w.out_features + r] += bias_f32[r];
+        },
+        16);
     return;
   }
   // Split output features across threads in multiples of 16 (whole cache lines of out).
-  pool.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {
-    linear_rows(x.data_as<float>(), tokens, w, bias_f32.empty() ? nullptr : bias_f32.data(), out.data_as<float>(),
-                w.out_features, begin, end);
-  }, 16);
+  pool.parallel_for(
+      w.out_features,
+      [&](int64_t begin, int64_t end) {
+        linear_rows(x.data_as<float>(), tokens, w, bias_f32.empty() ? nullptr : bias_f32.data(), out.data_as<float>(),
+                    w.out_features, begin, end);
+      },
+      16);
 }
 
 }  // namespace rs::cpu

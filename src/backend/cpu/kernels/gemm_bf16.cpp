@@ -65,9 +65,9 @@ void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int6
   __m512 acc[kTokens][4];
   for (int t = 0; t < kTokens; ++t)
     for (int j = 0; j < 4; ++j)
-      acc[t][j] = accumulate && j <= full_blocks ? _mm512_maskz_loadu_ps(j < full_blocks ? 0xFFFF : last_mask,
-                                                                         out + t * out_stride + 16 * j)
-                                                 : _mm512_setzero_ps();
+      acc[t][j] = accumulate && j <= full_blocks
+                      ? _mm512_maskz_loadu_ps(j < full_blocks ? 0xFFFF : last_mask, out + t * out_stride + 16 * j)
+                      : _mm512_setzero_ps();
   const int32_t* xp = reinterpret_cast<const int32_t*>(x);
   const int64_t x_pair_stride = x_stride / 2;
   for (int64_t p = 0; p < pairs; ++p) {
@@ -82,12 +82,14 @@ void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int6
   }
   for (int t = 0; t < kTokens; ++t)
     for (int j = 0; j < 4; ++j) {
-      if (j < full_blocks) _mm512_storeu_ps(out + t * out_stride + 16 * j, acc[t][j]);
-      else if (j == full_blocks && last_mask) _mm512_mask_storeu_ps(out + t * out_stride + 16 * j, last_mask, acc[t][j]);
+      if (j < full_blocks)
+        _mm512_storeu_ps(out + t * out_stride + 16 * j, acc[t][j]);
+      else if (j == full_blocks && last_mask)
+        _mm512_mask_storeu_ps(out + t * out_stride + 16 * j, last_mask, acc[t][j]);
     }
 }
 
-constexpr int kTileTokens = 6;     // 6 x 4 accumulators + 4 weight vectors fit the 32 zmm registers
+constexpr int kTileTokens = 6;  // 6 x 4 accumulators + 4 weight vectors fit the 32 zmm registers
 // 512 pairs x 256 B = 128 KiB of a panel stays in L2 while all tokens pass. Longer blocks than an L1-sized 64 pairs
 // amortise each tile's accumulator load/store over more steps: ~367 -> ~415 GFLOP/s on 2 Zen 4 cores (cpu_gemm_bench).
 constexpr int64_t kBlockPairs = 512;
@@ -118,8 +120,8 @@ void gemm_bf16_packed(const uint16_t* x, int64_t num_tokens, int64_t x_stride, c
         float* ot = out + t * out_stride + col0;
         // The first four tiles each pull a quarter of the next weight block (one line per step) into L2, so the
         // weights stream from DRAM while this block computes instead of stalling the next block's first tile.
-        const char* pf = i < 4 ? reinterpret_cast<const char*>(w + block * kPackedPanelCols * 2) + i * block * 64
-                               : nullptr;
+        const char* pf =
+            i < 4 ? reinterpret_cast<const char*>(w + block * kPackedPanelCols * 2) + i * block * 64 : nullptr;
         switch (size) {
           case 6: panel_tile<6>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
           case 5: panel_tile<5>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
@@ -163,8 +165,10 @@ void panel_gemv(const float* x, int64_t in, const uint16_t* panel, float* out, i
   }
   for (int t = 0; t < kTokens; ++t)
     for (int j = 0; j < 4; ++j) {
-      if (j < full_blocks) _mm512_storeu_ps(out + t * out_stride + 16 * j, acc[t][j]);
-      else if (j == full_blocks && last_mask) _mm512_mask_storeu_ps(out + t * out_stride + 16 * j, last_mask, acc[t][j]);
+      if (j < full_blocks)
+        _mm512_storeu_ps(out + t * out_stride + 16 * j, acc[t][j]);
+      else if (j == full_blocks && last_mask)
+        _mm512_mask_storeu_ps(out + t * out_stride + 16 * j, last_mask, acc[t][j]);
     }
 }
 

@@ -27,8 +27,9 @@ inline int64_t packed_elements(int64_t out, int64_t in) {
 // packed <- w (bf16 [out, in] row-major). packed has packed_elements(out, in) values.
 void pack_bf16_weight(const uint16_t* w, int64_t out, int64_t in, uint16_t* packed);
 
-// out[t * out_stride + c] = sum_k x[t, k] * w[c, k] for the columns of panels [panel_begin, panel_end) below `out_cols`.
-// x: bf16 [num_tokens, x_stride] with x_stride = 2 * packed_in_pairs(in) and the padding input (if any) zero.
+// out[t * out_stride + c] = sum_k x[t, k] * w[c, k] for the columns of panels [panel_begin, panel_end) below
+// `out_cols`. x: bf16 [num_tokens, x_stride] with x_stride = 2 * packed_in_pairs(in) and the padding input (if any)
+// zero.
 void gemm_bf16_packed(const uint16_t* x, int64_t num_tokens, int64_t x_stride, const uint16_t* packed, int64_t in,
                       int64_t out_cols, float* out, int64_t out_stride, int64_t panel_begin, int64_t panel_end);
 // Same product with exact f32 activations x [num_tokens, in] (num_tokens <= 4, the decode path): each weight is

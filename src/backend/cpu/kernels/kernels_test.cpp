@@ -23,26 +23,26 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
 TEST(CpuKernels, LinearBf16MatchesNaiveForAllBatchSizes) {
   ThreadPool pool(2);
   for (auto [in, out] : {std::pair<int64_t, int64_t>{96, 40}, {100, 43}}) {  // 100, 43: ragged inputs and row blocks
-  auto w32 = random_vector(in * out, 1);
-  std::vector<uint16_t> w16(w32.size());
-  for (size_t i = 0; i < w32.size(); ++i) {
-    w16[i] = f32_to_bf16(w32[i]);
-    w32[i] = bf16_to_f32(w16[i]);
-  }
-  auto bias = random_vector(out, 3);
-  for (int64_t tokens : {1, 2, 3, 4, 7}) {
-    auto x = random_vector(tokens * in, 2);
-    std::vector<float> got(tokens * out);
-    LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in};
-    linear(pool, Tensor(x.data(), DType::kF32, {tokens, in}), w, Tensor(bias.data(), DType::kF32, {out}),
-           Tensor(got.data(), DType::kF32, {tokens, out}));
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t o = 0; o < out; ++o) {
-        double ref = bias[o];
-        for (int64_t i = 0; i < in; ++i) ref += static_cast<double>(x[t * in + i]) * w32[o * in + i];
-        EXPECT_NEAR(got[t * out + o], ref, 1e-4) << in << "x" << out << ": " << tokens << " " << t << " " << o;
-      }
-  }
+    auto w32 = random_vector(in * out, 1);
+    std::vector<uint16_t> w16(w32.size());
+    for (size_t i = 0; i < w32.size(); ++i) {
+      w16[i] = f32_to_bf16(w32[i]);
+      w32[i] = bf16_to_f32(w16[i]);
+    }
+    auto bias = random_vector(out, 3);
+    for (int64_t tokens : {1, 2, 3, 4, 7}) {
+      auto x = random_vector(tokens * in, 2);
+      std::vector<float> got(tokens * out);
+      LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in};
+      linear(pool, Tensor(x.data(), DType::kF32, {tokens, in}), w, Tensor(bias.data(), DType::kF32, {out}),
+             Tensor(got.data(), DType::kF32, {tokens, out}));
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t o = 0; o < out; ++o) {
+          double ref = bias[o];
+          for (int64_t i = 0; i < in; ++i) ref += static_cast<double>(x[t * in + i]) * w32[o * in + i];
+          EXPECT_NEAR(got[t * out + o], ref, 1e-4) << in << "x" << out << ": " << tokens << " " << t << " " << o;
+        }
+    }
   }
 }
 
@@ -50,8 +50,8 @@ TEST(CpuKernels, Mxfp4DecodesLowNibbleFirstWithE8M0Scale) {
   ThreadPool pool(1);
   // One row, 32 inputs: byte k holds element 2k (low nibble) and 2k+1 (high nibble).
   std::vector<uint8_t> blocks(16, 0);
-  blocks[0] = 0x72;  // element 0 = code 2 (1.0), element 1 = code 7 (6.0)
-  blocks[1] = 0x0A;  // element 2 = code 10 (-1.0)
+  blocks[0] = 0x72;                     // element 0 = code 2 (1.0), element 1 = code 7 (6.0)
+  blocks[1] = 0x0A;                     // element 2 = code 10 (-1.0)
   std::vector<uint8_t> scales = {128};  // 2^(128-127) = 2
   LinearWeight w{LinearWeight::Format::kMxfp4, Tensor(blocks.data(), DType::kU8, {1, 1, 16}),
                  Tensor(scales.data(), DType::kU8, {1, 1}), 1, 32};
@@ -63,9 +63,9 @@ TEST(CpuKernels, Mxfp4DecodesLowNibbleFirstWithE8M0Scale) {
 }
 
 // Naive attention over a contiguous sequence, with window and sinks.
-std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
-                                   int len, int heads, int kv_heads, int hd, float scale, int window,
-                                   const std::vector<float>& sinks) {
+std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
+                                   const std::vector<float>& v, int len, int heads, int kv_heads, int hd, float scale,
+                                   int window, const std::vector<float>& sinks) {
   std::vector<float> out(len * heads * hd, 0.0f);
   for (int i = 0; i < len; ++i)
     for (int h = 0; h < heads; ++h) {
@@ -149,8 +149,10 @@ void check_paged_attention(const AttentionCase& c) {
                   Tensor(seq_of.data(), DType::kI32, {total_queries}),
                   Tensor(kv_len.data(), DType::kI32, {static_cast<int64_t>(kv_len.size())}),
                   Tensor(table.data(), DType::kI32, {static_cast<int64_t>(c.seqs.size()), max_pages}),
-                  Tensor(slots.data(), DType::kI32, {total_queries}), page_size,
-                  static_cast<int32_t>(c.seqs.size()), *std::max_element(kv_len.begin(), kv_len.end())};
+                  Tensor(slots.data(), DType::kI32, {total_queries}),
+                  page_size,
+                  static_cast<int32_t>(c.seqs.size()),
+                  *std::max_element(kv_len.begin(), kv_len.end())};
   Tensor kc_t(kc.data(), DType::kF32, {total_pages * page_size, kv_heads, hd});
   Tensor vc_t(vc.data(), DType::kF32, {total_pages * page_size, kv_heads, hd});
   std::vector<uint16_t> kc_bf16(kc.size()), vc_bf16(vc.size());
@@ -161,8 +163,8 @@ void check_paged_attention(const AttentionCase& c) {
   }
   for (bool use_sinks : {false, true})
     for (int window : {0, 1, 5, 37}) {
-      AttentionParams params{heads, kv_heads, hd, c.scale, window,
-                             use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
+      AttentionParams params{heads,   kv_heads, hd,
+                             c.scale, window,   use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
       std::vector<float> got(total_queries * heads * hd);
       attention(pool, Tensor(q_batch.data(), DType::kF32, {total_queries, heads, hd}), kc_t, vc_t, batch, params,
                 Tensor(got.data(), DType::kF32, {total_queries, heads * hd}));
@@ -184,7 +186,7 @@ TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
   for (DType cache : {DType::kF32, DType::kBF16})
     for (int hd : {8, 32, 64, 128})
       for (auto [heads, kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
-        check_paged_attention({heads, kv_heads, hd, {{37, 37}}, cache});                              // prefill
+        check_paged_attention({heads, kv_heads, hd, {{37, 37}}, cache});                           // prefill
         check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}, cache});  // chunk + decodes
       }
   // gpt-oss and Qwen3-Next shapes (8 query heads per KV head; head_dim 256), pages of 16, peaked scores.
@@ -211,9 +213,14 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
                                        : Tensor(kc16.data(), dtype, {pages * page_size, kv_heads, hd});
     Tensor vc_t = dtype == DType::kF32 ? Tensor(vc.data(), dtype, {pages * page_size, kv_heads, hd})
                                        : Tensor(vc16.data(), dtype, {pages * page_size, kv_heads, hd});
-    BatchView all{Tensor(positions.data(), DType::kI32, {len}), Tensor(seq.data(), DType::kI32, {len}),
-                  Tensor(kv_len.data(), DType::kI32, {1}), Tensor(table.data(), DType::kI32, {1, pages}),
-                  Tensor(slots.data(), DType::kI32, {len}), page_size, 1, len};
+    BatchView all{Tensor(positions.data(), DType::kI32, {len}),
+                  Tensor(seq.data(), DType::kI32, {len}),
+                  Tensor(kv_len.data(), DType::kI32, {1}),
+                  Tensor(table.data(), DType::kI32, {1, pages}),
+                  Tensor(slots.data(), DType::kI32, {len}),
+                  page_size,
+                  1,
+                  len};
     store_kv(Tensor(k.data(), DType::kF32, {len, kv_heads, hd}), Tensor(v.data(), DType::kF32, {len, kv_heads, hd}),
              kc_t, vc_t, all);
     for (int window : {0, 37}) {
@@ -221,8 +228,13 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
       // The last token's output as the last of the last `queries` tokens.
       auto last_row = [&](int queries) {
         const int first = len - queries;
-        BatchView b{Tensor(positions.data() + first, DType::kI32, {queries}), Tensor(seq.data(), DType::kI32, {queries}),
-                    all.seq_kv_len, all.page_table, Tensor(slots.data() + first, DType::kI32, {queries}), page_size, 1,
+        BatchView b{Tensor(positions.data() + first, DType::kI32, {queries}),
+                    Tensor(seq.data(), DType::kI32, {queries}),
+                    all.seq_kv_len,
+                    all.page_table,
+                    Tensor(slots.data() + first, DType::kI32, {queries}),
+                    page_size,
+                    1,
                     len};
         std::vector<float> out(queries * heads * hd);
         attention(pool, Tensor(q.data() + first * heads * hd, DType::kF32, {queries, heads, hd}), kc_t, vc_t, b, params,
@@ -230,8 +242,8 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
         return std::vector<float>(out.end() - heads * hd, out.end());
       };
       const auto alone = last_row(1);
-      for (int queries : {2, 7, 16, 70}) EXPECT_EQ(last_row(queries), alone) << dtype_name(dtype) << " window " << window
-                                                                             << " queries " << queries;
+      for (int queries : {2, 7, 16, 70})
+        EXPECT_EQ(last_row(queries), alone) << dtype_name(dtype) << " window " << window << " queries " << queries;
     }
   }
 }
@@ -241,13 +253,20 @@ TEST(CpuKernels, StoreKvRoundsIntoABf16Cache) {
   auto k = random_vector(tokens * kv_heads * hd, 21), v = random_vector(tokens * kv_heads * hd, 22);
   std::vector<uint16_t> kc(4 * kv_heads * hd, 0), vc(kc.size(), 0);
   std::vector<int32_t> slots = {2, -1, 0}, positions = {0, 1, 2}, seq = {0, 0, 0};
-  BatchView batch{Tensor(positions.data(), DType::kI32, {tokens}), Tensor(seq.data(), DType::kI32, {tokens}), Tensor(),
-                  Tensor(), Tensor(slots.data(), DType::kI32, {tokens}), 4, 1, tokens};
+  BatchView batch{Tensor(positions.data(), DType::kI32, {tokens}),
+                  Tensor(seq.data(), DType::kI32, {tokens}),
+                  Tensor(),
+                  Tensor(),
+                  Tensor(slots.data(), DType::kI32, {tokens}),
+                  4,
+                  1,
+                  tokens};
   store_kv(Tensor(k.data(), DType::kF32, {tokens, kv_heads, hd}), Tensor(v.data(), DType::kF32, {tokens, kv_heads, hd}),
-           Tensor(kc.data(), DType::kBF16, {4, kv_heads, hd}), Tensor(vc.data(), DType::kBF16, {4, kv_heads, hd}), batch);
+           Tensor(kc.data(), DType::kBF16, {4, kv_heads, hd}), Tensor(vc.data(), DType::kBF16, {4, kv_heads, hd}),
+           batch);
   const int row = kv_heads * hd;
   for (int i = 0; i < row; ++i) {
-    EXPECT_EQ(kc[2 * row + i], f32_to_bf16(k[i]));           // token 0 -> slot 2
+    EXPECT_EQ(kc[2 * row + i], f32_to_bf16(k[i]));            // token 0 -> slot 2
     EXPECT_EQ(vc[0 * row + i], f32_to_bf16(v[2 * row + i]));  // token 2 -> slot 0
     EXPECT_EQ(kc[1 * row + i], 0);                            // token 1 (slot -1) wrote nothing
   }
@@ -313,7 +332,6 @@ TEST(CpuKernels, Bf16GemmMatchesReferenceOnRoundedActivations) {
 }  // namespace
 }  // namespace rs::cpu
 
-
 namespace rs::cpu {
 namespace {
 
@@ -329,7 +347,11 @@ TEST(CpuKernels, PackedBf16LinearMatchesNaive) {
     for (size_t i = 0; i < w32.size(); ++i) w16[i] = f32_to_bf16(w32[i]);
     std::vector<uint16_t> packed(packed_elements(out, in));
     pack_bf16_weight(w16.data(), out, in, packed.data());
-    LinearWeight w{LinearWeight::Format::kDense, Tensor(w16.data(), DType::kBF16, {out, in}), Tensor(), out, in,
+    LinearWeight w{LinearWeight::Format::kDense,
+                   Tensor(w16.data(), DType::kBF16, {out, in}),
+                   Tensor(),
+                   out,
+                   in,
                    Tensor(packed.data(), DType::kBF16, {static_cast<int64_t>(packed.size())})};
     auto bias = random_vector(out, 8);
     for (int64_t tokens : {1, 2, 3, 4, 5, 6, 7, 11, 13, 17, 40}) {
@@ -364,7 +386,8 @@ TEST(CpuKernels, SiluMulMatchesScalarReference) {
   auto gate_up = random_vector(rows * 2 * inter, 10, 4.0f);
   gate_up[0] = -100.0f, gate_up[1] = 100.0f, gate_up[2] = 0.0f;
   std::vector<float> got(rows * inter);
-  silu_mul(pool, Tensor(gate_up.data(), DType::kF32, {rows, 2 * inter}), Tensor(got.data(), DType::kF32, {rows, inter}));
+  silu_mul(pool, Tensor(gate_up.data(), DType::kF32, {rows, 2 * inter}),
+           Tensor(got.data(), DType::kF32, {rows, inter}));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < inter; ++i) {
       const double g = gate_up[r * 2 * inter + i], u = gate_up[r * 2 * inter + inter + i];

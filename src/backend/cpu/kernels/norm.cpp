@@ -24,16 +24,19 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps
   load_row(weight.view({1, width}), 0, w.data(), width);
   if (add_one)
     for (auto& v : w) v += 1.0f;
-  pool.parallel_for(x.rows(), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* in = x.data_as<float>() + r * width;
-      float* o = out.data_as<float>() + r * width;
-      double sum = 0.0;
-      for (int64_t i = 0; i < width; ++i) sum += static_cast<double>(in[i]) * in[i];
-      const float scale = 1.0f / std::sqrt(static_cast<float>(sum / width) + eps);
-      for (int64_t i = 0; i < width; ++i) o[i] = in[i] * scale * w[i];
-    }
-  }, 4);
+  pool.parallel_for(
+      x.rows(),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const float* in = x.data_as<float>() + r * width;
+          float* o = out.data_as<float>() + r * width;
+          double sum = 0.0;
+          for (int64_t i = 0; i < width; ++i) sum += static_cast<double>(in[i]) * in[i];
+          const float scale = 1.0f / std::sqrt(static_cast<float>(sum / width) + eps);
+          for (int64_t i = 0; i < width; ++i) o[i] = in[i] * scale * w[i];
+        }
+      },
+      4);
 }
 
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out) {
@@ -42,9 +45,12 @@ void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out) {
   const float* pa = a.data_as<float>();
   const float* pb = b.data_as<float>();
   float* po = out.data_as<float>();
-  pool.parallel_for(a.numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
-  }, 4096);
+  pool.parallel_for(
+      a.numel(),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = pa[i] + pb[i];
+      },
+      4096);
 }
 
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out) {
@@ -60,8 +66,8 @@ void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out) {
       for (; i + 16 <= inter; i += 16) {
         const __m512 gv = _mm512_loadu_ps(g + i);
         const __m512 e = exp_f32x16(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-        _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
-                                              _mm512_loadu_ps(u + i)));
+        _mm512_storeu_ps(
+            o + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(u + i)));
       }
 #endif
       for (; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];

@@ -1,8 +1,8 @@
-// Paged causal attention on CUDA (f32 or bf16 KV cache) with per-layer sliding window and per-head sinks, and the K/V store.
-// One block of 4 warps per (token, head, key split). Each lane scores one key of a 32-key tile (its own cache row), the
-// warp keeps an online softmax, and P.V is accumulated with each lane owning head_dim/32 output dims (coalesced V
-// reads). Warps are merged in shared memory; with several key splits (flash-decoding, for few long sequences) a second
-// kernel merges the splits and adds the sink term.
+// Paged causal attention on CUDA (f32 or bf16 KV cache) with per-layer sliding window and per-head sinks, and the K/V
+// store. One block of 4 warps per (token, head, key split). Each lane scores one key of a 32-key tile (its own cache
+// row), the warp keeps an online softmax, and P.V is accumulated with each lane owning head_dim/32 output dims
+// (coalesced V reads). Warps are merged in shared memory; with several key splits (flash-decoding, for few long
+// sequences) a second kernel merges the splits and adds the sink term.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -37,7 +37,9 @@ __device__ __forceinline__ float4 cache_load4(const uint16_t* p) {
 }
 
 template <typename CacheT>
-__device__ __forceinline__ const CacheT* a_cache_tag() { return nullptr; }
+__device__ __forceinline__ const CacheT* a_cache_tag() {
+  return nullptr;
+}
 
 template <typename CacheT>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_width, const int32_t* slots,
@@ -67,7 +69,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int64_t begin64 = first + static_cast<int64_t>(split) * a.split_keys;
   const int begin = static_cast<int>(min(static_cast<long long>(begin64), static_cast<long long>(pos) + 1));
-  const int end = static_cast<int>(min(static_cast<long long>(pos) + 1, static_cast<long long>(begin64) + a.split_keys));
+  const int end =
+      static_cast<int>(min(static_cast<long long>(pos) + 1, static_cast<long long>(begin64) + a.split_keys));
 
   const int q_floats = (hd + 3) & ~3;
   float* q_s = smem;

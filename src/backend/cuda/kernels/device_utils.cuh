@@ -41,7 +41,9 @@ __device__ __forceinline__ float fp4_e2m1_to_float(uint32_t code) {
 }
 
 // E8M0 scale byte -> 2^(e - 127) (e = 0 gives the subnormal 2^-127, as std::ldexp does on the host).
-__device__ __forceinline__ float e8m0_to_float(uint32_t e) { return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u); }
+__device__ __forceinline__ float e8m0_to_float(uint32_t e) {
+  return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -126,8 +126,9 @@ void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, i
 
 void launch_add(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  const bool aligned = count % 4 == 0 && (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) |
-                                          reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+  const bool aligned =
+      count % 4 == 0 &&
+      (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
   if (aligned) {
     add4_kernel<<<grid_for(count / 4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(a),
                                                               reinterpret_cast<const float4*>(b),
@@ -168,7 +169,7 @@ void launch_add_bias(float* out, int64_t rows, int64_t features, const void* bia
 void launch_split_bf16(const float* x, int64_t count, void* hi, void* lo, cudaStream_t stream) {
   if (count == 0) return;
   split_bf16_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, static_cast<__nv_bfloat16*>(hi),
-                                                             static_cast<__nv_bfloat16*>(lo));
+                                                              static_cast<__nv_bfloat16*>(lo));
   RS_CUDA_CHECK_LAUNCH();
 }
 

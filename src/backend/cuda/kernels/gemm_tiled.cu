@@ -17,7 +17,8 @@ template <WeightFormat F>
 __device__ __forceinline__ void load_weight8(const void* weight, const uint8_t* scales, int64_t n, int64_t in,
                                              int64_t k, float (&w)[8]) {
   if constexpr (F == WeightFormat::kMxfp4) {  // in % 32 == 0 and k % 8 == 0: one aligned word of 8 nibbles
-    const uint32_t word = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(weight) + n * (in / 2) + k / 2);
+    const uint32_t word =
+        *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(weight) + n * (in / 2) + k / 2);
     const float scale = e8m0_to_float(scales[n * (in / 32) + k / 32]);
     decode_word<F>(word, w);
 #pragma unroll
@@ -120,8 +121,9 @@ __global__ void __launch_bounds__(kThreads) gemm_tiled_kernel(LinearArgs a) {
 
 template <WeightFormat F>
 void launch_for_format(const LinearArgs& a, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.out_features, kBN)),
-                  static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows)));
+  const dim3 grid(
+      static_cast<unsigned>(ceil_div(a.out_features, kBN)),
+      static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows)));
   gemm_tiled_kernel<F><<<grid, kThreads, 0, stream>>>(a);
   RS_CUDA_CHECK_LAUNCH();
 }

@@ -93,8 +93,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a)
 
 template <WeightFormat F>
 void launch_for_format(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(ceil_div(a.out_features, kWarpsPerBlock * kRowsPerWarp)),
-                  static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows)));
+  const dim3 grid(
+      static_cast<unsigned>(ceil_div(a.out_features, kWarpsPerBlock * kRowsPerWarp)),
+      static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows)));
   const int threads = kWarpsPerBlock * 32;
   if (rows_per_chunk <= 1) {
     gemv_kernel<F, 1><<<grid, threads, 0, stream>>>(a);

@@ -20,11 +20,11 @@ enum class WeightFormat : int32_t { kF32, kBF16, kF16, kMxfp4 };
 
 // Bits of the device error word.
 enum ErrorFlag : uint32_t {
-  kErrTokenId = 1u << 0,      // embedding: id outside the vocabulary
-  kErrPosition = 1u << 1,     // rope: position beyond the table
-  kErrKvSlot = 1u << 2,       // store_kv: slot beyond the cache
-  kErrExpertId = 1u << 3,     // moe: expert id out of range
-  kErrAbsentPage = 1u << 4,   // attention: page table entry < 0 inside the attended range
+  kErrTokenId = 1u << 0,     // embedding: id outside the vocabulary
+  kErrPosition = 1u << 1,    // rope: position beyond the table
+  kErrKvSlot = 1u << 2,      // store_kv: slot beyond the cache
+  kErrExpertId = 1u << 3,    // moe: expert id out of range
+  kErrAbsentPage = 1u << 4,  // attention: page table entry < 0 inside the attended range
 };
 
 // ---- elementwise.cu ----
@@ -57,17 +57,17 @@ void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t
                      cudaStream_t stream);
 
 struct AttentionArgs {
-  const float* q;            // [T, heads, hd]
-  const void* k_cache;       // [rows, kv_heads, hd], f32 or bf16 (cache_bf16)
+  const float* q;       // [T, heads, hd]
+  const void* k_cache;  // [rows, kv_heads, hd], f32 or bf16 (cache_bf16)
   const void* v_cache;
   bool cache_bf16;
-  const int32_t* positions;  // [T]
-  const int32_t* token_seq;  // [T]
-  const int32_t* page_table; // [S, max_pages]
-  const void* sinks;         // [heads] or null
+  const int32_t* positions;   // [T]
+  const int32_t* token_seq;   // [T]
+  const int32_t* page_table;  // [S, max_pages]
+  const void* sinks;          // [heads] or null
   ElemType sinks_type;
-  float* out;                // [T, heads * hd]
-  float* partial;            // [T, heads, splits, hd + 2] when splits > 1
+  float* out;      // [T, heads * hd]
+  float* partial;  // [T, heads, splits, hd + 2] when splits > 1
   uint32_t* error_flags;
   int32_t num_tokens, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits, split_keys;
   float scale;
@@ -79,13 +79,13 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- linear: gemv.cu (few rows) and gemm_tiled.cu (any rows), both over "row chunks" of one weight group ----
 struct GroupedWeights {
-  const void* weight = nullptr;              // single group: [out, in] (or MXFP4 blocks [out, in/32, 16])
-  const uint8_t* scales = nullptr;           // single group MXFP4 scales [out, in/32]
-  const void* const* weight_table = nullptr; // per-group device pointer arrays (MoE experts); override the above
+  const void* weight = nullptr;               // single group: [out, in] (or MXFP4 blocks [out, in/32, 16])
+  const uint8_t* scales = nullptr;            // single group MXFP4 scales [out, in/32]
+  const void* const* weight_table = nullptr;  // per-group device pointer arrays (MoE experts); override the above
   const uint8_t* const* scale_table = nullptr;
-  const void* bias = nullptr;                // [groups, out] or [out]
+  const void* bias = nullptr;  // [groups, out] or [out]
   ElemType bias_type = ElemType::kF32;
-  int64_t bias_group_stride = 0;             // elements between consecutive groups' biases
+  int64_t bias_group_stride = 0;  // elements between consecutive groups' biases
 };
 
 // Activation rows are processed in chunks of consecutive rows that share one weight group. Either implicit (chunks of
@@ -99,10 +99,10 @@ struct RowChunks {
 };
 
 struct LinearArgs {
-  const float* x;             // activations, row stride x_stride
+  const float* x;  // activations, row stride x_stride
   int64_t x_stride;
-  const int32_t* x_rows;      // row r reads x[x_rows[r]] (gather), or null: x[r]
-  float* out;                 // row r writes out[r * out_stride + o]
+  const int32_t* x_rows;  // row r reads x[x_rows[r]] (gather), or null: x[r]
+  float* out;             // row r writes out[r * out_stride + o]
   int64_t out_stride;
   int64_t in_features, out_features;
   WeightFormat format;
@@ -126,7 +126,8 @@ void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
 void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool softmax_first,
                       bool renormalize, int32_t* ids, float* weights, cudaStream_t stream);
 // Groups the T*k (token, slot) pairs by expert: pos_of_slot [T*k] (row of each pair in expert order, -1 if its id is
-// bad), x_row_of_pos [T*k] (token of each row), chunks [max_chunks] of up to chunk_rows rows of one expert, *num_chunks.
+// bad), x_row_of_pos [T*k] (token of each row), chunks [max_chunks] of up to chunk_rows rows of one expert,
+// *num_chunks.
 void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts, int32_t chunk_rows,
                      int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
                      uint32_t* error_flags, cudaStream_t stream);

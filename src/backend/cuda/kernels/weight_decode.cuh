@@ -50,7 +50,8 @@ __device__ __forceinline__ bool block_chunk(const RowChunks& rows, int& group, i
   } else {
     group = 0;
     first_row = static_cast<int64_t>(blockIdx.y) * rows.chunk_rows;
-    count = static_cast<int>(min(static_cast<long long>(rows.chunk_rows), static_cast<long long>(rows.total_rows - first_row)));
+    count = static_cast<int>(
+        min(static_cast<long long>(rows.chunk_rows), static_cast<long long>(rows.total_rows - first_row)));
   }
   return count > 0;
 }
