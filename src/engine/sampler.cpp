@@ -63,8 +63,8 @@ SampledToken sample_token(std::span<float> logits, const SamplingRow& row) {
   const SamplingParams& p = *row.params;
   SampledToken result;
   // Logprobs describe the model's distribution (raw logits), as OpenAI reports them.
-  float max_logit;
-  double log_sum;
+  float max_logit = 0.0f;
+  double log_sum = 0.0;
   if (p.logprobs || p.top_logprobs > 0) log_softmax_stats(logits, &max_logit, &log_sum);
   auto logprob_of = [&](int32_t id) { return static_cast<float>(logits[id] - max_logit - log_sum); };
   if (p.top_logprobs > 0) {

@@ -119,7 +119,9 @@ TEST(OpenAiRequest, DeeplyNestedBodiesAreRefusedWhileParsing) {
   auto parsed = parse_chat_request(R"({"messages": [{"role": "user", "content": "x", "name": )" +
                                        std::string(inner, '[') + std::string(inner, ']') + "}]}",
                                    kDefaults);
-  if (auto* e = std::get_if<ApiError>(&parsed)) EXPECT_NE(e->code, "invalid_json") << e->message;
+  if (auto* e = std::get_if<ApiError>(&parsed)) {
+    EXPECT_NE(e->code, "invalid_json") << e->message;
+  }
   ApiError one_more = chat_error(R"({"messages": [{"role": "user", "content": "x", "name": )" +
                                  std::string(inner + 1, '[') + std::string(inner + 1, ']') + "}]}");
   EXPECT_EQ(one_more.code, "invalid_json");

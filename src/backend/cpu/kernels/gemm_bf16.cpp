@@ -1,12 +1,9 @@
 #include "backend/cpu/kernels/gemm_bf16.h"
 
-#if defined(__AVX512BF16__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/kernels/simd.h"
 #include "base/error.h"
 #include "tensor/dtype.h"
 

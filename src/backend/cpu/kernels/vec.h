@@ -6,9 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "backend/cpu/kernels/simd.h"
 
 #include "tensor/tensor.h"
 
