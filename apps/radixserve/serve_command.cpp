@@ -28,7 +28,19 @@ struct ServeOptions {
   sched::SchedulerConfig scheduler;
   engine::EngineConfig engine;
   int32_t drain_timeout_s = 30;
+  std::string reasoning_parser = "none";  // "qwen3": <think> ... </think> -> reasoning_content
 };
+
+// The reasoning tags a --reasoning-parser names, resolved to token ids of the model's tokenizer.
+server::ReasoningTags reasoning_tags(const std::string& parser, const server::ModelText& text) {
+  if (parser == "none") return {};
+  server::ReasoningTags tags{"<think>", "</think>"};
+  const auto open = text.token_id(tags.open), close = text.token_id(tags.close);
+  RS_CHECK(open && close, "--reasoning-parser {}: the model's tokenizer has no {} / {} tokens", parser, tags.open,
+           tags.close);
+  tags.open_id = *open, tags.close_id = *close;
+  return tags;
+}
 
 // The write end of the shutdown pipe. The one global here: a signal handler can reach nothing else.
 int g_shutdown_pipe = -1;
@@ -141,6 +153,7 @@ void run_serve(ServeOptions options) {
   model.eos_token_ids = engine.model_config().eos_token_ids;
   model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
   model.text = server::ModelText::load(options.model_dir);
+  model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
 
   options.scheduler.context_length = model.max_context;
@@ -194,6 +207,10 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--drain-timeout", options->drain_timeout_s, "Seconds running requests get to finish on SIGTERM")
       ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
+  cmd->add_option("--reasoning-parser", options->reasoning_parser,
+                  "Split chat answers into reasoning_content and content: qwen3 (<think> ... </think>) or none")
+      ->check(CLI::IsMember({"none", "qwen3"}))
       ->capture_default_str();
   add_engine_options(*cmd, options->engine);
   cmd->callback([options] { run_serve(*options); });

@@ -18,8 +18,21 @@ Generation::Generation(const ServingModel& model, const GenerationOptions& optio
       metrics_(metrics) {
   const size_t count = prompts_.size() * options_.n;
   choices_.reserve(count);
-  for (size_t i = 0; i < count; ++i)
+  for (size_t i = 0; i < count; ++i) {
     choices_.push_back(Choice(first_request_id_ + i, model_.text.stream(options_.skip_special_tokens), options_.stop));
+    if (options_.separate_reasoning && model_.reasoning.enabled())
+      choices_.back().reasoning.emplace(model_.reasoning.open, model_.reasoning.close,
+                                        prompt_opens_reasoning(prompts_[i / options_.n]));
+  }
+}
+
+// Whether the prompt leaves a reasoning block open (templates that end the generation prompt with "<think>").
+bool Generation::prompt_opens_reasoning(const std::vector<int32_t>& prompt) const {
+  const auto last = [&prompt](int32_t id) {
+    const auto it = std::find(prompt.rbegin(), prompt.rend(), id);
+    return it == prompt.rend() ? int64_t{-1} : static_cast<int64_t>(prompt.rend() - it);
+  };
+  return last(model_.reasoning.open_id) > last(model_.reasoning.close_id);
 }
 
 Generation::~Generation() { abort(); }
@@ -107,7 +120,17 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
         end_choice(choice, delta, "");
     }
   }
-  if (!delta.text.empty() || !delta.token_ids.empty() || !delta.finish_reason.empty())
+  if (choice.reasoning) {  // split what this event released; at the end, also what the parser still held
+    ReasoningParser::Split split = choice.reasoning->feed(delta.text);
+    if (choice.finished) {
+      ReasoningParser::Split rest = choice.reasoning->finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    delta.text = std::move(split.content);
+    delta.reasoning = std::move(split.reasoning);
+  }
+  if (!delta.text.empty() || !delta.reasoning.empty() || !delta.token_ids.empty() || !delta.finish_reason.empty())
     deltas.push_back(std::move(delta));
 }
 

@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "server/model_text.h"
 #include "server/openai_request.h"
+#include "server/reasoning_parser.h"
 #include "server/stop_matcher.h"
 
 namespace rs::server {
@@ -23,7 +24,8 @@ namespace rs::server {
 // What a poll added to one choice.
 struct ChoiceDelta {
   int32_t index = 0;
-  std::string text;                           // newly released text
+  std::string text;                           // newly released text (the reply, when reasoning is split off)
+  std::string reasoning;                      // newly released reasoning (chat with a reasoning parser)
   std::vector<int32_t> token_ids;             // tokens that arrived (the final stop token excluded)
   std::vector<engine::SampledToken> sampled;  // the same tokens with their logprobs
   std::string finish_reason;                  // "stop" or "length" when the choice ended here, else empty
@@ -35,6 +37,13 @@ struct Usage {
   int64_t cached_tokens = 0;
 };
 
+// Tags around a model's reasoning, as text and as token ids (to tell from the prompt whether it opened them).
+struct ReasoningTags {
+  std::string open, close;
+  int32_t open_id = -1, close_id = -1;
+  bool enabled() const { return !open.empty(); }
+};
+
 // The model facts a generation needs; owned by the server, shared by every call.
 struct ServingModel {
   std::string name;                          // the served model name
@@ -44,6 +53,8 @@ struct ServingModel {
   engine::SamplingParams sampling_defaults;  // generation_config.json
   int32_t max_choices_per_call = 128;        // prompts x n one call may submit (at most the scheduler's queue)
   ModelText text;
+  // Chat answers split into reasoning_content and content at these tags (--reasoning-parser); empty: off.
+  ReasoningTags reasoning;
 };
 
 class Generation {
@@ -75,6 +86,7 @@ class Generation {
     uint64_t request_id = 0;
     TextStream text;
     StopMatcher stop;
+    std::optional<ReasoningParser> reasoning;
     int32_t prompt_tokens = 0;
     int32_t cached_tokens = 0;
     int32_t completion_tokens = 0;
@@ -84,6 +96,7 @@ class Generation {
   };
 
   void apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& deltas);
+  bool prompt_opens_reasoning(const std::vector<int32_t>& prompt) const;
   void end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason);
 
   const ServingModel& model_;

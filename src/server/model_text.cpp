@@ -72,6 +72,10 @@ std::variant<std::vector<int32_t>, ApiError> ModelText::chat_prompt(const nlohma
   }
 }
 
+std::optional<int32_t> ModelText::token_id(std::string_view token) const {
+  return tokenizer_ ? tokenizer_->token_to_id(token) : std::nullopt;
+}
+
 std::string ModelText::token_text(int32_t token) const {
   if (!tokenizer_) return fmt::format("token_id:{}", token);
   const int32_t ids[] = {token};

@@ -59,6 +59,8 @@ class ModelText {
   std::variant<std::vector<int32_t>, ApiError> chat_prompt(const nlohmann::ordered_json& messages,
                                                            bool add_generation_prompt,
                                                            const nlohmann::ordered_json& extra) const;
+  // The id of a token given by its text (e.g. "<think>"), if the tokenizer has it.
+  std::optional<int32_t> token_id(std::string_view token) const;
   // One token's text for logprobs, or "token_id:N" without a tokenizer.
   std::string token_text(int32_t token) const;
   // A fresh incremental decoder for one choice.

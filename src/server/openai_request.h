@@ -27,6 +27,7 @@ struct GenerationOptions {
   bool stream = false;
   bool include_usage = false;       // stream_options.include_usage
   bool return_token_ids = false;    // extension: choices carry token_ids (for models without a tokenizer)
+  bool separate_reasoning = false;  // chat with --reasoning-parser: reasoning goes to reasoning_content
   engine::SamplingParams sampling;  // logprobs / top_logprobs included
 };
 

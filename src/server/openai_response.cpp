@@ -25,6 +25,7 @@ json utf8_bytes(const std::string& text) {
 
 void ChoiceResult::append(const ChoiceDelta& delta) {
   text += delta.text;
+  reasoning += delta.reasoning;
   token_ids.insert(token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
   sampled.insert(sampled.end(), delta.sampled.begin(), delta.sampled.end());
   if (!delta.finish_reason.empty()) finish_reason = delta.finish_reason;
@@ -96,7 +97,8 @@ json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) const {
     out = base("chat.completion.chunk");
     json message = json::object();
     if (first) message["role"] = "assistant";
-    if (!delta.text.empty() || first) message["content"] = delta.text;
+    if (!delta.reasoning.empty()) message["reasoning_content"] = delta.reasoning;
+    if (!delta.text.empty() || (first && delta.reasoning.empty())) message["content"] = delta.text;
     choice["delta"] = message;
   } else {
     out = base("text_completion");
@@ -120,10 +122,13 @@ json ResponseBuilder::response(const std::vector<ChoiceResult>& choices, const U
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& result = choices[i];
     json choice = {{"index", i}, {"logprobs", logprobs(result.sampled, 0)}, {"finish_reason", result.finish_reason}};
-    if (endpoint_ == Endpoint::kChat)
+    if (endpoint_ == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", result.text}, {"refusal", nullptr}};
-    else
+      if (options_.separate_reasoning)
+        choice["message"]["reasoning_content"] = result.reasoning.empty() ? json(nullptr) : json(result.reasoning);
+    } else {
       choice["text"] = result.text;
+    }
     if (options_.return_token_ids) choice["token_ids"] = result.token_ids;
     list.push_back(std::move(choice));
   }

@@ -19,6 +19,7 @@ enum class Endpoint : uint8_t { kChat, kCompletion };
 // A choice accumulated over the whole call (non-streaming responses).
 struct ChoiceResult {
   std::string text;
+  std::string reasoning;
   std::vector<int32_t> token_ids;
   std::vector<engine::SampledToken> sampled;
   std::string finish_reason;
