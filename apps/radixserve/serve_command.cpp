@@ -31,6 +31,28 @@ struct ServeOptions {
   std::string reasoning_parser = "none";  // "qwen3": <think> ... </think> -> reasoning_content
 };
 
+// gpt-oss: harmony's special tokens, when chats are rendered in harmony and the tokenizer has them all.
+server::HarmonyTokens harmony_tokens(const server::ModelText& text) {
+  if (!text.harmony_chat()) return {};
+  server::HarmonyTokens tokens;
+  const std::pair<const char*, int32_t*> names[] = {{"<|start|>", &tokens.start},
+                                                    {"<|end|>", &tokens.end},
+                                                    {"<|message|>", &tokens.message},
+                                                    {"<|channel|>", &tokens.channel},
+                                                    {"<|constrain|>", &tokens.constrain},
+                                                    {"<|return|>", &tokens.return_},
+                                                    {"<|call|>", &tokens.call}};
+  for (const auto& [name, id] : names) {
+    const auto found = text.token_id(name);
+    if (!found) {
+      RS_LOG_WARN("harmony chat format but no {} token: answers are not split by channel", name);
+      return {};
+    }
+    *id = *found;
+  }
+  return tokens;
+}
+
 // The reasoning tags a --reasoning-parser names, resolved to token ids of the model's tokenizer.
 server::ReasoningTags reasoning_tags(const std::string& parser, const server::ModelText& text) {
   if (parser == "none") return {};
@@ -154,6 +176,7 @@ void run_serve(ServeOptions options) {
   model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
   model.text = server::ModelText::load(options.model_dir);
   model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
+  model.harmony = harmony_tokens(model.text);
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
 
   options.scheduler.context_length = model.max_context;

@@ -20,7 +20,10 @@ Generation::Generation(const ServingModel& model, const GenerationOptions& optio
   choices_.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     choices_.push_back(Choice(first_request_id_ + i, model_.text.stream(options_.skip_special_tokens), options_.stop));
-    if (options_.separate_reasoning && model_.reasoning.enabled())
+    if (!options_.separate_reasoning) continue;
+    if (model_.harmony.enabled())
+      choices_.back().harmony.emplace(model_.harmony);
+    else if (model_.reasoning.enabled())
       choices_.back().reasoning.emplace(model_.reasoning.open, model_.reasoning.close,
                                         prompt_opens_reasoning(prompts_[i / options_.n]));
   }
@@ -102,7 +105,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
     if (ends_on_stop_token && t + 1 == event.tokens.size()) break;  // EOS and stop ids add no text
     delta.token_ids.push_back(token.token_id);
     delta.sampled.push_back(token);
-    delta.text += choice.stop.push(choice.text.push(token.token_id));
+    add_token_text(choice, token.token_id, delta);
     if (choice.stop.stopped()) {
       scheduler_.abort(choice.request_id);
       end_choice(choice, delta, "stop");
@@ -134,7 +137,29 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
     deltas.push_back(std::move(delta));
 }
 
+void Generation::add_token_text(Choice& choice, int32_t token, ChoiceDelta& delta) {
+  if (!choice.harmony) {
+    delta.text += choice.stop.push(choice.text.push(token));
+    return;
+  }
+  // Stop strings apply to the reply (content), not to the reasoning.
+  auto route_text = [&](HarmonyParser::Route route, const std::string& text) {
+    if (route == HarmonyParser::Route::kReasoning) delta.reasoning += text;
+    if (route == HarmonyParser::Route::kContent) delta.text += choice.stop.push(text);
+  };
+  const HarmonyParser::Route route = choice.harmony->push(token, model_.text.token_text(token));
+  if (choice.harmony->message_ended()) route_text(choice.harmony->last_route(), choice.text.flush());
+  if (route != HarmonyParser::Route::kNone) route_text(route, choice.text.push(token));
+}
+
 void Generation::end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason) {
+  if (choice.harmony && !choice.stop.stopped()) {  // a message cut off (max_tokens): release its held-back text
+    const std::string rest = choice.text.flush();
+    if (choice.harmony->current_route() == HarmonyParser::Route::kReasoning)
+      delta.reasoning += rest;
+    else
+      delta.text += choice.stop.push(rest);
+  }
   if (!choice.stop.stopped()) delta.text += choice.stop.push(choice.text.flush());
   delta.text += choice.stop.flush();
   delta.finish_reason = reason;

@@ -13,6 +13,7 @@
 #include "base/clock.h"
 #include "engine/forward_batch.h"
 #include "sched/scheduler.h"
+#include "server/harmony_parser.h"
 #include "server/metrics.h"
 #include "server/model_text.h"
 #include "server/openai_request.h"
@@ -55,6 +56,8 @@ struct ServingModel {
   ModelText text;
   // Chat answers split into reasoning_content and content at these tags (--reasoning-parser); empty: off.
   ReasoningTags reasoning;
+  // gpt-oss: chat answers routed by harmony channel (analysis -> reasoning_content, final -> content).
+  HarmonyTokens harmony;
 };
 
 class Generation {
@@ -87,6 +90,7 @@ class Generation {
     TextStream text;
     StopMatcher stop;
     std::optional<ReasoningParser> reasoning;
+    std::optional<HarmonyParser> harmony;
     int32_t prompt_tokens = 0;
     int32_t cached_tokens = 0;
     int32_t completion_tokens = 0;
@@ -97,6 +101,8 @@ class Generation {
 
   void apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& deltas);
   bool prompt_opens_reasoning(const std::vector<int32_t>& prompt) const;
+  // Adds one token's text to the choice's output (harmony: to the channel's route).
+  void add_token_text(Choice& choice, int32_t token, ChoiceDelta& delta);
   void end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason);
 
   const ServingModel& model_;

@@ -72,6 +72,10 @@ std::variant<std::vector<int32_t>, ApiError> ModelText::chat_prompt(const nlohma
   }
 }
 
+bool ModelText::harmony_chat() const {
+  return chat_template_ && chat_template_->format() == chat::ChatFormat::kHarmony;
+}
+
 std::optional<int32_t> ModelText::token_id(std::string_view token) const {
   return tokenizer_ ? tokenizer_->token_to_id(token) : std::nullopt;
 }

