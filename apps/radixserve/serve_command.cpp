@@ -29,6 +29,7 @@ struct ServeOptions {
   engine::EngineConfig engine;
   int32_t drain_timeout_s = 30;
   std::string reasoning_parser = "none";  // "qwen3": <think> ... </think> -> reasoning_content
+  std::string tool_call_parser = "none";  // "qwen3": <tool_call>{json}</tool_call> -> tool_calls
 };
 
 // gpt-oss: harmony's special tokens, when chats are rendered in harmony and the tokenizer has them all.
@@ -177,6 +178,7 @@ void run_serve(ServeOptions options) {
   model.text = server::ModelText::load(options.model_dir);
   model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
   model.harmony = harmony_tokens(model.text);
+  model.hermes_tool_calls = options.tool_call_parser == "qwen3";
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
 
   options.scheduler.context_length = model.max_context;
@@ -233,6 +235,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", options->reasoning_parser,
                   "Split chat answers into reasoning_content and content: qwen3 (<think> ... </think>) or none")
+      ->check(CLI::IsMember({"none", "qwen3"}))
+      ->capture_default_str();
+  cmd->add_option("--tool-call-parser", options->tool_call_parser,
+                  "Turn <tool_call>{json}</tool_call> in chat answers into tool_calls: qwen3 (Qwen3 / Hermes format) "
+                  "or none (gpt-oss harmony calls are always parsed)")
       ->check(CLI::IsMember({"none", "qwen3"}))
       ->capture_default_str();
   add_engine_options(*cmd, options->engine);

@@ -72,6 +72,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     options.separate_reasoning = model_.reasoning.enabled() || model_.harmony.enabled();
+    options.parse_tool_calls = options.parse_tool_calls && (model_.hermes_tool_calls || model_.harmony.enabled());
     if (auto error = check_num_choices(1, options.n)) return *error;
     if (model_name == model_.name) {
       if (!model_.text.has_chat_template())

@@ -20,9 +20,11 @@ Generation::Generation(const ServingModel& model, const GenerationOptions& optio
   choices_.reserve(count);
   for (size_t i = 0; i < count; ++i) {
     choices_.push_back(Choice(first_request_id_ + i, model_.text.stream(options_.skip_special_tokens), options_.stop));
+    if (options_.parse_tool_calls && model_.hermes_tool_calls && !model_.harmony.enabled())
+      choices_.back().tools.emplace();
     if (!options_.separate_reasoning) continue;
     if (model_.harmony.enabled())
-      choices_.back().harmony.emplace(model_.harmony);
+      choices_.back().harmony.emplace(model_.harmony, options_.parse_tool_calls);
     else if (model_.reasoning.enabled())
       choices_.back().reasoning.emplace(model_.reasoning.open, model_.reasoning.close,
                                         prompt_opens_reasoning(prompts_[i / options_.n]));
@@ -133,7 +135,21 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
     delta.text = std::move(split.content);
     delta.reasoning = std::move(split.reasoning);
   }
-  if (!delta.text.empty() || !delta.reasoning.empty() || !delta.token_ids.empty() || !delta.finish_reason.empty())
+  if (choice.tools) {  // tool calls are read from the reply
+    ToolCallParser::Output out = choice.tools->feed(delta.text);
+    if (choice.finished) {
+      ToolCallParser::Output rest = choice.tools->finish();
+      out.content += rest.content;
+      for (auto& call : rest.calls) out.calls.push_back(std::move(call));
+    }
+    delta.text = std::move(out.content);
+    for (auto& call : out.calls) delta.tool_calls.push_back(std::move(call));
+  }
+  delta.first_tool_index = choice.tool_calls;
+  choice.tool_calls += static_cast<int32_t>(delta.tool_calls.size());
+  if (delta.finish_reason == "stop" && choice.tool_calls > 0) delta.finish_reason = "tool_calls";
+  if (!delta.text.empty() || !delta.reasoning.empty() || !delta.tool_calls.empty() || !delta.token_ids.empty() ||
+      !delta.finish_reason.empty())
     deltas.push_back(std::move(delta));
 }
 
@@ -146,19 +162,32 @@ void Generation::add_token_text(Choice& choice, int32_t token, ChoiceDelta& delt
   auto route_text = [&](HarmonyParser::Route route, const std::string& text) {
     if (route == HarmonyParser::Route::kReasoning) delta.reasoning += text;
     if (route == HarmonyParser::Route::kContent) delta.text += choice.stop.push(text);
+    if (route == HarmonyParser::Route::kToolCall) choice.tool_arguments += text;
   };
   const HarmonyParser::Route route = choice.harmony->push(token, model_.text.token_text(token));
-  if (choice.harmony->message_ended()) route_text(choice.harmony->last_route(), choice.text.flush());
+  if (choice.harmony->message_ended()) {
+    route_text(choice.harmony->last_route(), choice.text.flush());
+    if (choice.harmony->last_route() == HarmonyParser::Route::kToolCall) end_harmony_call(choice, delta);
+  }
   if (route != HarmonyParser::Route::kNone) route_text(route, choice.text.push(token));
 }
 
+void Generation::end_harmony_call(Choice& choice, ChoiceDelta& delta) {
+  delta.tool_calls.push_back({choice.harmony->function(), std::move(choice.tool_arguments)});
+  choice.tool_arguments.clear();
+}
+
 void Generation::end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason) {
-  if (choice.harmony && !choice.stop.stopped()) {  // a message cut off (max_tokens): release its held-back text
+  if (choice.harmony && !choice.stop.stopped()) {  // the last message ended (<|return|>, <|call|>) or was cut off
     const std::string rest = choice.text.flush();
-    if (choice.harmony->current_route() == HarmonyParser::Route::kReasoning)
-      delta.reasoning += rest;
-    else
-      delta.text += choice.stop.push(rest);
+    switch (choice.harmony->current_route()) {
+      case HarmonyParser::Route::kReasoning: delta.reasoning += rest; break;
+      case HarmonyParser::Route::kToolCall:
+        choice.tool_arguments += rest;
+        if (reason == "stop") end_harmony_call(choice, delta);  // a call cut off by max_tokens is not a call
+        break;
+      default: delta.text += choice.stop.push(rest);
+    }
   }
   if (!choice.stop.stopped()) delta.text += choice.stop.push(choice.text.flush());
   delta.text += choice.stop.flush();

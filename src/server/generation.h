@@ -19,6 +19,7 @@
 #include "server/openai_request.h"
 #include "server/reasoning_parser.h"
 #include "server/stop_matcher.h"
+#include "server/tool_call_parser.h"
 
 namespace rs::server {
 
@@ -27,6 +28,8 @@ struct ChoiceDelta {
   int32_t index = 0;
   std::string text;                           // newly released text (the reply, when reasoning is split off)
   std::string reasoning;                      // newly released reasoning (chat with a reasoning parser)
+  std::vector<ToolCall> tool_calls;           // tool calls completed here
+  int32_t first_tool_index = 0;               // the choice's index of tool_calls[0]
   std::vector<int32_t> token_ids;             // tokens that arrived (the final stop token excluded)
   std::vector<engine::SampledToken> sampled;  // the same tokens with their logprobs
   std::string finish_reason;                  // "stop" or "length" when the choice ended here, else empty
@@ -58,6 +61,8 @@ struct ServingModel {
   ReasoningTags reasoning;
   // gpt-oss: chat answers routed by harmony channel (analysis -> reasoning_content, final -> content).
   HarmonyTokens harmony;
+  // Tool calls in the Qwen3 / Hermes <tool_call> format are parsed (--tool-call-parser qwen3); harmony's always are.
+  bool hermes_tool_calls = false;
 };
 
 class Generation {
@@ -91,6 +96,9 @@ class Generation {
     StopMatcher stop;
     std::optional<ReasoningParser> reasoning;
     std::optional<HarmonyParser> harmony;
+    std::optional<ToolCallParser> tools;
+    std::string tool_arguments;  // harmony: the arguments of the call being written
+    int32_t tool_calls = 0;
     int32_t prompt_tokens = 0;
     int32_t cached_tokens = 0;
     int32_t completion_tokens = 0;
@@ -103,6 +111,7 @@ class Generation {
   bool prompt_opens_reasoning(const std::vector<int32_t>& prompt) const;
   // Adds one token's text to the choice's output (harmony: to the channel's route).
   void add_token_text(Choice& choice, int32_t token, ChoiceDelta& delta);
+  void end_harmony_call(Choice& choice, ChoiceDelta& delta);
   void end_choice(Choice& choice, ChoiceDelta& delta, const std::string& reason);
 
   const ServingModel& model_;

@@ -8,13 +8,18 @@ constexpr int32_t kMaxHeaderTokens = 64;
 
 }  // namespace
 
-HarmonyParser::Route HarmonyParser::route_for_header() const {
+HarmonyParser::Route HarmonyParser::route_for_header() {
   // header_: what followed <|start|> (role, " to=recipient") and <|channel|> (name, " to=recipient", ...).
+  if (const size_t to = header_.find("to=functions."); tool_calls_ && to != std::string::npos) {
+    const std::string_view rest = std::string_view(header_).substr(to + 13);
+    function_ = std::string(rest.substr(0, rest.find_first_of(" <")));
+    return Route::kToolCall;
+  }
   const size_t at = header_.find("<|channel|>");
   std::string_view channel = at == std::string::npos ? std::string_view() : std::string_view(header_).substr(at + 11);
   channel = channel.substr(0, channel.find_first_of(" <"));
   if (channel == "analysis") return Route::kReasoning;
-  return Route::kContent;  // final, commentary (preambles; tool calls not yet parsed), or no channel
+  return Route::kContent;  // final, commentary preambles, or no channel
 }
 
 HarmonyParser::Route HarmonyParser::current_route() const {
@@ -39,7 +44,9 @@ HarmonyParser::Route HarmonyParser::push(int32_t token, std::string_view text) {
         state_ = State::kRaw;
         return Route::kContent;
       }
-      header_ += token == tokens_.channel ? std::string_view("<|channel|>") : text;
+      header_ += token == tokens_.channel     ? std::string_view("<|channel|>")
+                 : token == tokens_.constrain ? std::string_view("<|constrain|>")
+                                              : text;
       return Route::kNone;
     case State::kMessage:
       if (token == tokens_.end || token == tokens_.return_ || token == tokens_.call || token == tokens_.start) {

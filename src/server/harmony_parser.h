@@ -1,7 +1,7 @@
 // HarmonyParser: routes a gpt-oss answer's tokens by harmony channel, so that chat responses carry the "analysis"
 // channel as reasoning_content and the "final" channel (and "commentary" messages) as content, instead of one text
 // with the channel names glued in. Header tokens (role, channel, recipient, constraint) are never text.
-// Tool calls (commentary messages to a recipient) are not parsed yet: their text goes to content.
+// A message to a recipient "functions.NAME" (a tool call) takes the kToolCall route when tool calls are parsed.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +18,11 @@ struct HarmonyTokens {
 
 class HarmonyParser {
  public:
-  enum class Route : uint8_t { kNone, kReasoning, kContent };
+  enum class Route : uint8_t { kNone, kReasoning, kContent, kToolCall };
 
-  // The answer starts right after the prompt's "<|start|>assistant": in a message header.
-  explicit HarmonyParser(const HarmonyTokens& tokens) : tokens_(tokens) {}
+  // The answer starts right after the prompt's "<|start|>assistant": in a message header. Without tool_calls,
+  // messages to functions are content.
+  HarmonyParser(const HarmonyTokens& tokens, bool tool_calls) : tokens_(tokens), tool_calls_(tool_calls) {}
 
   // Where the text of `token` goes (kNone: header and special tokens). `text` is the token's own text, read only in
   // headers (the channel name). A message's route is fixed when its <|message|> arrives.
@@ -31,12 +32,17 @@ class HarmonyParser {
   Route last_route() const { return last_route_; }
   // The route of the message being written (kNone between messages and in headers).
   Route current_route() const;
+  // The function a kToolCall message calls ("get_weather" for "to=functions.get_weather").
+  const std::string& function() const { return function_; }
 
  private:
   enum class State : uint8_t { kHeader, kMessage, kBetween, kRaw };
-  Route route_for_header() const;
+
+  Route route_for_header();
 
   const HarmonyTokens tokens_;
+  const bool tool_calls_;
+  std::string function_;
   State state_ = State::kHeader;
   std::string header_;  // header text (channel name, recipient) since the last <|start|>
   Route route_ = Route::kContent;

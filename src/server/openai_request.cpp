@@ -351,6 +351,8 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
       reader.fail(wrong_type("tools", "an array", *tools));
     else
       request.template_extra["tools"] = *tools;
+    const json* choice = reader.find("tool_choice");
+    request.options.parse_tool_calls = tools->is_array() && !tools->empty() && !(choice && *choice == "none");
   }
   if (auto effort = reader.string("reasoning_effort")) request.template_extra["reasoning_effort"] = *effort;
   if (const json* kwargs = reader.find("chat_template_kwargs")) {

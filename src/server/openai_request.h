@@ -28,6 +28,7 @@ struct GenerationOptions {
   bool include_usage = false;       // stream_options.include_usage
   bool return_token_ids = false;    // extension: choices carry token_ids (for models without a tokenizer)
   bool separate_reasoning = false;  // chat with --reasoning-parser: reasoning goes to reasoning_content
+  bool parse_tool_calls = false;    // chat with tools (tool_choice not "none") and a model whose calls are parsed
   engine::SamplingParams sampling;  // logprobs / top_logprobs included
 };
 

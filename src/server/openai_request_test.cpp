@@ -28,6 +28,21 @@ TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
   EXPECT_EQ(std::get<ApiError>(stop).param, "stop_token_ids");
 }
 
+TEST(OpenAiRequest, ToolsTurnToolCallParsingOnUnlessToolChoiceIsNone) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}])";
+  auto parse = [](const std::string& body) {
+    auto parsed = parse_chat_request(body, kDefaults);
+    EXPECT_TRUE(std::holds_alternative<ChatRequest>(parsed)) << body;
+    return std::get<ChatRequest>(parsed);
+  };
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_TRUE(parse("{" + messages + ", " + tools + "}").options.parse_tool_calls);
+  EXPECT_TRUE(parse("{" + messages + ", " + tools + R"(, "tool_choice": "auto"})").options.parse_tool_calls);
+  EXPECT_FALSE(parse("{" + messages + ", " + tools + R"(, "tool_choice": "none"})").options.parse_tool_calls);
+  EXPECT_FALSE(parse("{" + messages + "}").options.parse_tool_calls);
+  EXPECT_FALSE(parse("{" + messages + R"(, "tools": []})").options.parse_tool_calls);
+}
+
 TEST(OpenAiRequest, ParsesAChatRequest) {
   auto parsed = parse_chat_request(R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "text",
       "text": "hi"}, {"type": "text", "text": "there"}]}], "temperature": 0, "max_completion_tokens": 5, "n": 2,

@@ -26,6 +26,7 @@ json utf8_bytes(const std::string& text) {
 void ChoiceResult::append(const ChoiceDelta& delta) {
   text += delta.text;
   reasoning += delta.reasoning;
+  tool_calls.insert(tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
   token_ids.insert(token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
   sampled.insert(sampled.end(), delta.sampled.begin(), delta.sampled.end());
   if (!delta.finish_reason.empty()) finish_reason = delta.finish_reason;
@@ -87,6 +88,20 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
       {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
 }
 
+// OpenAI's tool_calls: [{id, type: "function", function: {name, arguments}}]; streamed deltas also carry the call's
+// index (first_index >= 0), each call arriving whole in one delta.
+json ResponseBuilder::tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", random_id("call_")},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (first_index >= 0) call["index"] = first_index + static_cast<int32_t>(i);
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) const {
   json choice = {{"index", delta.index},
                  {"logprobs", logprobs(delta.sampled, 0)},
@@ -99,6 +114,7 @@ json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) const {
     if (first) message["role"] = "assistant";
     if (!delta.reasoning.empty()) message["reasoning_content"] = delta.reasoning;
     if (!delta.text.empty() || (first && delta.reasoning.empty())) message["content"] = delta.text;
+    if (!delta.tool_calls.empty()) message["tool_calls"] = tool_calls_json(delta.tool_calls, delta.first_tool_index);
     choice["delta"] = message;
   } else {
     out = base("text_completion");
@@ -124,6 +140,10 @@ json ResponseBuilder::response(const std::vector<ChoiceResult>& choices, const U
     json choice = {{"index", i}, {"logprobs", logprobs(result.sampled, 0)}, {"finish_reason", result.finish_reason}};
     if (endpoint_ == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", result.text}, {"refusal", nullptr}};
+      if (!result.tool_calls.empty()) {
+        choice["message"]["tool_calls"] = tool_calls_json(result.tool_calls, -1);
+        if (result.text.find_first_not_of(" \n\r\t") == std::string::npos) choice["message"]["content"] = nullptr;
+      }
       if (options_.separate_reasoning)
         choice["message"]["reasoning_content"] = result.reasoning.empty() ? json(nullptr) : json(result.reasoning);
     } else {

@@ -20,6 +20,7 @@ enum class Endpoint : uint8_t { kChat, kCompletion };
 struct ChoiceResult {
   std::string text;
   std::string reasoning;
+  std::vector<ToolCall> tool_calls;
   std::vector<int32_t> token_ids;
   std::vector<engine::SampledToken> sampled;
   std::string finish_reason;
@@ -43,6 +44,7 @@ class ResponseBuilder {
   nlohmann::json base(const char* object) const;
   nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const;
   static nlohmann::json usage_json(const Usage& usage);
+  static nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index);
 
   Endpoint endpoint_;
   std::string id_;
