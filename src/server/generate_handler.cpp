@@ -173,9 +173,9 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
       for (const ChoiceDelta& delta : generation->poll(kPollInterval)) results[delta.index].append(delta);
       if (generation->done() || Clock::now() < next_check) continue;
       next_check = Clock::now() + kPeerCheckEvery;
-      if (peer.closed()) {  // nobody will read the answer: free the choices' KV at the scheduler's next step
+      if (peer.closed()) {            // nobody will read the answer: free the choices' KV at the scheduler's next step
+        metrics_.requests_aborted++;  // counted first: once aborted, /metrics may already show the server idle
         generation->abort();
-        metrics_.requests_aborted++;
         RS_LOG_INFO("rid={} closed by the client ({}:{}); aborted", first_id, req.remote_addr, req.remote_port);
         res.status = 499;  // nginx's "client closed request"; never seen by the client
         return;
@@ -231,9 +231,10 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
       },
       [this, state](bool) {
         if (state->finished) return;  // everything was written (the client may close before the last chunk frame)
-        // Disconnected mid-stream: free the choices' KV at the scheduler's next step.
-        state->generation->abort();
+        // Disconnected mid-stream: free the choices' KV at the scheduler's next step. Counted first: once the
+        // scheduler has dropped the request, /metrics may show the server idle (a test waits for exactly that).
         metrics_.requests_aborted++;
+        state->generation->abort();
         RS_LOG_INFO("stream {} closed by the client; aborted", state->builder->id());
       });
 }

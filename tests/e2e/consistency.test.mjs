@@ -84,8 +84,10 @@ for (const model of ['tests/data/models/llama', 'tests/data/models/qwen3', 'test
       String(pageSize), '--max-running-requests', String(maxRunning), '--max-prefill-tokens', String(maxPrefill)] });
     try {
       const client = tight.client();
-      // Longer outputs than the reference run: decode growth is what outruns admission and forces preemption.
-      const results = await Promise.all(list.map((prompt) => complete(client, tight.model, prompt, 48)));
+      // Longer outputs than the reference run: decode growth is what outruns admission and forces preemption. Long
+      // enough (16 x ~160 tokens against ~400 tokens of KV) that requests overlap even when a loaded machine
+      // delivers them one by one.
+      const results = await Promise.all(list.map((prompt) => complete(client, tight.model, prompt, 160)));
       results.forEach((result, i) =>
         assert.deepEqual(result.ids.slice(0, reference[i].length), reference[i], `preempted request ${i}`));
       assert.ok((await metrics(tight.baseURL)).radixserve_preemptions_total > 0, 'requests were preempted');
