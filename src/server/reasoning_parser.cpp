@@ -2,17 +2,12 @@
 
 #include <algorithm>
 
+#include "server/partial_tag.h"
+
 namespace rs::server {
 namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 }  // namespace
 

@@ -3,18 +3,13 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "server/partial_tag.h"
+
 namespace rs::server {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
-
-// Length of the longest suffix of `text` that is a proper prefix of `tag`.
-size_t partial_tag_suffix(std::string_view text, std::string_view tag) {
-  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n)
-    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 }  // namespace
 

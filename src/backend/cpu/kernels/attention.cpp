@@ -138,71 +138,123 @@ inline __m512 dot16(const float* q, const float* const* k_rows) {
   return reduce16(acc);
 }
 
-// Online-softmax update of one row with a block's scores s (lanes outside `valid` ignored): p = e^(s - m_new) (0 where
-// invalid), l = l * e^(m - m_new) + sum(p), m = m_new. Returns the factor e^(m - m_new) for the row's output so far.
-inline float softmax_step(const __m512 s[kKeyBlock / 16], const __mmask16 valid[kKeyBlock / 16], float block_max,
-                          float& m, float& l, float* p) {
-  const float m_new = std::max(m, block_max);
-  const float correction = std::exp(m - m_new);  // 0 when m was -inf
-  __m512 sum = _mm512_setzero_ps();
-  for (int b = 0; b < kKeyBlock / 16; ++b) {
-    const __m512 e = _mm512_maskz_mov_ps(valid[b], exp_f32x16(_mm512_sub_ps(s[b], _mm512_set1_ps(m_new))));
-    _mm512_store_ps(p + 16 * b, e);
-    sum = _mm512_add_ps(sum, e);
+// What both item kernels share: the item's query rows (tokens [t0, t1) of one sequence x the heads of KV head kvh),
+// each with its key range, running max m and denominator l (a sink starts a row at m = sink, l = 1) and output
+// accumulator; the cache row of each key; the valid-key masks of a block; the online-softmax update; the final
+// normalisation. Kept per thread and reused from item to item.
+class ItemRows {
+ public:
+  void start(const BatchView& batch, const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1,
+             int32_t kvh) {
+    batch_ = &batch, t0_ = t0, kvh_ = kvh;
+    heads_ = params.num_heads, kv_heads_ = params.num_kv_heads, group_ = heads_ / kv_heads_, hd_ = params.head_dim;
+    pages_ = batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] * batch.page_table.dim(1);
+    rows_ = (t1 - t0) * group_;
+    acc_.assign(rows_ * hd_, 0.0f), m_.resize(rows_), l_.resize(rows_), lo_.resize(rows_), hi_.resize(rows_);
+    key_begin_ = INT32_MAX, key_end_ = 0;
+    for (int64_t r = 0; r < rows_; ++r) {
+      const int32_t pos = batch.positions.data_as<int32_t>()[token(r)];
+      lo_[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
+      hi_[r] = pos;
+      key_begin_ = std::min(key_begin_, lo_[r]), key_end_ = std::max(key_end_, pos + 1);
+      m_[r] = sinks ? sinks[head(r)] : -INFINITY;
+      l_[r] = sinks ? 1.0f : 0.0f;
+    }
   }
-  m = m_new;
-  l = l * correction + _mm512_reduce_add_ps(sum);
-  return correction;
-}
+
+  int64_t size() const { return rows_; }
+  int64_t token(int64_t r) const { return t0_ + r / group_; }
+  int32_t head(int64_t r) const { return kvh_ * group_ + static_cast<int32_t>(r % group_); }
+  // Blocks start at multiples of kKeyBlock whatever the item's rows are, so a row's arithmetic (and result) does not
+  // depend on which other tokens share its step: batching and chunking leave greedy outputs unchanged.
+  int32_t first_block() const { return key_begin_ / kKeyBlock * kKeyBlock; }
+  int32_t key_end() const { return key_end_; }
+  // Element offset of key `pos` of this KV head in the cache; -1 before every row's window (never read, and its
+  // page may be gone).
+  int64_t cache_offset(int32_t pos) const {
+    if (pos < key_begin_) return -1;
+    const int32_t page_size = batch_->page_size;
+    RS_DCHECK(pages_[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
+    const int64_t row = static_cast<int64_t>(pages_[pos / page_size]) * page_size + pos % page_size;
+    return (row * kv_heads_ + kvh_) * hd_;
+  }
+  bool reads_block(int64_t r, int32_t kb, int32_t nk) const { return kb <= hi_[r] && kb + nk > lo_[r]; }
+  // Which of the block's keys row r may see: lane j of valid[b] is key kb + 16 b + j.
+  void masks(int64_t r, int32_t kb, int32_t nk, __mmask16 valid[kKeyBlock / 16]) const {
+    const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo_[r] - kb));
+    const __m512 vhi = _mm512_set1_ps(static_cast<float>(hi_[r] - kb));
+    for (int b = 0; b < kKeyBlock / 16; ++b) {
+      const __m512 idx = _mm512_add_ps(lane, _mm512_set1_ps(16.0f * b));
+      valid[b] = _mm512_cmp_ps_mask(idx, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(idx, vhi, _CMP_LE_OQ) &
+                 static_cast<__mmask16>((1u << std::clamp(nk - 16 * b, 0, 16)) - 1);
+    }
+  }
+  // Online-softmax update of row r with the block's scores s (lanes outside `valid` ignored): p = e^(s - m_new)
+  // (0 where invalid), l = l * e^(m - m_new) + sum(p), m = m_new. Returns e^(m - m_new), the factor for the row's
+  // output so far.
+  float update(int64_t r, const __m512 s[kKeyBlock / 16], const __mmask16 valid[kKeyBlock / 16], float* p) {
+    float block_max = -INFINITY;
+    for (int b = 0; b < kKeyBlock / 16; ++b)
+      if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
+    const float m_new = std::max(m_[r], block_max);
+    const float correction = std::exp(m_[r] - m_new);  // 0 when m was -inf
+    __m512 sum = _mm512_setzero_ps();
+    for (int b = 0; b < kKeyBlock / 16; ++b) {
+      const __m512 e = _mm512_maskz_mov_ps(valid[b], exp_f32x16(_mm512_sub_ps(s[b], _mm512_set1_ps(m_new))));
+      _mm512_store_ps(p + 16 * b, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    m_[r] = m_new;
+    l_[r] = l_[r] * correction + _mm512_reduce_add_ps(sum);
+    return correction;
+  }
+  float* acc(int64_t r) { return acc_.data() + r * hd_; }
+  // out[token, head] = acc / l for every row.
+  void write(float* out) const {
+    for (int64_t r = 0; r < rows_; ++r) {
+      const __m512 inv = _mm512_set1_ps(1.0f / l_[r]);
+      float* o = out + (token(r) * heads_ + head(r)) * hd_;
+      for (int32_t d = 0; d < hd_; d += 16)
+        _mm512_storeu_ps(o + d, _mm512_mul_ps(_mm512_loadu_ps(acc_.data() + r * hd_ + d), inv));
+    }
+  }
+
+ private:
+  const BatchView* batch_ = nullptr;
+  const int32_t* pages_ = nullptr;
+  int64_t t0_ = 0, rows_ = 0;
+  int32_t kvh_ = 0, heads_ = 0, kv_heads_ = 0, group_ = 1, hd_ = 0, key_begin_ = 0, key_end_ = 0;
+  std::vector<float> acc_, m_, l_;
+  std::vector<int32_t> lo_, hi_;
+};
 
 // Query rows of tokens [t0, t1) of one sequence x the heads of KV head `kvh`, over their keys in blocks of kKeyBlock
-// with an online softmax (running max m and denominator l per row; a sink starts a row at m = sink, l = 1).
-// kChunks = head_dim / 16: each row's output accumulates in registers across a block.
+// with an online softmax. kChunks = head_dim / 16: each row's output accumulates in registers across a block.
 // CacheT: float (f32 cache) or uint16_t (bf16 cache, widened as each key block is copied).
 template <int kChunks, typename CacheT>
 void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch,
                  const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
   constexpr int32_t hd = kChunks * 16;
-  const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
-  const int32_t page_size = batch.page_size;
-  const int32_t* positions = batch.positions.data_as<int32_t>();
-  const int32_t* pages =
-      batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] * batch.page_table.dim(1);
-  const int64_t rows = (t1 - t0) * group;
-  thread_local std::vector<float> acc, m, l;
-  thread_local std::vector<int32_t> lo, hi;
-  acc.assign(rows * hd, 0.0f), m.resize(rows), l.resize(rows), lo.resize(rows), hi.resize(rows);
-  int32_t key_begin = INT32_MAX, key_end = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int32_t pos = positions[t0 + r / group];
-    lo[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
-    hi[r] = pos;
-    key_begin = std::min(key_begin, lo[r]), key_end = std::max(key_end, pos + 1);
-    m[r] = sinks ? sinks[kvh * group + r % group] : -INFINITY;
-    l[r] = sinks ? 1.0f : 0.0f;
-  }
-  const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  thread_local ItemRows rows;
+  rows.start(batch, params, sinks, t0, t1, kvh);
   const float* k_rows[kKeyBlock];
   const float* v_rows[kKeyBlock];
   alignas(64) float p[kKeyBlock];
   alignas(64) float k_block[kKeyBlock * hd];
   alignas(64) float v_block[kKeyBlock * hd];
   alignas(64) static const float zero_row[hd] = {};
-  const bool copy_block = rows >= 4;
-  // Blocks start at multiples of kKeyBlock whatever the item's rows are, so a row's arithmetic (and result) does not
-  // depend on which other tokens share its step: batching and chunking leave greedy outputs unchanged.
-  for (int32_t kb = key_begin / kKeyBlock * kKeyBlock; kb < key_end; kb += kKeyBlock) {
-    const int32_t nk = std::min(kKeyBlock, key_end - kb);
-    for (int32_t j = 0; j < nk; ++j) {
-      const int32_t pos = kb + j;
-      if (pos < key_begin) {  // before every row's window: never read (and its page may be gone)
+  const bool copy_block = rows.size() >= 4;
+  for (int32_t kb = rows.first_block(); kb < rows.key_end(); kb += kKeyBlock) {
+    const int32_t nk = std::min(kKeyBlock, rows.key_end() - kb);
+    for (int32_t j = 0; j < kKeyBlock; ++j) {
+      const int64_t offset = j < nk ? rows.cache_offset(kb + j) : -1;
+      if (offset < 0) {
         k_rows[j] = v_rows[j] = zero_row;
         continue;
       }
-      RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
-      const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
-      const CacheT* k_src = static_cast<const CacheT*>(k_cache) + row * hd;
-      const CacheT* v_src = static_cast<const CacheT*>(v_cache) + row * hd;
+      const CacheT* k_src = static_cast<const CacheT*>(k_cache) + offset;
+      const CacheT* v_src = static_cast<const CacheT*>(v_cache) + offset;
       // One KV head's rows sit kv_heads * head_dim values apart (4 KiB for 8 x 128 f32): read in place by many query
       // rows, a block's keys fall into the same few L1 sets and evict each other. A contiguous copy costs far less
       // (3x on a 128-token prefill); a decode item's few rows read an f32 cache in place.
@@ -220,31 +272,18 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
         k_rows[j] = k_block + j * hd, v_rows[j] = v_block + j * hd;
       }
     }
-    for (int32_t j = nk; j < kKeyBlock; ++j) k_rows[j] = k_rows[0];
-    for (int64_t r = 0; r < rows; ++r) {
-      if (kb > hi[r] || kb + nk <= lo[r]) continue;
-      const int64_t t = t0 + r / group;
-      const int32_t h = kvh * group + static_cast<int32_t>(r % group);
-      const float* qv = q.data_as<float>() + (t * heads + h) * hd;
-      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)),
-                   vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
+    for (int64_t r = 0; r < rows.size(); ++r) {
+      if (!rows.reads_block(r, kb, nk)) continue;
+      const float* qv = q.data_as<float>() + (rows.token(r) * params.num_heads + rows.head(r)) * hd;
       __m512 s[kKeyBlock / 16];
       __mmask16 valid[kKeyBlock / 16];
-      float block_max = -INFINITY;
-      for (int b = 0; b < kKeyBlock / 16; ++b) {
-        const int32_t n = std::clamp(nk - 16 * b, 0, 16);
-        const __m512 idx = _mm512_add_ps(lane, _mm512_set1_ps(16.0f * b));
-        valid[b] = _mm512_cmp_ps_mask(idx, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(idx, vhi, _CMP_LE_OQ) &
-                   static_cast<__mmask16>((1u << n) - 1);
-        s[b] = n > 0 ? _mm512_mul_ps(dot16<kChunks>(qv, k_rows + 16 * b), _mm512_set1_ps(params.scale))
-                     : _mm512_setzero_ps();
-        if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
-      }
-      const float correction = softmax_step(s, valid, block_max, m[r], l[r], p);
-      float* a = acc.data() + r * hd;
+      rows.masks(r, kb, nk, valid);
+      for (int b = 0; b < kKeyBlock / 16; ++b)
+        s[b] = _mm512_mul_ps(dot16<kChunks>(qv, k_rows + 16 * b), _mm512_set1_ps(params.scale));
+      const __m512 correction = _mm512_set1_ps(rows.update(r, s, valid, p));
+      float* a = rows.acc(r);
       __m512 o[kChunks];
-      const __m512 vc_corr = _mm512_set1_ps(correction);
-      for (int c = 0; c < kChunks; ++c) o[c] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), vc_corr);
+      for (int c = 0; c < kChunks; ++c) o[c] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * c), correction);
       for (int32_t j = 0; j < nk; ++j) {
         const __m512 pj = _mm512_set1_ps(p[j]);
         for (int c = 0; c < kChunks; ++c) o[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(v_rows[j] + 16 * c), o[c]);
@@ -252,14 +291,7 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
       for (int c = 0; c < kChunks; ++c) _mm512_storeu_ps(a + 16 * c, o[c]);
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = t0 + r / group;
-    const int32_t h = kvh * group + static_cast<int32_t>(r % group);
-    const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
-    float* o = out + (t * heads + h) * hd;
-    for (int c = 0; c < kChunks; ++c)
-      _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + r * hd + 16 * c), inv));
-  }
+  rows.write(out);
 }
 
 #if defined(__AVX512BF16__)
@@ -285,29 +317,13 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
                       const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1, int32_t kvh,
                       float* out) {
   constexpr int32_t hd = kVecs * 32;
-  const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, group = heads / kv_heads;
-  const int32_t page_size = batch.page_size;
-  const int32_t* positions = batch.positions.data_as<int32_t>();
-  const int32_t* pages =
-      batch.page_table.data_as<int32_t>() + batch.token_seq.data_as<int32_t>()[t0] * batch.page_table.dim(1);
-  const int64_t rows = (t1 - t0) * group;
-  thread_local std::vector<float> acc, m, l;
-  thread_local std::vector<int32_t> lo, hi;
+  thread_local ItemRows rows;
   thread_local std::vector<uint16_t> q_bf16;
-  acc.assign(rows * hd, 0.0f), m.resize(rows), l.resize(rows), lo.resize(rows), hi.resize(rows);
-  q_bf16.resize(rows * hd);
-  int32_t key_begin = INT32_MAX, key_end = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = t0 + r / group;
-    const int32_t pos = positions[t];
-    lo[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
-    hi[r] = pos;
-    key_begin = std::min(key_begin, lo[r]), key_end = std::max(key_end, pos + 1);
-    m[r] = sinks ? sinks[kvh * group + r % group] : -INFINITY;
-    l[r] = sinks ? 1.0f : 0.0f;
-    round_row_to_bf16(q.data_as<float>() + (t * heads + kvh * group + r % group) * hd, hd, q_bf16.data() + r * hd);
-  }
-  const __m512 lane = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  rows.start(batch, params, sinks, t0, t1, kvh);
+  q_bf16.resize(rows.size() * hd);
+  for (int64_t r = 0; r < rows.size(); ++r)
+    round_row_to_bf16(q.data_as<float>() + (rows.token(r) * params.num_heads + rows.head(r)) * hd, hd,
+                      q_bf16.data() + r * hd);
   // vpermt2w indices: dims 0..15 (then 16..31) of key a and key b, interleaved a0 b0 a1 b1 ...
   alignas(64) static const uint16_t kInterleave[2][32] = {
       {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
@@ -322,19 +338,17 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
   alignas(64) uint16_t v_pairs[kKeyBlock / 2][2 * hd];
   alignas(64) float p[kKeyBlock];
   alignas(64) uint16_t p_bf16[kKeyBlock];
-  const bool copy_block = rows >= 4;  // see attend_item
-  for (int32_t kb = key_begin / kKeyBlock * kKeyBlock; kb < key_end; kb += kKeyBlock) {
-    const int32_t nk = std::min(kKeyBlock, key_end - kb);
+  const bool copy_block = rows.size() >= 4;  // see attend_item
+  for (int32_t kb = rows.first_block(); kb < rows.key_end(); kb += kKeyBlock) {
+    const int32_t nk = std::min(kKeyBlock, rows.key_end() - kb);
     for (int32_t j = 0; j < kKeyBlock; ++j) {
-      const int32_t pos = kb + j;
-      if (j >= nk || pos < key_begin) {
+      const int64_t offset = j < nk ? rows.cache_offset(kb + j) : -1;
+      if (offset < 0) {
         k_rows[j] = v_rows[j] = zero_row;
         continue;
       }
-      RS_DCHECK(pages[pos / page_size] >= 0, "attention reads absent page for position {}", pos);
-      const int64_t row = (static_cast<int64_t>(pages[pos / page_size]) * page_size + pos % page_size) * kv_heads + kvh;
-      k_rows[j] = static_cast<const uint16_t*>(k_cache) + row * hd;
-      v_rows[j] = static_cast<const uint16_t*>(v_cache) + row * hd;
+      k_rows[j] = static_cast<const uint16_t*>(k_cache) + offset;
+      v_rows[j] = static_cast<const uint16_t*>(v_cache) + offset;
       if (copy_block) {
         std::memcpy(k_block + j * hd, k_rows[j], hd * sizeof(uint16_t));
         k_rows[j] = k_block + j * hd;
@@ -348,32 +362,21 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
         _mm512_store_si512(v_pairs[i] + 64 * c, _mm512_permutex2var_epi16(a, interleave_lo, b));
         _mm512_store_si512(v_pairs[i] + 64 * c + 32, _mm512_permutex2var_epi16(a, interleave_hi, b));
       }
-    for (int64_t r = 0; r < rows; ++r) {
-      if (kb > hi[r] || kb + nk <= lo[r]) continue;
-      const __m512 vlo = _mm512_set1_ps(static_cast<float>(lo[r] - kb)),
-                   vhi = _mm512_set1_ps(static_cast<float>(hi[r] - kb));
+    for (int64_t r = 0; r < rows.size(); ++r) {
+      if (!rows.reads_block(r, kb, nk)) continue;
       __m512 s[kKeyBlock / 16];
       __mmask16 valid[kKeyBlock / 16];
-      float block_max = -INFINITY;
-      for (int b = 0; b < kKeyBlock / 16; ++b) {
-        const int32_t n = std::clamp(nk - 16 * b, 0, 16);
-        const __m512 idx = _mm512_add_ps(lane, _mm512_set1_ps(16.0f * b));
-        valid[b] = _mm512_cmp_ps_mask(idx, vlo, _CMP_GE_OQ) & _mm512_cmp_ps_mask(idx, vhi, _CMP_LE_OQ) &
-                   static_cast<__mmask16>((1u << n) - 1);
-        s[b] = n > 0 ? _mm512_mul_ps(dot16_bf16<kVecs>(q_bf16.data() + r * hd, k_rows + 16 * b),
-                                     _mm512_set1_ps(params.scale))
-                     : _mm512_setzero_ps();
-        if (valid[b]) block_max = std::max(block_max, _mm512_mask_reduce_max_ps(valid[b], s[b]));
-      }
-      const float correction = softmax_step(s, valid, block_max, m[r], l[r], p);
+      rows.masks(r, kb, nk, valid);
+      for (int b = 0; b < kKeyBlock / 16; ++b)
+        s[b] = _mm512_mul_ps(dot16_bf16<kVecs>(q_bf16.data() + r * hd, k_rows + 16 * b), _mm512_set1_ps(params.scale));
+      const __m512 correction = _mm512_set1_ps(rows.update(r, s, valid, p));
       for (int b = 0; b < kKeyBlock / 16; ++b)
         _mm256_store_si256(reinterpret_cast<__m256i*>(p_bf16 + 16 * b),
                            (__m256i)_mm512_cvtneps_pbh(_mm512_load_ps(p + 16 * b)));
       const int32_t* p_pairs = reinterpret_cast<const int32_t*>(p_bf16);  // (p[2i], p[2i+1]) per 32-bit lane
-      float* a = acc.data() + r * hd;
+      float* a = rows.acc(r);
       __m512 o[2 * kVecs];
-      const __m512 corr = _mm512_set1_ps(correction);
-      for (int u = 0; u < 2 * kVecs; ++u) o[u] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * u), corr);
+      for (int u = 0; u < 2 * kVecs; ++u) o[u] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * u), correction);
       for (int32_t i = 0; i < pairs; ++i) {
         const __m512bh pp = (__m512bh)_mm512_set1_epi32(p_pairs[i]);
         for (int u = 0; u < 2 * kVecs; ++u)
@@ -382,14 +385,7 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
       for (int u = 0; u < 2 * kVecs; ++u) _mm512_storeu_ps(a + 16 * u, o[u]);
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = t0 + r / group;
-    const int32_t h = kvh * group + static_cast<int32_t>(r % group);
-    const __m512 inv = _mm512_set1_ps(1.0f / l[r]);
-    float* o = out + (t * heads + h) * hd;
-    for (int u = 0; u < 2 * kVecs; ++u)
-      _mm512_storeu_ps(o + 16 * u, _mm512_mul_ps(_mm512_loadu_ps(acc.data() + r * hd + 16 * u), inv));
-  }
+  rows.write(out);
 }
 #endif
 
