@@ -164,7 +164,8 @@ void Generation::add_token_text(Choice& choice, int32_t token, ChoiceDelta& delt
     if (route == HarmonyParser::Route::kContent) delta.text += choice.stop.push(text);
     if (route == HarmonyParser::Route::kToolCall) choice.tool_arguments += text;
   };
-  const HarmonyParser::Route route = choice.harmony->push(token, model_.text.token_text(token));
+  const HarmonyParser::Route route =
+      choice.harmony->push(token, choice.harmony->reading_header() ? model_.text.token_text(token) : std::string());
   if (choice.harmony->message_ended()) {
     route_text(choice.harmony->last_route(), choice.text.flush());
     if (choice.harmony->last_route() == HarmonyParser::Route::kToolCall) end_harmony_call(choice, delta);

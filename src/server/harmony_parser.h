@@ -24,9 +24,12 @@ class HarmonyParser {
   // messages to functions are content.
   HarmonyParser(const HarmonyTokens& tokens, bool tool_calls) : tokens_(tokens), tool_calls_(tool_calls) {}
 
-  // Where the text of `token` goes (kNone: header and special tokens). `text` is the token's own text, read only in
-  // headers (the channel name). A message's route is fixed when its <|message|> arrives.
+  // Where the text of `token` goes (kNone: header and special tokens). `text` is the token's own text, read only
+  // while reading_header() (the channel name); other callers may pass it empty. A message's route is fixed when its
+  // <|message|> arrives.
   Route push(int32_t token, std::string_view text);
+  // Whether the next push reads its token's text (decoding it costs a string per token; message tokens skip that).
+  bool reading_header() const { return state_ == State::kHeader; }
   // True when a message just ended (its held-back text should be flushed to the route it had).
   bool message_ended() const { return message_ended_; }
   Route last_route() const { return last_route_; }
