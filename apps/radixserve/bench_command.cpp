@@ -1,12 +1,11 @@
 // `radixserve bench`: engine-level prefill and decode throughput of one sequence, beside the memory-bandwidth bound
-// (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object.
-#include <algorithm>
+// (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object. Its subcommand `bench
+// one-batch` (bench_one_batch_command.cpp) measures static batches.
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <random>
-#include <thread>
 
+#include "apps/radixserve/bench_util.h"
 #include "apps/radixserve/commands.h"
 #include "base/clock.h"
 #include "base/thread_pool.h"
@@ -22,36 +21,6 @@ struct BenchOptions {
   int32_t repeats = 3;
   engine::EngineConfig engine;
 };
-
-// Read bandwidth of this machine with `threads` threads streaming a buffer much larger than the caches (GB/s).
-double measure_read_bandwidth(int threads) {
-  const size_t floats = (512u << 20) / sizeof(float);
-  std::vector<float> data(floats, 1.0f);
-  ThreadPool pool(threads);
-  double best = 0;
-  for (int round = 0; round < 3; ++round) {
-    std::vector<double> sums(threads, 0.0);
-    const auto start = Clock::now();
-    pool.parallel_for(threads, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const size_t lo = floats / threads * t, hi = floats / threads * (t + 1);
-        float acc[16] = {};
-        for (size_t i = lo; i < hi; i += 16)
-          for (int j = 0; j < 16; ++j) acc[j] += data[i + j];
-        sums[t] = std::accumulate(acc, acc + 16, 0.0);
-      }
-    });
-    const double seconds = seconds_since(start);
-    RS_CHECK(std::accumulate(sums.begin(), sums.end(), 0.0) > 0, "bandwidth probe lost its data");
-    best = std::max(best, floats * sizeof(float) / seconds / 1e9);
-  }
-  return best;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
 
 void run_bench(const BenchOptions& options) {
   engine::EngineConfig config = options.engine;
@@ -78,8 +47,7 @@ void run_bench(const BenchOptions& options) {
     decode_rates.push_back(options.decode_tokens / seconds_since(start));
   }
   // Per decoded token every weight is read once, except the embedding table when the LM head is separate.
-  const size_t embed_bytes = static_cast<size_t>(mc.vocab_size) * mc.hidden_size * dtype_size(mc.dtype);
-  const size_t bytes_per_token = engine.weight_bytes() - (mc.tie_word_embeddings ? 0 : embed_bytes);
+  const size_t bytes_per_token = decode_weight_bytes(engine);
   const int threads = config.num_threads > 0 ? config.num_threads : hardware_threads();
   const double bandwidth = engine.backend().device().is_cpu() ? measure_read_bandwidth(threads) : 0.0;
   nlohmann::json result = {
@@ -106,8 +74,8 @@ void run_bench(const BenchOptions& options) {
 void add_bench_command(CLI::App& app) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode throughput (JSON on stdout)");
+  // Not ->required(): `bench one-batch --model X` leaves this one empty; the callback checks it.
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
-      ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")
       ->check(CLI::PositiveNumber)
@@ -119,7 +87,13 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_engine_options(*cmd, options->engine);
-  cmd->callback([options] { run_bench(*options); });
+  CLI::App* one_batch = add_bench_one_batch_command(*cmd);
+  // Subcommand callbacks run before their parent's: plain `bench` runs only when no subcommand was given.
+  cmd->callback([options, one_batch] {
+    if (one_batch->parsed()) return;
+    if (options->model_dir.empty()) throw CLI::RequiredError("--model");
+    run_bench(*options);
+  });
 }
 
 }  // namespace rs::app

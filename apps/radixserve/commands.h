@@ -9,6 +9,8 @@ namespace rs::app {
 
 void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// `bench one-batch`, a subcommand of `bench` (returned so that plain `bench` can tell it ran).
+CLI::App* add_bench_one_batch_command(CLI::App& bench);
 void add_serve_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_chat_template_command(CLI::App& app);

@@ -11,7 +11,7 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command.add_option("--backend", config.backend, "Device backend: cpu or cuda[:N]")->capture_default_str();
   command.add_option("--threads", config.num_threads, "CPU threads (0 = all cores)")->capture_default_str();
   command.add_flag("--exact-f32", config.exact_f32,
-                   "CPU: compute bf16-weight products in exact f32 instead of bf16 x bf16 (slower prefill)");
+                   "Compute bf16-weight products in exact f32 instead of bf16 x bf16 (reference numerics; slower)");
   command
       .add_option("--load-format", config.load_format,
                   "auto (safetensors) or dummy (seeded random weights for a config-only folder)")
@@ -36,6 +36,18 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
           "KV cache element type: auto (the weights' dtype; f32 with --exact-f32), bf16 or f32")
       ->check(CLI::IsMember({"auto", "bf16", "f32"}))
       ->default_str("auto");
+  command
+      .add_option("--mem-fraction-static", config.mem_fraction_static,
+                  "GPU: fraction of device memory for weights and the KV cache (the rest: activations, graphs)")
+      ->check(CLI::Range(0.05, 0.99))
+      ->capture_default_str();
+  command
+      .add_option("--cuda-graph-max-bs", config.cuda_graph_max_batch,
+                  "GPU: largest decode batch replayed as a CUDA graph (-1 = --max-running-requests)")
+      ->check(CLI::Range(-1, 4096))
+      ->capture_default_str();
+  command.add_flag_callback(
+      "--disable-cuda-graph", [&config] { config.cuda_graph_max_batch = 0; }, "GPU: run every step eagerly");
 }
 
 std::function<void(const std::string&, double)> make_progress_reporter() {

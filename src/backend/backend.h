@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 
+#include "backend/sampling.h"
 #include "tensor/buffer.h"
 #include "tensor/tensor.h"
 
@@ -64,6 +67,19 @@ struct MoeWeights {
   float swiglu_limit = 7.0f;
 };
 
+// A recorded sequence of ops that can be re-run as one unit (a CUDA graph). It reads and writes the very buffers it
+// was recorded with: callers change inputs in place between replays.
+class BackendGraph {
+ public:
+  virtual ~BackendGraph() = default;
+  virtual void replay() = 0;
+};
+
+struct MemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -76,6 +92,17 @@ class Backend {
   // Copies between any two tensors of equal byte size where at least one side is on this backend's device or host.
   virtual void copy(Tensor dst, const Tensor& src) = 0;
   virtual void synchronize() = 0;
+  // Host memory that copies to and from this device read fastest (pinned on CUDA). A copy from it may still be in
+  // flight when copy() returns: do not overwrite it before the next synchronize().
+  virtual Buffer alloc_host(size_t bytes) { return Buffer::host(bytes); }
+  // Free and total memory of this backend's device (host RAM for the CPU backend).
+  virtual MemoryInfo memory_info() const = 0;
+  // Records the ops `enqueue` issues into a graph instead of running them (only where supports_graphs()). Ops must not
+  // allocate while recording: run the same work once before capturing it.
+  virtual bool supports_graphs() const { return false; }
+  virtual std::unique_ptr<BackendGraph> capture(const std::function<void()>& enqueue) { return nullptr; }
+  // Changes whenever memory that ops use internally (scratch) moves: graphs recorded before then must be recaptured.
+  virtual uint64_t memory_epoch() const { return 0; }
   // Device-resident copy of a host weight (CPU: returns a view of the same memory, no copy).
   virtual Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) = 0;
   // Called once per linear weight after loading: may set w.packed to a layout this backend's linear() prefers
@@ -97,6 +124,15 @@ class Backend {
   // Causal paged attention with optional window and sinks. q [T, heads, hd] -> out [T, heads*hd].
   virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
                          const AttentionParams& params, Tensor out) = 0;
+  // x += delta, then out = rms_norm(x) (the residual add and the next norm in one pass); x [rows, width].
+  virtual void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one,
+                            Tensor out) = 0;
+  // The attention inputs from one fused projection qkv [T, (heads + 2 * kv_heads) * head_dim] (q | k | v per token):
+  // q and k are RMS-normed per head (when q_norm/k_norm are given) and rotated like rope(); q goes to q_out
+  // [T, heads, head_dim], k and v to the cache rows batch.kv_slots (as store_kv).
+  virtual void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                           const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
+                           const BatchView& batch, Tensor q_out) = 0;
   // out = a + b (elementwise, same shape); out may alias a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
   // gate_up [T, 2I] (gate | up halves) -> out [T, I] = silu(gate) * up
@@ -108,11 +144,14 @@ class Backend {
   // out [T, H] = sum_k weights[t,k] * expert_{ids[t,k]}(x[t]), summed in ascending expert id.
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                            Tensor out) = 0;
+  // Picks one token per row of logits [R, vocab] (f32 on this device, overwritten as scratch) as sample_on_host does;
+  // out[r] is filled on the host when this returns. Only the picks (and requested logprobs) leave the device.
+  virtual void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) = 0;
 };
 
 struct BackendOptions {
   int num_threads = 0;     // CPU: 0 = all cores
-  bool exact_f32 = false;  // CPU: keep every product in f32 instead of bf16 x bf16 for bf16 weights
+  bool exact_f32 = false;  // keep every product in f32 (CPU: no bf16 x bf16 GEMM; CUDA: bf16 GEMMs on hi/lo splits)
 };
 
 // "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.

@@ -1,29 +1,31 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/sampler.h"
+#include "engine/step_staging.h"
 #include "model/model.h"
 
 namespace rs::engine {
 namespace {
 
-// MemAvailable from /proc/meminfo in bytes (0 if unknown).
-size_t host_available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  size_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
+// Batch sizes that recur in decode, as SGLang records them: 1, 2, 4, 8, then steps of 8 to 64, of 16 to 256, of 32
+// beyond; capped at max_batch (which is always included).
+std::vector<int32_t> decode_graph_sizes(int32_t max_batch) {
+  std::vector<int32_t> sizes;
+  for (int32_t b = 1; b < max_batch;) {
+    sizes.push_back(b);
+    b = b < 8 ? 2 * b : b < 64 ? b + 8 : b < 256 ? b + 16 : b + 32;
+  }
+  if (max_batch > 0) sizes.push_back(max_batch);
+  return sizes;
 }
 
-// K/V are stored as the weights are (a bf16 model keeps bf16 K/V, as transformers and vLLM's "auto" do), except in
-// exact-f32 mode, whose point is reference numerics.
+}  // namespace
+
 DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model) {
   switch (config.kv_cache_dtype) {
     case KvCacheDtype::kF32: return DType::kF32;
@@ -32,8 +34,6 @@ DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& mode
   }
   return !config.exact_f32 && model.dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
 }
-
-}  // namespace
 
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
   model_config_ = loader::load_model_config(model_dir);
@@ -50,111 +50,146 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
 
   context_length_ = config_.context_length > 0 ? config_.context_length : model_config_.max_position_embeddings;
   context_length_ = std::min(context_length_, model_config_.max_position_embeddings);
+  // Activations and logits for the largest step are allocated before the KV pool takes what memory is left.
+  reserved_tokens_ = std::max<int64_t>({config_.max_step_tokens, config_.max_running_requests, 1});
+  model_->reserve(reserved_tokens_);
+  reserve_logits(std::max(config_.max_running_requests, 1));
   kv::KvPoolConfig kv_config;
   kv_config.page_size = config_.page_size;
   kv_config.num_kv_heads = model_config_.num_kv_heads;
   kv_config.head_dim = model_config_.head_dim;
   kv_config.dtype = kv_cache_dtype(config_, model_config_);
   kv_config.groups = kv::group_layers_by_window(model_config_.layer_windows);
-  size_t budget = static_cast<size_t>(config_.kv_cache_gb * (1ull << 30));
-  if (budget == 0) {
-    // Enough for every running request at full context, but at most a fifth of available host memory.
-    size_t per_token = 0;
-    for (const auto& group : kv_config.groups) per_token += kv::page_bytes(kv_config, group) / kv_config.page_size;
-    const size_t wanted = per_token * context_length_ * std::max(1, config_.max_running_requests);
-    const size_t available = host_available_bytes();
-    budget = available ? std::min(wanted, available / 5) : wanted;
-  }
-  kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
+  kv::plan_kv_pool(kv_config, kv_budget_bytes(kv_config), config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
   RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s)", kv_pool_->total_bytes() >> 20,
               dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size());
+  staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);
+
+  const int32_t graph_max =
+      config_.cuda_graph_max_batch < 0 ? std::max(config_.max_running_requests, 1) : config_.cuda_graph_max_batch;
+  if (backend_->supports_graphs())
+    graph_sizes_ = decode_graph_sizes(std::min<int32_t>(graph_max, static_cast<int32_t>(reserved_tokens_)));
+  if (!graph_sizes_.empty()) capture_decode_graphs();
 }
 
 Engine::~Engine() = default;
 
+size_t Engine::kv_budget_bytes(const kv::KvPoolConfig& kv_config) const {
+  if (config_.kv_cache_gb > 0) return static_cast<size_t>(config_.kv_cache_gb * (1ull << 30));
+  // Enough for every running request at full context, capped by memory: on the host a fifth of what is available;
+  // on a device what remains of mem_fraction_static of its memory.
+  size_t per_token = 0;
+  for (const auto& group : kv_config.groups) per_token += kv::page_bytes(kv_config, group) / kv_config.page_size;
+  const size_t wanted = per_token * context_length_ * std::max(1, config_.max_running_requests);
+  const MemoryInfo memory = backend_->memory_info();
+  if (memory.total_bytes == 0) return wanted;
+  if (backend_->device().is_cpu()) return std::min(wanted, memory.free_bytes / 5);
+  const double keep_free = (1.0 - std::clamp(config_.mem_fraction_static, 0.05, 0.99)) * memory.total_bytes;
+  const size_t available = memory.free_bytes > keep_free ? static_cast<size_t>(memory.free_bytes - keep_free) : 0;
+  RS_CHECK(available > 0, "no device memory left for the KV cache: {} MiB free of {} MiB with --mem-fraction-static {}",
+           memory.free_bytes >> 20, memory.total_bytes >> 20, config_.mem_fraction_static);
+  return std::min(wanted, available);
+}
+
+bool Engine::reserve_logits(int32_t rows) {
+  if (rows <= logits_rows_) return false;
+  backend_->synchronize();  // recorded or queued work may still write the old buffer
+  logits_ = backend_->alloc(static_cast<size_t>(rows) * model_config_.vocab_size * sizeof(float));
+  logits_rows_ = rows;
+  ++logits_epoch_;
+  return true;
+}
+
+uint64_t Engine::memory_epoch() const {
+  // Each source changes rarely and only grows; a sum of strictly increasing counters changes when any of them does.
+  return backend_->memory_epoch() + staging_->epoch() + logits_epoch_ + static_cast<uint64_t>(reserved_tokens_);
+}
+
+void Engine::capture_decode_graphs() {
+  const auto start = Clock::now();
+  const size_t free_before = backend_->memory_info().free_bytes;
+  const int32_t vocab = static_cast<int32_t>(model_config_.vocab_size);
+  ForwardBatch idle;  // no real sequence: every row is an idle padding row
+  idle.seq_token_start = {0};
+  idle.page_tables.assign(kv_pool_->num_groups(), {});
+  const auto logits_for = [&](int32_t rows) {
+    return Tensor(logits_.data(), DType::kF32, {rows, vocab}, backend_->device());
+  };
+  // Every decode size runs eagerly first, so scratch reaches its final size before anything is recorded and no
+  // recording is invalidated by a later one. (A later, larger prefill can still grow scratch: forward() then records
+  // the graphs again.)
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto it = graph_sizes_.rbegin(); it != graph_sizes_.rend(); ++it) {
+      const int32_t size = *it;
+      const model::StepInputs inputs = staging_->upload(idle, size, static_cast<int32_t>(context_length_));
+      if (pass == 0) {
+        model_->forward(inputs, *kv_pool_, logits_for(size));
+        backend_->synchronize();
+        continue;
+      }
+      graphs_[size] = backend_->capture([&] { model_->forward(inputs, *kv_pool_, logits_for(size)); });
+      backend_->synchronize();
+    }
+  }
+  graphs_epoch_ = memory_epoch();
+  const size_t free_after = backend_->memory_info().free_bytes;
+  RS_LOG_INFO("recorded {} decode graphs (batch 1..{}) in {:.2f} s, {} MiB", graphs_.size(), graph_sizes_.back(),
+              seconds_since(start), free_before > free_after ? (free_before - free_after) >> 20 : 0);
+}
+
+int32_t Engine::graph_size_for(const ForwardBatch& batch) const {
+  const int32_t seqs = batch.num_seqs();
+  if (graph_sizes_.empty() || seqs > graph_sizes_.back() || batch.num_tokens() != seqs ||
+      static_cast<int32_t>(batch.logit_rows.size()) != seqs)
+    return 0;
+  return *std::lower_bound(graph_sizes_.begin(), graph_sizes_.end(), seqs);
+}
+
 StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   const int32_t tokens = batch.num_tokens(), seqs = batch.num_seqs();
   const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
-  const int32_t page_size = kv_pool_->page_size();
-  RS_CHECK(tokens > 0 && seqs > 0 && static_cast<int32_t>(batch.seq_token_start.size()) == seqs + 1,
-           "malformed batch: {} tokens, {} sequences", tokens, seqs);
-  RS_CHECK(static_cast<int>(batch.page_tables.size()) == kv_pool_->num_groups(),
-           "batch has {} page tables for {} KV groups", batch.page_tables.size(), kv_pool_->num_groups());
+  RS_CHECK(tokens > 0 && seqs > 0, "malformed batch: {} tokens, {} sequences", tokens, seqs);
   RS_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.logit_rows.size(),
            "batch has {} sampling rows for {} logit rows", batch.sampling.size(), batch.logit_rows.size());
-
-  // Host-side metadata; the CPU backend reads it in place.
-  std::vector<int32_t> token_seq(tokens);
-  int32_t max_kv_len = 0;
-  for (int32_t s = 0; s < seqs; ++s) {
-    for (int32_t t = batch.seq_token_start[s]; t < batch.seq_token_start[s + 1]; ++t) token_seq[t] = s;
-    max_kv_len = std::max(max_kv_len, batch.seq_kv_len[s]);
-  }
-  RS_CHECK(max_kv_len <= context_length_, "sequence of {} tokens exceeds the context length {}", max_kv_len,
-           context_length_);
-  std::vector<std::vector<int32_t>> slots(kv_pool_->num_groups(), std::vector<int32_t>(tokens));
-  for (int g = 0; g < kv_pool_->num_groups(); ++g) {
-    const auto& table = batch.page_tables[g];
-    RS_CHECK(static_cast<int64_t>(table.size()) == static_cast<int64_t>(seqs) * batch.max_pages,
-             "page table {} has {} entries for {} x {}", g, table.size(), seqs, batch.max_pages);
-    // Every page a token of this step may read must be present: attention does not check in release builds.
-    const int32_t window = kv_pool_->group(g).window;
-    for (int32_t s = 0; s < seqs; ++s) {
-      const int32_t first_read = window > 0 ? std::max(0, batch.positions[batch.seq_token_start[s]] - window + 1) : 0;
-      RS_CHECK((batch.seq_kv_len[s] + page_size - 1) / page_size <= batch.max_pages,
-               "sequence {} of {} tokens does not fit a page table of {} pages", s, batch.seq_kv_len[s],
-               batch.max_pages);
-      for (int32_t p = first_read / page_size; p * page_size < batch.seq_kv_len[s]; ++p) {
-        const int32_t page = table[s * batch.max_pages + p];
-        RS_CHECK(page >= 0 && page < kv_pool_->group(g).num_pages,
-                 "sequence {} reads KV page {} of group {} (positions from {}), which is absent", s, p, g, first_read);
-      }
-    }
-    for (int32_t t = 0; t < tokens; ++t) {
-      const int32_t pos = batch.positions[t], page_index = pos / page_size;
-      RS_CHECK(page_index < batch.max_pages, "position {} beyond the page table", pos);
-      const int32_t page = table[token_seq[t] * batch.max_pages + page_index];
-      RS_CHECK(page >= 0 && page < kv_pool_->group(g).num_pages, "token at position {} has no KV page in group {}", pos,
-               g);
-      slots[g][t] = page * page_size + pos % page_size;
-    }
-  }
-  // The CPU backend reads host memory directly; other devices get a copy (see Backend::copy).
-  std::vector<Buffer> staging;
-  auto device_view = [&](const std::vector<int32_t>& host, std::initializer_list<int64_t> shape) {
-    Tensor view(const_cast<int32_t*>(host.data()), DType::kI32, shape);
-    if (backend_->device().is_cpu()) return view;
-    staging.push_back(backend_->alloc(view.bytes()));
-    Tensor device(staging.back().data(), DType::kI32, shape, backend_->device());
-    backend_->copy(device, view);
-    return device;
-  };
-  model::StepInputs inputs;
-  inputs.token_ids = device_view(batch.token_ids, {tokens});
-  inputs.logit_rows = device_view(batch.logit_rows, {rows});
-  const Tensor positions = device_view(batch.positions, {tokens});
-  const Tensor token_seq_t = device_view(token_seq, {tokens});
-  const Tensor kv_len = device_view(batch.seq_kv_len, {seqs});
-  for (int g = 0; g < kv_pool_->num_groups(); ++g) {
-    inputs.groups.push_back(BatchView{positions, token_seq_t, kv_len,
-                                      device_view(batch.page_tables[g], {seqs, batch.max_pages}),
-                                      device_view(slots[g], {tokens}), page_size, seqs, max_kv_len});
-  }
   const int64_t vocab = model_config_.vocab_size;
-  Buffer logits_device = backend_->alloc(static_cast<size_t>(rows) * vocab * sizeof(float));
-  Tensor logits(logits_device.data(), DType::kF32, {rows, vocab}, backend_->device());
-  model_->forward(inputs, *kv_pool_, logits);
+
+  const int32_t graph_size = graph_size_for(batch);
+  staging_->reserve(batch, graph_size);
+  if (tokens > reserved_tokens_) {
+    model_->reserve(tokens);
+    reserved_tokens_ = tokens;
+  }
+  reserve_logits(std::max(rows, graph_size));
+  if (graph_size > 0 && memory_epoch() != graphs_epoch_) {
+    RS_LOG_INFO("activation memory moved: recording the decode graphs again");
+    graphs_.clear();
+    capture_decode_graphs();
+  }
+  Tensor logits(logits_.data(), DType::kF32, {std::max(rows, graph_size), vocab}, backend_->device());
+  const model::StepInputs inputs = staging_->upload(batch, graph_size, graph_size > 0 ? context_length_ : 0);
+  if (graph_size > 0) {
+    graphs_.at(graph_size)->replay();
+  } else {
+    model_->forward(inputs, *kv_pool_, logits);
+  }
+  logits = logits.slice_rows(0, rows);
 
   StepOutput output;
-  std::vector<float> host_logits(static_cast<size_t>(rows) * vocab);
-  backend_->copy(Tensor(host_logits.data(), DType::kF32, {rows, vocab}), logits);
-  backend_->synchronize();
-  for (int32_t r = 0; r < static_cast<int32_t>(batch.sampling.size()); ++r) {
-    std::vector<float> row(host_logits.begin() + r * vocab, host_logits.begin() + (r + 1) * vocab);
-    output.tokens.push_back(sample_token(row, batch.sampling[r]));
+  if (keep_logits) {  // raw logits, before sampling applies penalties in place
+    output.logits.resize(static_cast<size_t>(rows) * vocab);
+    backend_->copy(Tensor(output.logits.data(), DType::kF32, {rows, vocab}), logits);
   }
-  if (keep_logits) output.logits = std::move(host_logits);
+  if (batch.sampling.empty()) {
+    backend_->synchronize();  // the staging buffers are rewritten by the next step
+    return output;
+  }
+  std::vector<std::vector<PenaltyToken>> penalties(batch.sampling.size());
+  std::vector<SampleSpec> specs;
+  specs.reserve(batch.sampling.size());
+  for (size_t r = 0; r < batch.sampling.size(); ++r) specs.push_back(make_sample_spec(batch.sampling[r], penalties[r]));
+  output.tokens.resize(specs.size());
+  backend_->sample(logits, specs, output.tokens);
   return output;
 }
 

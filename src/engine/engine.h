@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -17,6 +18,8 @@ class Model;
 }
 
 namespace rs::engine {
+
+class StepStaging;
 
 // Element type of the KV cache. kAuto: the weights' dtype (bf16 checkpoints keep bf16 K/V), f32 with exact_f32.
 enum class KvCacheDtype : uint8_t { kAuto, kBf16, kF32 };
@@ -33,8 +36,18 @@ struct EngineConfig {
   int64_t max_step_tokens = 2048;     // most tokens one step may carry (the chunked-prefill budget)
   int64_t context_length = 0;         // 0 = the model's max_position_embeddings
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // On a GPU, the KV pool gets what is left of this fraction of device memory after the weights (SGLang's
+  // --mem-fraction-static); the rest is for activations, graphs and the runtime. Ignored on CPU and with kv_cache_gb.
+  double mem_fraction_static = 0.85;
+  // Decode steps of up to this many sequences replay CUDA graphs (batch padded to the next recorded size);
+  // -1 = max_running_requests, 0 = off. Backends without graphs run every step eagerly.
+  int32_t cuda_graph_max_batch = -1;
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
+
+// The element type of the KV cache for `config` and `model`: kAuto stores K/V as the weights are (bf16 checkpoints
+// keep bf16 K/V), except in exact-f32 mode, whose point is reference numerics.
+DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model);
 
 class Engine {
  public:
@@ -52,11 +65,24 @@ class Engine {
   // Bytes of weights as stored (quantized formats counted packed).
   size_t weight_bytes() const { return weights_->bytes_loaded(); }
 
-  // Runs the model over `batch` (writing its K/V into the pool) and samples one token per logit row.
+  // Runs the model over `batch` (writing its K/V into the pool) and samples one token per logit row on the device.
   // keep_logits also returns the raw logits of the logit rows. Called from one thread at a time (the scheduler).
   StepOutput forward(const ForwardBatch& batch, bool keep_logits = false);
+  // Batch sizes whose decode steps replay a recorded graph (empty when graphs are off or unsupported).
+  std::vector<int32_t> graph_batch_sizes() const { return graph_sizes_; }
 
  private:
+  // Sizes the KV pool from the config, the model and the device's memory.
+  size_t kv_budget_bytes(const kv::KvPoolConfig& kv_config) const;
+  // Grows the logits buffer to `rows` rows; true when it moved.
+  bool reserve_logits(int32_t rows);
+  // A key that changes whenever memory a recorded graph reads moves.
+  uint64_t memory_epoch() const;
+  // Records decode graphs for every size in graph_sizes_ (each run once eagerly first, so scratch is sized).
+  void capture_decode_graphs();
+  // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
+  int32_t graph_size_for(const ForwardBatch& batch) const;
+
   EngineConfig config_;
   loader::ModelConfig model_config_;
   std::unique_ptr<Backend> backend_;
@@ -64,6 +90,14 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<kv::KvPool> kv_pool_;
   int64_t context_length_ = 0;
+  std::unique_ptr<StepStaging> staging_;
+  int64_t reserved_tokens_ = 0;
+  Buffer logits_;
+  int32_t logits_rows_ = 0;
+  uint64_t logits_epoch_ = 0;
+  std::vector<int32_t> graph_sizes_;
+  std::map<int32_t, std::unique_ptr<BackendGraph>> graphs_;
+  uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded
 };
 
 }  // namespace rs::engine

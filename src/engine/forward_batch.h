@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/sampling.h"
 #include "engine/sampling_params.h"
 
 namespace rs::engine {
@@ -37,17 +38,9 @@ struct ForwardBatch {
   int32_t num_seqs() const { return static_cast<int32_t>(seq_kv_len.size()); }
 };
 
-struct TokenLogprob {
-  int32_t token_id = 0;
-  float logprob = 0.0f;
-};
-
-// Result for one logit row.
-struct SampledToken {
-  int32_t token_id = 0;
-  float logprob = 0.0f;                    // log-softmax of the raw logits (before temperature/penalties)
-  std::vector<TokenLogprob> top_logprobs;  // highest first, when requested
-};
+// Sampling results are the backend's (backend/sampling.h).
+using rs::SampledToken;
+using rs::TokenLogprob;
 
 struct StepOutput {
   std::vector<SampledToken> tokens;  // one per logit row (empty when batch.sampling is empty)

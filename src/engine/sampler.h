@@ -1,11 +1,17 @@
-// Sampler: turns one row of logits into a token (greedy, temperature, top-k/top-p/min-p, penalties, seeded RNG).
+// Sampler: turns a request's SamplingParams and history into the backend's SampleSpec (backend/sampling.h), and
+// samples one host row with the reference implementation (tests, tools).
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "engine/forward_batch.h"
 
 namespace rs::engine {
+
+// The spec of one logit row. Penalised token ids (unique, with their output counts) go into `penalty_storage`, which
+// the spec points into: it must outlive the spec and not grow while it is used.
+SampleSpec make_sample_spec(const SamplingRow& row, std::vector<PenaltyToken>& penalty_storage);
 
 // Picks the next token for `row` from `logits` (f32 [vocab], modified in place as scratch).
 // Deterministic: the random draw depends only on (row.rng_seed, row.output_ids.size()).

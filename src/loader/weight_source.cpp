@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+
+#include "base/thread_pool.h"
 
 namespace rs::loader {
 namespace {
@@ -76,30 +79,44 @@ Tensor WeightSource::make_dummy(const std::string& name, const std::vector<int64
   int64_t numel = 1;
   for (int64_t d : shape) numel *= d;
   auto buffer = std::make_shared<Buffer>(Buffer::host(numel * dtype_size(dtype)));
-  uint64_t state = seed_ ^ std::hash<std::string>{}(name);
+  const uint64_t name_seed = seed_ ^ std::hash<std::string>{}(name);
   // Norm scales 1, biases and sinks 0, MXFP4 scales near 2^-6, other matrices uniform in ±0.02 (as vLLM's dummy
-  // loader).
+  // loader). Chunks of 1 Mi values draw from their own streams, so all cores fill a large model's weights.
   const bool norm = ends_with(name, "norm.weight");
   const bool zero = ends_with(name, ".bias") || ends_with(name, "_bias") || ends_with(name, "sinks");
-  if (dtype == DType::kU8) {
-    auto* out = static_cast<uint8_t*>(buffer->data());
-    const bool scales = ends_with(name, "_scales");
-    for (int64_t i = 0; i < numel; ++i)
-      out[i] = scales ? static_cast<uint8_t>(119 + mix(state) % 4) : mix(state) & 0xff;
-  } else {
-    for (int64_t i = 0; i < numel; ++i) {
-      float value = norm ? 1.0f : 0.0f;
-      if (!norm && !zero)
-        value = (static_cast<float>(mix(state) >> 40) / static_cast<float>(1ull << 24) - 0.5f) * 0.04f;
-      if (dtype == DType::kF32) {
-        static_cast<float*>(buffer->data())[i] = value;
-      } else if (dtype == DType::kBF16) {
-        static_cast<uint16_t*>(buffer->data())[i] = f32_to_bf16(value);
-      } else {
-        RS_CHECK(dtype == DType::kF16, "dummy weights cannot be {}", dtype_name(dtype));
-        static_cast<uint16_t*>(buffer->data())[i] = f32_to_f16(value);
+  const bool scales = ends_with(name, "_scales");
+  RS_CHECK(dtype == DType::kU8 || dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+           "dummy weights cannot be {}", dtype_name(dtype));
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  const auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t chunk = begin; chunk < end; ++chunk) {
+      uint64_t state = name_seed ^ (static_cast<uint64_t>(chunk) * 0xd1b54a32d192ed03ull);
+      const int64_t first = chunk * kChunk, last = std::min(numel, first + kChunk);
+      for (int64_t i = first; i < last; ++i) {
+        if (dtype == DType::kU8) {
+          static_cast<uint8_t*>(buffer->data())[i] =
+              scales ? static_cast<uint8_t>(119 + mix(state) % 4) : mix(state) & 0xff;
+          continue;
+        }
+        float value = norm ? 1.0f : 0.0f;
+        if (!norm && !zero)
+          value = (static_cast<float>(mix(state) >> 40) / static_cast<float>(1ull << 24) - 0.5f) * 0.04f;
+        if (dtype == DType::kF32) {
+          static_cast<float*>(buffer->data())[i] = value;
+        } else if (dtype == DType::kBF16) {
+          static_cast<uint16_t*>(buffer->data())[i] = f32_to_bf16(value);
+        } else {
+          static_cast<uint16_t*>(buffer->data())[i] = f32_to_f16(value);
+        }
       }
     }
+  };
+  const int64_t chunks = (numel + kChunk - 1) / kChunk;
+  if (chunks <= 1) {
+    fill(0, chunks);
+  } else {
+    if (!fill_pool_) fill_pool_ = std::make_shared<ThreadPool>(hardware_threads());
+    fill_pool_->parallel_for(chunks, fill);
   }
   owned_buffers_.push_back(buffer);
   bytes_loaded_ += buffer->bytes();

@@ -13,6 +13,10 @@
 #include "loader/safetensors.h"
 #include "tensor/buffer.h"
 
+namespace rs {
+class ThreadPool;
+}
+
 namespace rs::loader {
 
 class WeightSource {
@@ -39,6 +43,7 @@ class WeightSource {
   uint64_t seed_ = 0;
   DType dummy_dtype_ = DType::kBF16;
   std::vector<std::shared_ptr<Buffer>> owned_buffers_;  // dummy tensors and aligned copies
+  std::shared_ptr<ThreadPool> fill_pool_;               // fills large dummy tensors in parallel
   size_t bytes_loaded_ = 0;
 };
 

@@ -24,22 +24,33 @@ LinearWeight DecoderModel::dense(loader::WeightSource& weights, const std::strin
   return LinearWeight{LinearWeight::Format::kDense, weights.require(name, {out, in}), Tensor(), out, in};
 }
 
-LinearWeight DecoderModel::concat_rows(const Tensor& a, const Tensor& b) {
-  RS_CHECK(a.dtype() == b.dtype() && a.dim(1) == b.dim(1), "cannot fuse weights {} and {}", a.shape_string(),
-           b.shape_string());
-  Buffer buffer = Buffer::host(a.bytes() + b.bytes());
-  std::memcpy(buffer.data(), a.data(), a.bytes());
-  std::memcpy(static_cast<char*>(buffer.data()) + a.bytes(), b.data(), b.bytes());
-  const int64_t rows = a.dim(0) + b.dim(0), in = a.dim(1);
-  LinearWeight fused{LinearWeight::Format::kDense, Tensor(buffer.data(), a.dtype(), {rows, in}), Tensor(), rows, in};
+LinearWeight DecoderModel::concat_rows(std::initializer_list<Tensor> parts) {
+  const Tensor& first = *parts.begin();
+  size_t bytes = 0;
+  int64_t rows = 0;
+  for (const Tensor& t : parts) {
+    RS_CHECK(t.dtype() == first.dtype() && t.dim(1) == first.dim(1), "cannot fuse weights {} and {}",
+             first.shape_string(), t.shape_string());
+    bytes += t.bytes();
+    rows += t.dim(0);
+  }
+  Buffer buffer = Buffer::host(bytes);
+  char* cursor = static_cast<char*>(buffer.data());
+  for (const Tensor& t : parts) {
+    std::memcpy(cursor, t.data(), t.bytes());
+    cursor += t.bytes();
+  }
+  const int64_t in = first.dim(1);
+  LinearWeight fused{LinearWeight::Format::kDense, Tensor(buffer.data(), first.dtype(), {rows, in}), Tensor(), rows,
+                     in};
   // A backend that repacks weights reads only its packed copy: then the row-major concatenation is dropped here
   // (it is not a file mapping the OS could reclaim) and `weight` keeps just its shape and dtype.
   backend_->prepare_linear(fused, owned_);
   if (!fused.packed.empty()) {
-    fused.weight = Tensor(nullptr, a.dtype(), {rows, in});
+    fused.weight = Tensor(nullptr, first.dtype(), {rows, in});
     return fused;
   }
-  fused.weight = keep(std::move(buffer), a.dtype(), {rows, in});
+  fused.weight = keep(std::move(buffer), first.dtype(), {rows, in});
   return fused;
 }
 
@@ -47,14 +58,23 @@ void DecoderModel::load_attention(const std::string& prefix, loader::WeightSourc
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_out = config_.num_heads * hd, kv_out = config_.num_kv_heads * hd;
   const std::string p = prefix + "self_attn.";
-  attn.q = dense(weights, p + "q_proj.weight", q_out, hidden);
-  attn.k = dense(weights, p + "k_proj.weight", kv_out, hidden);
-  attn.v = dense(weights, p + "v_proj.weight", kv_out, hidden);
+  // One projection for q, k and v: a decode step reads the three weights in one pass (one GEMV or GEMM launch).
+  attn.qkv = concat_rows({weights.require(p + "q_proj.weight", {q_out, hidden}),
+                          weights.require(p + "k_proj.weight", {kv_out, hidden}),
+                          weights.require(p + "v_proj.weight", {kv_out, hidden})});
   attn.o = dense(weights, p + "o_proj.weight", hidden, q_out);
   if (config_.attention_bias) {
-    attn.q_bias = weights.require(p + "q_proj.bias", {q_out});
-    attn.k_bias = weights.require(p + "k_proj.bias", {kv_out});
-    attn.v_bias = weights.require(p + "v_proj.bias", {kv_out});
+    const Tensor parts[] = {weights.require(p + "q_proj.bias", {q_out}), weights.require(p + "k_proj.bias", {kv_out}),
+                            weights.require(p + "v_proj.bias", {kv_out})};
+    RS_CHECK(parts[1].dtype() == parts[0].dtype() && parts[2].dtype() == parts[0].dtype(),
+             "{}: q/k/v biases differ in dtype", p);
+    Buffer fused = Buffer::host(parts[0].bytes() + parts[1].bytes() + parts[2].bytes());
+    char* cursor = static_cast<char*>(fused.data());
+    for (const Tensor& part : parts) {
+      std::memcpy(cursor, part.data(), part.bytes());
+      cursor += part.bytes();
+    }
+    attn.qkv_bias = keep(std::move(fused), parts[0].dtype(), {q_out + 2 * kv_out});
     attn.o_bias = weights.require(p + "o_proj.bias", {hidden});
   }
   if (options_.qk_norm) {
@@ -69,8 +89,8 @@ void DecoderModel::load_ffn(int32_t layer, const std::string& prefix, loader::We
   const int64_t hidden = config_.hidden_size, inter = config_.intermediate_size;
   RS_CHECK(inter > 0, "config.json: intermediate_size must be positive for a dense MLP");
   const std::string p = prefix + "mlp.";
-  ffn.gate_up = concat_rows(weights.require(p + "gate_proj.weight", {inter, hidden}),
-                            weights.require(p + "up_proj.weight", {inter, hidden}));
+  ffn.gate_up = concat_rows({weights.require(p + "gate_proj.weight", {inter, hidden}),
+                             weights.require(p + "up_proj.weight", {inter, hidden})});
   ffn.down = dense(weights, p + "down_proj.weight", hidden, inter);
 }
 
@@ -115,8 +135,8 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     for (auto& lw : layers_) {
       auto& a = lw.attention;
       up(lw.input_norm), up(lw.post_attention_norm);
-      up_linear(a.q), up_linear(a.k), up_linear(a.v), up_linear(a.o);
-      up(a.q_bias), up(a.k_bias), up(a.v_bias), up(a.o_bias), up(a.q_norm), up(a.k_norm), up(a.sinks);
+      up_linear(a.qkv), up_linear(a.o);
+      up(a.qkv_bias), up(a.o_bias), up(a.q_norm), up(a.k_norm), up(a.sinks);
       auto& f = lw.ffn;
       up_linear(f.gate_up), up_linear(f.down), up_linear(f.router), up(f.router_bias);
       for (auto* list : {&f.experts.gate, &f.experts.up, &f.experts.gate_up, &f.experts.down})
@@ -130,7 +150,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   // embedding table for lookups, so its packed copy costs vocab x hidden extra values.
   for (auto& lw : layers_) {
     auto& a = lw.attention;
-    for (LinearWeight* w : {&a.q, &a.k, &a.v, &a.o, &lw.ffn.gate_up, &lw.ffn.down})
+    for (LinearWeight* w : {&a.qkv, &a.o, &lw.ffn.gate_up, &lw.ffn.down})
       if (!w->weight.empty() && w->packed.empty()) backend.prepare_linear(*w, owned_);
   }
   if (!lm_head_.weight.empty() && lm_head_.packed.empty()) backend.prepare_linear(lm_head_, owned_);
@@ -142,7 +162,7 @@ void DecoderModel::ensure_workspace(int64_t tokens) {
   const int64_t q_width = config_.num_heads * hd, kv_width = config_.num_kv_heads * hd;
   const int64_t inter = std::max<int64_t>(config_.intermediate_size, 1);
   const int64_t experts = std::max(config_.num_experts, 1), topk = std::max(config_.num_experts_per_tok, 1);
-  const int64_t floats_per_token = 3 * hidden + 2 * q_width + 2 * kv_width + 3 * inter + experts + 2 * topk;
+  const int64_t floats_per_token = 3 * hidden + 3 * q_width + 2 * kv_width + 3 * inter + experts + 2 * topk;
   workspace_ = backend_->alloc(tokens * floats_per_token * sizeof(float));
   char* cursor = static_cast<char*>(workspace_.data());
   const Device device = workspace_.device();
@@ -154,10 +174,9 @@ void DecoderModel::ensure_workspace(int64_t tokens) {
   x_ = carve(DType::kF32, {tokens, hidden});
   h_ = carve(DType::kF32, {tokens, hidden});
   proj_ = carve(DType::kF32, {tokens, hidden});
+  qkv_ = carve(DType::kF32, {tokens, q_width + 2 * kv_width});
   q_ = carve(DType::kF32, {tokens, q_width});
   attn_ = carve(DType::kF32, {tokens, q_width});
-  k_ = carve(DType::kF32, {tokens, kv_width});
-  v_ = carve(DType::kF32, {tokens, kv_width});
   gate_up_ = carve(DType::kF32, {tokens, 2 * inter});
   act_ = carve(DType::kF32, {tokens, inter});
   router_logits_ = carve(DType::kF32, {tokens, experts});
@@ -189,41 +208,33 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
 void DecoderModel::forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) {
   const int64_t tokens = inputs.token_ids.numel();
   ensure_workspace(tokens);
-  const int64_t heads = config_.num_heads, kv_heads = config_.num_kv_heads, hd = config_.head_dim;
+  const int64_t heads = config_.num_heads, hd = config_.head_dim;
   Tensor x = x_.slice_rows(0, tokens), h = h_.slice_rows(0, tokens), proj = proj_.slice_rows(0, tokens);
-  Tensor q = q_.slice_rows(0, tokens), k = k_.slice_rows(0, tokens), v = v_.slice_rows(0, tokens);
+  Tensor qkv = qkv_.slice_rows(0, tokens), q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd});
   Tensor attn = attn_.slice_rows(0, tokens);
-  const Tensor& positions = inputs.groups[0].positions;
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
+  // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
   backend_->embedding(embed_tokens_, inputs.token_ids, x);
+  backend_->rms_norm(x, layers_[0].input_norm, eps, false, h);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& lw = layers_[layer];
     const AttentionWeights& a = lw.attention;
-    backend_->rms_norm(x, lw.input_norm, eps, false, h);
-    backend_->linear(h, a.q, a.q_bias, q);
-    backend_->linear(h, a.k, a.k_bias, k);
-    backend_->linear(h, a.v, a.v_bias, v);
-    Tensor q3 = q.view({tokens, heads, hd}), k3 = k.view({tokens, kv_heads, hd});
-    if (options_.qk_norm) {
-      backend_->rms_norm(q3, a.q_norm, eps, false, q3);
-      backend_->rms_norm(k3, a.k_norm, eps, false, k3);
-    }
-    backend_->rope(q3, positions, rope_table_, rotary_dim_);
-    backend_->rope(k3, positions, rope_table_, rotary_dim_);
     const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
-    backend_->store_kv(k3, v.view({tokens, kv_heads, hd}), kv.k_cache(layer), kv.v_cache(layer), view);
-    const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(kv_heads),
+    backend_->linear(h, a.qkv, a.qkv_bias, qkv);
+    backend_->qkv_prepare(qkv, a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_, kv.k_cache(layer), kv.v_cache(layer),
+                          view, q3);
+    const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(config_.num_kv_heads),
                                  static_cast<int32_t>(hd),     scale,
                                  config_.layer_windows[layer], a.sinks};
     backend_->attention(q3, kv.k_cache(layer), kv.v_cache(layer), view, params, attn);
     backend_->linear(attn, a.o, a.o_bias, proj);
-    backend_->add(x, proj, x);
-    backend_->rms_norm(x, lw.post_attention_norm, eps, false, h);
+    backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
     run_ffn(lw.ffn, h, proj);
-    backend_->add(x, proj, x);
+    if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
   }
+  backend_->add(x, proj, x);
   const int64_t rows = inputs.logit_rows.numel();
   Tensor last = h_.slice_rows(0, rows);
   backend_->gather_rows(x, inputs.logit_rows, last);

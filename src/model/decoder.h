@@ -9,10 +9,10 @@
 namespace rs::model {
 
 struct AttentionWeights {
-  LinearWeight q, k, v, o;
-  Tensor q_bias, k_bias, v_bias, o_bias;  // empty without attention_bias
-  Tensor q_norm, k_norm;                  // [head_dim] per-head RMSNorm weights (Qwen3), or empty
-  Tensor sinks;                           // [num_heads] (gpt-oss), or empty
+  LinearWeight qkv, o;      // q_proj | k_proj | v_proj fused into one [(H + 2 KVH) * hd, hidden] weight
+  Tensor qkv_bias, o_bias;  // empty without attention_bias
+  Tensor q_norm, k_norm;    // [head_dim] per-head RMSNorm weights (Qwen3), or empty
+  Tensor sinks;             // [num_heads] (gpt-oss), or empty
 };
 
 struct FeedForwardWeights {
@@ -42,6 +42,7 @@ class DecoderModel : public Model {
   DecoderModel(const loader::ModelConfig& config, DecoderOptions options);
 
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
+  void reserve(int64_t max_tokens) override { ensure_workspace(max_tokens); }
   void forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) override;
 
  protected:
@@ -50,9 +51,9 @@ class DecoderModel : public Model {
                         FeedForwardWeights& ffn);
   // Helpers for architecture files.
   LinearWeight dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in);
-  // Concatenates two [rows, in] weights of one dtype into a new [rows_a + rows_b, in] weight (owned here), already
-  // prepared for the backend (a repacking backend keeps only its packed copy).
-  LinearWeight concat_rows(const Tensor& a, const Tensor& b);
+  // Concatenates [rows_i, in] weights of one dtype into a new [sum rows_i, in] weight (owned here), already prepared
+  // for the backend (a repacking backend keeps only its packed copy).
+  LinearWeight concat_rows(std::initializer_list<Tensor> parts);
   // Stores a host buffer for the model's lifetime and returns a view of it.
   Tensor keep(Buffer buffer, DType dtype, std::vector<int64_t> shape);
 
@@ -74,7 +75,7 @@ class DecoderModel : public Model {
   // Activations, sized for the largest step seen.
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;
-  Tensor x_, h_, q_, k_, v_, attn_, proj_, gate_up_, act_, router_logits_, topk_ids_, topk_weights_;
+  Tensor x_, h_, qkv_, q_, attn_, proj_, gate_up_, act_, router_logits_, topk_ids_, topk_weights_;
 };
 
 }  // namespace rs::model

@@ -27,7 +27,12 @@ class Model {
   virtual ~Model() = default;
   // Reads every weight (validating shapes against config.json) and moves them to the backend's device.
   virtual void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) = 0;
+  // Sizes activation memory for steps of up to `max_tokens` tokens. forward() of a larger step grows it, which moves
+  // it (a recorded graph then reads freed memory), so the engine reserves for its largest step up front.
+  virtual void reserve(int64_t max_tokens) = 0;
   // Runs the decoder over the step's tokens, storing K/V in `kv`, and writes f32 logits [R, vocab] into `logits`.
+  // Issues backend ops only (no host synchronisation, no allocation within the reserved size), so it can be recorded
+  // into a graph.
   virtual void forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) = 0;
 };
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <set>
 
+#include "server/chat_messages.h"
+
 namespace rs::server {
 namespace {
 
@@ -241,22 +243,7 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
   return options;
 }
 
-std::string flatten_content(const json& content, std::optional<ApiError>& error, size_t index) {
-  if (content.is_string()) return content.get<std::string>();
-  std::string text;
-  for (const json& part : content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
-      error = invalid_param(fmt::format("messages[{}].content", index),
-                            "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
-                            "invalid_content");
-      return {};
-    }
-    if (!text.empty()) text += "\n";
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
+// The messages array itself; each message is checked and normalised for the chat template by chat_messages.h.
 std::optional<ApiError> validate_messages(const json* messages, json& out) {
   if (!messages)
     return invalid_param("messages", "Missing required parameter: 'messages'.", "missing_required_parameter");
@@ -266,35 +253,9 @@ std::optional<ApiError> validate_messages(const json* messages, json& out) {
                          "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
                          "got an empty array instead.",
                          "empty_array");
-  static const std::set<std::string> kRoles = {"system", "developer", "user", "assistant", "tool"};
-  out = json::array();
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& message = (*messages)[i];
-    const std::string where = fmt::format("messages[{}]", i);
-    if (!message.is_object()) return wrong_type(where, "an object", message);
-    auto role = message.find("role");
-    if (role == message.end() || !role->is_string() || !kRoles.contains(role->get<std::string>()))
-      return invalid_param(where + ".role",
-                           fmt::format("Invalid value for '{}.role': expected one of system, "
-                                       "developer, user, assistant or tool.",
-                                       where),
-                           "invalid_value");
-    json copy = message;
-    auto content = message.find("content");
-    const bool is_assistant = role->get<std::string>() == "assistant";
-    if (content == message.end() || content->is_null()) {
-      if (!is_assistant)
-        return invalid_param(where + ".content", "Missing required parameter: '" + where + ".content'.",
-                             "missing_required_parameter");
-    } else if (content->is_string() || content->is_array()) {
-      std::optional<ApiError> error;
-      copy["content"] = flatten_content(*content, error, i);
-      if (error) return error;
-    } else {
-      return wrong_type(where + ".content", "a string or an array of content parts", *content);
-    }
-    out.push_back(std::move(copy));
-  }
+  auto normalized = normalize_chat_messages(*messages);
+  if (auto* error = std::get_if<ApiError>(&normalized)) return *error;
+  out = std::move(std::get<json>(normalized));
   return std::nullopt;
 }
 

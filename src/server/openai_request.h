@@ -35,7 +35,7 @@ struct GenerationOptions {
 struct ChatRequest {
   std::string model;
   // Key order is kept (ordered_json): chat templates print tool schemas in the order the client sent them.
-  nlohmann::ordered_json messages;                                           // validated array of {role, content, ...}
+  nlohmann::ordered_json messages;  // validated and normalised for the chat template (chat_messages.h)
   nlohmann::ordered_json template_extra = nlohmann::ordered_json::object();  // tools, reasoning_effort, kwargs
   bool add_generation_prompt = true;
   GenerationOptions options;

@@ -121,7 +121,8 @@ TEST_F(ReferenceTest, DecodeOfRandomIdsMatchesJsReference) {
   int decodes = 0;
   for (const nlohmann::json& line : corpus()) {
     if (line.at("kind") != "decode") continue;
-    const Tokenizer& tok = tokenizer(line.at("model").get<std::string>());
+    const std::string model = line.at("model").get<std::string>();
+    const Tokenizer& tok = tokenizer(model);
     const auto ids = line.at("ids").get<std::vector<int32_t>>();
     const bool skip = line.at("skip_special").get<bool>();
     const std::string expected = line.at("text").get<std::string>();
@@ -160,7 +161,8 @@ TEST_F(ReferenceTest, MatchesHfWhereTheJsReferenceDiffers) {
 }
 
 TEST_F(ReferenceTest, Llama3TemplateAddsBeginOfText) {
-  const Tokenizer& tok = tokenizer("llama3-template");
+  const std::string model = "llama3-template";
+  const Tokenizer& tok = tokenizer(model);
   const std::vector<int32_t> ids = tok.encode("Hello", true);
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids.front(), 128000);

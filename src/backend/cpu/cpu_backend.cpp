@@ -2,7 +2,10 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
@@ -20,6 +23,19 @@ std::string CpuBackend::name() const {
 }
 
 Buffer CpuBackend::alloc(size_t bytes) { return Buffer::host(bytes); }
+
+MemoryInfo CpuBackend::memory_info() const {
+  // MemAvailable and MemTotal from /proc/meminfo (zeros where unknown).
+  MemoryInfo info;
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  size_t kib = 0;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") info.free_bytes = kib * 1024;
+    if (key == "MemTotal:") info.total_bytes = kib * 1024;
+  }
+  return info;
+}
 
 void CpuBackend::copy(Tensor dst, const Tensor& src) {
   RS_CHECK(dst.bytes() == src.bytes(), "copy of {} bytes into {} bytes", src.bytes(), dst.bytes());
@@ -55,6 +71,36 @@ void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor&
   cpu::attention(pool_, q, k_cache, v_cache, batch, params, out);
 }
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cpu::add(pool_, a, b, out); }
+void CpuBackend::add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one,
+                              Tensor out) {
+  cpu::add(pool_, x, delta, x);
+  cpu::rms_norm(pool_, x, weight, eps, add_one, out);
+}
+void CpuBackend::qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                             const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
+                             const BatchView& batch, Tensor q_out) {
+  const int64_t tokens = q_out.dim(0), heads = q_out.dim(1), hd = q_out.dim(2), kv_heads = k_cache.dim(1);
+  const int64_t q_width = heads * hd, kv_width = kv_heads * hd, width = q_width + 2 * kv_width;
+  RS_CHECK(qkv.numel() == tokens * width && k_cache.dim(2) == hd, "qkv_prepare: qkv {} for q {} and cache {}",
+           qkv.shape_string(), q_out.shape_string(), k_cache.shape_string());
+  // Split the rows into q_out and contiguous k, v, then run the unfused ops on them.
+  qkv_scratch_.resize(2 * tokens * kv_width);
+  float* k = qkv_scratch_.data();
+  float* v = k + tokens * kv_width;
+  const float* src = qkv.data_as<float>();
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = src + t * width;
+    std::copy(row, row + q_width, q_out.data_as<float>() + t * q_width);
+    std::copy(row + q_width, row + q_width + kv_width, k + t * kv_width);
+    std::copy(row + q_width + kv_width, row + width, v + t * kv_width);
+  }
+  Tensor k3(k, DType::kF32, {tokens, kv_heads, hd}), v3(v, DType::kF32, {tokens, kv_heads, hd});
+  if (!q_norm.empty()) cpu::rms_norm(pool_, q_out, q_norm, eps, false, q_out);
+  if (!k_norm.empty()) cpu::rms_norm(pool_, k3, k_norm, eps, false, k3);
+  cpu::rope(pool_, q_out, batch.positions, cos_sin, rotary_dim);
+  cpu::rope(pool_, k3, batch.positions, cos_sin, rotary_dim);
+  cpu::store_kv(k3, v3, k_cache, v_cache, batch);
+}
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor out) { cpu::silu_mul(pool_, gate_up, out); }
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) { cpu::gather_rows(x, rows, out); }
 void CpuBackend::moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) {
@@ -63,6 +109,16 @@ void CpuBackend::moe_route(const Tensor& logits, MoeRouting routing, bool renorm
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                              Tensor out) {
   cpu::moe_experts(pool_, x, ids, weights, experts, out, bf16_gemm_);
+}
+void CpuBackend::sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) {
+  RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) == static_cast<int64_t>(specs.size()) &&
+               out.size() == specs.size(),
+           "sample: logits {} for {} rows", logits.shape_string(), specs.size());
+  const int64_t vocab = logits.dim(1);
+  pool_.parallel_for(static_cast<int64_t>(specs.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      out[r] = sample_on_host(std::span<float>(logits.data_as<float>() + r * vocab, vocab), specs[r]);
+  });
 }
 
 }  // namespace rs::cpu

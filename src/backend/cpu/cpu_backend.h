@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "base/thread_pool.h"
@@ -19,6 +20,7 @@ class CpuBackend final : public Backend {
   Buffer alloc(size_t bytes) override;
   void copy(Tensor dst, const Tensor& src) override;
   void synchronize() override {}
+  MemoryInfo memory_info() const override;
   Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) override { return host; }
   // In bf16-GEMM mode, repacks dense bf16 weights into VNNI panels (see kernels/gemm_bf16.h).
   void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override;
@@ -30,15 +32,20 @@ class CpuBackend final : public Backend {
   void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) override;
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
                  const AttentionParams& params, Tensor out) override;
+  void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one, Tensor out) override;
+  void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos_sin,
+                   int32_t rotary_dim, Tensor k_cache, Tensor v_cache, const BatchView& batch, Tensor q_out) override;
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) override;
   void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                    Tensor out) override;
+  void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) override;
 
  private:
   ThreadPool pool_;
+  std::vector<float> qkv_scratch_;  // k and v split out of a fused projection (qkv_prepare)
   bool bf16_gemm_;
 };
 

@@ -2,7 +2,9 @@
 // (alloc) or plain cudaMalloc (weights); ops validate shapes on the host and launch kernels from kernels/*.cu.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstring>
 #include <memory>
+#include <vector>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/device_context.cuh"
@@ -10,9 +12,53 @@
 namespace rs::cuda {
 namespace {
 
+static_assert(kSampleMaxTop == kMaxTopLogprobs, "CUDA sampling reports as many top logprobs as the API allows");
+
+// Grow-only pinned host memory (asynchronous copies need it); freed with the backend.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (data_) (void)cudaFreeHost(data_);
+  }
+  void* reserve(size_t bytes) {
+    if (bytes > bytes_) {
+      if (data_) RS_CUDA_CHECK(cudaFreeHost(data_));
+      data_ = nullptr;
+      RS_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// One instantiated CUDA graph, replayed on the context's stream.
+class CudaGraph final : public BackendGraph {
+ public:
+  CudaGraph(std::shared_ptr<DeviceContext> ctx, cudaGraphExec_t exec) : ctx_(std::move(ctx)), exec_(exec) {}
+  ~CudaGraph() override {
+    ctx_->activate();
+    (void)cudaGraphExecDestroy(exec_);
+  }
+  void replay() override {
+    ctx_->activate();
+    RS_CUDA_CHECK(cudaGraphLaunch(exec_, ctx_->stream()));
+  }
+
+ private:
+  std::shared_ptr<DeviceContext> ctx_;
+  cudaGraphExec_t exec_;
+};
+
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int index) : ctx_(std::make_shared<DeviceContext>(index)) {}
+  CudaBackend(int index, bool exact_f32) : ctx_(std::make_shared<DeviceContext>(index, exact_f32)) {}
 
   Device device() const override { return Device{DeviceKind::kCuda, ctx_->index()}; }
   std::string name() const override {
@@ -43,6 +89,51 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override { ctx_->synchronize_and_check(); }
+
+  Buffer alloc_host(size_t bytes) override {
+    if (bytes == 0) return Buffer(nullptr, 0, Device{}, {});
+    ctx_->activate();
+    void* data = nullptr;
+    RS_CUDA_CHECK(cudaMallocHost(&data, bytes));
+    std::memset(data, 0, bytes);
+    return Buffer(data, bytes, Device{}, [ctx = ctx_](void* p) {
+      ctx->activate();
+      (void)cudaStreamSynchronize(ctx->stream());  // a copy may still read it
+      (void)cudaFreeHost(p);
+    });
+  }
+
+  MemoryInfo memory_info() const override {
+    ctx_->activate();
+    MemoryInfo info;
+    RS_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+    return info;
+  }
+
+  bool supports_graphs() const override { return true; }
+  std::unique_ptr<BackendGraph> capture(const std::function<void()>& enqueue) override {
+    ctx_->activate();
+    RS_CUDA_CHECK(cudaStreamBeginCapture(ctx_->stream(), cudaStreamCaptureModeThreadLocal));
+    ctx_->set_capturing(true);
+    cudaGraph_t graph = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      ctx_->set_capturing(false);
+      (void)cudaStreamEndCapture(ctx_->stream(), &graph);
+      if (graph) (void)cudaGraphDestroy(graph);
+      throw;
+    }
+    ctx_->set_capturing(false);
+    RS_CUDA_CHECK(cudaStreamEndCapture(ctx_->stream(), &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    RS_CUDA_CHECK(status);
+    return std::make_unique<CudaGraph>(ctx_, exec);
+  }
+
+  uint64_t memory_epoch() const override { return ctx_->scratch_epoch(); }
 
   Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) override {
     if (host.empty() || host.bytes() == 0) return host;
@@ -134,9 +225,55 @@ class CudaBackend final : public Backend {
     a.window = params.window;
     a.scale = params.scale;
     const int64_t partial = attention_partial_floats(tokens, params.num_heads, params.head_dim, batch.max_kv_len,
-                                                     params.window, ctx_->num_sms(), &a.splits, &a.split_keys);
+                                                     params.window, ctx_->num_sms(), &a.splits);
     if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
     launch_attention(a, ctx_->stream());
+  }
+
+  void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one, Tensor out) override {
+    const int64_t width = x.dim(-1);
+    RS_CHECK(delta.numel() == x.numel() && out.numel() == x.numel() && weight.numel() == width,
+             "add_rms_norm: x {} delta {} weight {} out {}", x.shape_string(), delta.shape_string(),
+             weight.shape_string(), out.shape_string());
+    on_device({&x, &delta, &weight, &out});
+    launch_add_rms_norm(x.data_as<float>(), delta.data_as<float>(), weight.data(), elem_type(weight.dtype()), x.rows(),
+                        width, eps, add_one, out.data_as<float>(), ctx_->stream());
+  }
+
+  void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos_sin,
+                   int32_t rotary_dim, Tensor k_cache, Tensor v_cache, const BatchView& batch, Tensor q_out) override {
+    const int64_t tokens = q_out.dim(0), heads = q_out.dim(1), hd = q_out.dim(2), kv_heads = k_cache.dim(1);
+    RS_CHECK(qkv.numel() == tokens * (heads + 2 * kv_heads) * hd && k_cache.dim(2) == hd &&
+                 cos_sin.dim(1) == rotary_dim && rotary_dim <= hd && rotary_dim % 2 == 0 &&
+                 batch.kv_slots.numel() == tokens && batch.positions.numel() == tokens,
+             "qkv_prepare: qkv {} for q {}, cache {}, rotary dim {}", qkv.shape_string(), q_out.shape_string(),
+             k_cache.shape_string(), rotary_dim);
+    RS_CHECK(q_norm.empty() == k_norm.empty() && (q_norm.empty() || q_norm.dtype() == k_norm.dtype()),
+             "qkv_prepare: q and k norms must both be given, in one dtype");
+    check_cache_dtype(k_cache, v_cache);
+    on_device({&qkv, &q_norm, &k_norm, &cos_sin, &k_cache, &v_cache, &q_out, &batch.kv_slots, &batch.positions});
+    QkvPrepareArgs a{};
+    a.qkv = qkv.data_as<float>();
+    a.q_norm = q_norm.empty() ? nullptr : q_norm.data();
+    a.k_norm = k_norm.empty() ? nullptr : k_norm.data();
+    a.norm_type = q_norm.empty() ? ElemType::kF32 : elem_type(q_norm.dtype());
+    a.eps = eps;
+    a.positions = batch.positions.data_as<int32_t>();
+    a.cos_sin = cos_sin.data_as<float>();
+    a.max_positions = cos_sin.dim(0);
+    a.rotary_dim = rotary_dim;
+    a.slots = batch.kv_slots.data_as<int32_t>();
+    a.cache_rows = k_cache.dim(0);
+    a.k_cache = k_cache.data();
+    a.v_cache = v_cache.data();
+    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
+    a.q_out = q_out.data_as<float>();
+    a.error_flags = ctx_->error_flags();
+    a.num_tokens = tokens;
+    a.num_heads = static_cast<int32_t>(heads);
+    a.num_kv_heads = static_cast<int32_t>(kv_heads);
+    a.head_dim = static_cast<int32_t>(hd);
+    launch_qkv_prepare(a, ctx_->stream());
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor out) override {
@@ -178,6 +315,64 @@ class CudaBackend final : public Backend {
     run_moe_experts(*ctx_, x, ids, weights, experts, out);
   }
 
+  void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) override {
+    const auto rows = static_cast<int32_t>(specs.size());
+    RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) == rows && out.size() == specs.size(),
+             "sample: logits {} for {} rows", logits.shape_string(), specs.size());
+    on_device({&logits});
+    if (rows == 0) return;
+    const auto vocab = static_cast<int32_t>(logits.dim(1));
+    // One pinned upload (specs | penalties) and one pinned download (results) per call.
+    size_t num_penalties = 0;
+    for (const SampleSpec& spec : specs) num_penalties += spec.has_penalties() ? spec.penalty_tokens.size() : 0;
+    const size_t spec_bytes = rows * sizeof(SampleRowSpec), penalty_bytes = num_penalties * sizeof(int2);
+    const size_t upload_bytes = spec_bytes + penalty_bytes, result_bytes = rows * sizeof(SampleRowResult);
+    char* host = static_cast<char*>(sample_host_.reserve(upload_bytes + result_bytes));
+    auto* host_specs = reinterpret_cast<SampleRowSpec*>(host);
+    auto* host_penalties = reinterpret_cast<int2*>(host + spec_bytes);
+    auto* host_results = reinterpret_cast<SampleRowResult*>(host + upload_bytes);
+    int32_t next_penalty = 0;
+    for (int32_t r = 0; r < rows; ++r) {
+      const SampleSpec& s = specs[r];
+      SampleRowSpec& d = host_specs[r];
+      d = SampleRowSpec{s.temperature,
+                        s.top_p,
+                        s.min_p,
+                        s.repetition_penalty,
+                        s.presence_penalty,
+                        s.frequency_penalty,
+                        s.top_k,
+                        std::min(s.top_logprobs, kMaxTopLogprobs),
+                        s.logprobs ? 1 : 0,
+                        s.greedy() ? 1 : 0,
+                        next_penalty,
+                        0,
+                        s.seed,
+                        s.step};
+      if (!s.has_penalties()) continue;
+      for (const PenaltyToken& t : s.penalty_tokens) host_penalties[next_penalty++] = int2{t.id, t.output_count};
+      d.penalty_count = next_penalty - d.penalty_begin;
+    }
+    const size_t scratch_bytes = sample_scratch_bytes(rows, vocab);
+    char* device =
+        static_cast<char*>(ctx_->scratch(ScratchSlot::kSample, upload_bytes + result_bytes + scratch_bytes + 16));
+    auto* device_results = reinterpret_cast<SampleRowResult*>(device + upload_bytes);
+    void* scratch = scratch_bytes ? device + ((upload_bytes + result_bytes + 15) & ~size_t{15}) : nullptr;
+    RS_CUDA_CHECK(cudaMemcpyAsync(device, host, upload_bytes, cudaMemcpyHostToDevice, ctx_->stream()));
+    launch_sample(logits.data_as<float>(), rows, vocab, reinterpret_cast<const SampleRowSpec*>(device),
+                  reinterpret_cast<const int2*>(device + spec_bytes), device_results, scratch, ctx_->stream());
+    RS_CUDA_CHECK(cudaMemcpyAsync(host_results, device_results, result_bytes, cudaMemcpyDeviceToHost, ctx_->stream()));
+    ctx_->synchronize_and_check();
+    for (int32_t r = 0; r < rows; ++r) {
+      const SampleRowResult& res = host_results[r];
+      SampledToken& token = out[r];
+      token.token_id = res.token_id;
+      token.logprob = specs[r].logprobs ? res.logprob : 0.0f;
+      token.top_logprobs.clear();
+      for (int32_t i = 0; i < res.num_top; ++i) token.top_logprobs.push_back({res.top_ids[i], res.top_logprobs[i]});
+    }
+  }
+
  private:
   static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {
     RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
@@ -193,11 +388,14 @@ class CudaBackend final : public Backend {
   }
 
   std::shared_ptr<DeviceContext> ctx_;
+  PinnedBuffer sample_host_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int index) { return std::make_unique<CudaBackend>(index); }
+std::unique_ptr<Backend> make_cuda_backend(int index, bool exact_f32) {
+  return std::make_unique<CudaBackend>(index, exact_f32);
+}
 
 int cuda_device_count() {
   int count = 0;

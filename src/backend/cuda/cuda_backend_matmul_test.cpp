@@ -35,6 +35,9 @@ LinearWeight random_weight(std::mt19937& rng, DType dtype, bool mxfp4, int64_t o
   return w;
 }
 
+// Rows up to which the fast path keeps the f32-activation GEMV (kernels.cuh kGemvFastMaxRows).
+constexpr int64_t kFastGemvRows = 2;
+
 TEST_F(CudaParity, Linear) {
   struct Shape {
     int64_t in, out;
@@ -58,10 +61,18 @@ TEST_F(CudaParity, Linear) {
           cpu_->linear(xh, wh, bias, ref);
           Tensor out = dev(host_zeros(DType::kF32, {tokens, s.out}));
           gpu_->linear(dev(xh), wd, dev(bias), out);
-          const bool split = dtype == DType::kBF16 && !mxfp4 && tokens > 8;
-          EXPECT_PARITY(fetch<float>(out), as_floats(ref), split ? kBf16Split : kF32Dot,
-                        fmt::format("linear {} [{}x{}] T={}{}", mxfp4 ? "mxfp4" : dtype_name(dtype), s.out, s.in,
-                                    tokens, with_bias ? " +bias" : ""));
+          const bool split = dtype == DType::kBF16 && !mxfp4 && (tokens > 8 || s.in % 8 != 0);
+          const std::string what = fmt::format("linear {} [{}x{}] T={}{}", mxfp4 ? "mxfp4" : dtype_name(dtype), s.out,
+                                               s.in, tokens, with_bias ? " +bias" : "");
+          EXPECT_PARITY(fetch<float>(out), as_floats(ref), split ? kBf16Split : kF32Dot, what);
+          // The fast path: the same product with activations rounded to bf16 where a bf16 GEMM runs.
+          Tensor fast = dev(host_zeros(DType::kF32, {tokens, s.out}));
+          const Tensor x_d = dev(xh), bias_d = dev(bias);
+          gpu_->synchronize();  // the two backends have their own streams
+          fast_->linear(x_d, wd, bias_d, fast);
+          fast_->synchronize();
+          const bool rounded = dtype == DType::kBF16 && !mxfp4 && (tokens > kFastGemvRows || s.in % 8 != 0);
+          EXPECT_PARITY(fetch<float>(fast), as_floats(ref), rounded ? kBf16Fast : kF32Dot, what + " fast");
         }
       }
     }

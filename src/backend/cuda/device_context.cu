@@ -9,7 +9,12 @@
 
 namespace rs::cuda {
 
-DeviceContext::DeviceContext(int index) : index_(index) {
+namespace {
+// cuBLAS gets a fixed workspace so that it never allocates (graph capture forbids it); 32 MiB covers Hopper's GEMMs.
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+}  // namespace
+
+DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f32_(exact_f32) {
   int count = 0;
   RS_CUDA_CHECK(cudaGetDeviceCount(&count));
   RS_CHECK(index >= 0 && index < count, "CUDA device {} requested but {} present", index, count);
@@ -22,6 +27,8 @@ DeviceContext::DeviceContext(int index) : index_(index) {
   RS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   RS_CUBLAS_CHECK(cublasCreate(&cublas_));
   RS_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  RS_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
+  RS_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   // Full fp32 (no TF32) for f32 GEMMs: activations are f32 and the CPU reference is exact fp32.
   RS_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   // Keep freed stream-ordered memory in the pool: per-step staging buffers are then reused without cudaMalloc.
@@ -45,6 +52,7 @@ DeviceContext::~DeviceContext() {
   (void)cudaFree(error_flags_);
   (void)cudaFreeHost(error_flags_host_);
   if (cublas_) (void)cublasDestroy(cublas_);
+  if (cublas_workspace_) (void)cudaFree(cublas_workspace_);
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
 
@@ -79,7 +87,10 @@ void DeviceContext::synchronize_and_check() {
 void* DeviceContext::scratch(ScratchSlot slot, size_t bytes) {
   const auto i = static_cast<size_t>(slot);
   if (bytes > scratch_bytes_[i]) {
+    RS_CHECK(!capturing_,
+             "scratch slot {} must grow to {} bytes while a graph is recorded (run the step eagerly first)", i, bytes);
     activate();
+    ++scratch_epoch_;
     if (scratch_[i]) RS_CUDA_CHECK(cudaFreeAsync(scratch_[i], stream_));
     scratch_[i] = nullptr;
     const size_t grown = std::max(bytes, scratch_bytes_[i] + scratch_bytes_[i] / 4);
@@ -97,6 +108,7 @@ ExpertTable DeviceContext::expert_table(const std::vector<LinearWeight>& experts
   for (const auto& w : experts) host.push_back(w.scales.data());
   CachedTable& table = expert_tables_[host.front()];
   if (table.host != host) {
+    RS_CHECK(!capturing_, "MoE expert table built while a graph is recorded (run the step eagerly first)");
     for (const auto& w : experts)
       RS_CHECK(reinterpret_cast<uintptr_t>(w.weight.data()) % 16 == 0, "expert weight not 16-byte aligned");
     activate();

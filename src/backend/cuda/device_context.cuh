@@ -17,7 +17,17 @@
 namespace rs::cuda {
 
 // Scratch buffers for op temporaries; one op never holds two uses of the same slot.
-enum class ScratchSlot : int { kSplitHi, kSplitLo, kAttention, kMoeMeta, kMoeHidden, kMoeAct, kMoeOut, kCount };
+enum class ScratchSlot : int {
+  kSplitHi,
+  kSplitLo,
+  kAttention,
+  kMoeMeta,
+  kMoeHidden,
+  kMoeAct,
+  kMoeOut,
+  kSample,
+  kCount
+};
 
 // Device pointer arrays of one list of expert weights (weights, then MXFP4 scales).
 struct ExpertTable {
@@ -27,7 +37,7 @@ struct ExpertTable {
 
 class DeviceContext {
  public:
-  explicit DeviceContext(int index);
+  DeviceContext(int index, bool exact_f32);
   ~DeviceContext();
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
@@ -39,6 +49,13 @@ class DeviceContext {
   const std::string& device_name() const { return device_name_; }
   size_t total_memory() const { return total_memory_; }
   uint32_t* error_flags() const { return error_flags_; }
+  // Exact mode: bf16 GEMMs on hi/lo splits of f32 activations (reference numerics); otherwise activations are
+  // rounded to bf16 once.
+  bool exact_f32() const { return exact_f32_; }
+  // Bumped whenever a scratch slot moves (graphs recorded earlier point at freed memory and must be recaptured).
+  uint64_t scratch_epoch() const { return scratch_epoch_; }
+  // While a graph is being recorded, scratch() must not allocate (it throws instead).
+  void set_capturing(bool capturing) { capturing_ = capturing; }
 
   // Makes this device current on the calling thread (cheap when it already is).
   void activate() const;
@@ -57,6 +74,10 @@ class DeviceContext {
   };
 
   int index_;
+  bool exact_f32_ = false;
+  bool capturing_ = false;
+  uint64_t scratch_epoch_ = 0;
+  void* cublas_workspace_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   int num_sms_ = 0;

@@ -36,8 +36,9 @@ void set_bias(GroupedWeights& w, const Tensor& bias, int64_t group_stride) {
   w.bias_group_stride = group_stride;
 }
 
-// out [T, out] = x [T, in] . W^T through cuBLAS: f32 weights with SGEMM, bf16 weights as two bf16 GEMMs on x's hi and
-// lo halves (fp32 accumulation; x = hi + lo to ~2^-17, W exact) so the result stays close to the fp32 reference.
+// out [T, out] = x [T, in] . W^T through cuBLAS: f32 weights with SGEMM; bf16 weights with one bf16 GEMM on x rounded
+// to bf16 (the fast path, as every production engine), or in exact mode two on x's hi and lo halves (fp32
+// accumulation; x = hi + lo to ~2^-17, W exact) so the result stays close to the fp32 reference.
 void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const LinearWeight& w, float* out) {
   RS_CHECK(tokens < INT_MAX && w.in_features < INT_MAX && w.out_features < INT_MAX, "GEMM too large for cuBLAS");
   const int m = static_cast<int>(w.out_features), n = static_cast<int>(tokens), k = static_cast<int>(w.in_features);
@@ -49,10 +50,11 @@ void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const Lin
   }
   const size_t count = static_cast<size_t>(tokens) * w.in_features;
   void* hi = ctx.scratch(ScratchSlot::kSplitHi, count * 2);
-  void* lo = ctx.scratch(ScratchSlot::kSplitLo, count * 2);
+  void* lo = ctx.exact_f32() ? ctx.scratch(ScratchSlot::kSplitLo, count * 2) : nullptr;
   launch_split_bf16(x, static_cast<int64_t>(count), hi, lo, ctx.stream());
   RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
                                hi, CUDA_R_16BF, k, &zero, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (!lo) return;
   RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
                                lo, CUDA_R_16BF, k, &one, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
@@ -100,7 +102,11 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
   args.w.scales = format == WeightFormat::kMxfp4 ? w.scales.data_as<uint8_t>() : nullptr;
   set_bias(args.w, bias, 0);
   args.rows.total_rows = tokens;
-  if (tokens <= kGemvMaxRows && gemv_supported(format, w.in_features, args.x, args.x_stride, args.w.weight)) {
+  // The GEMV re-reads every activation row per pair of output features from L1: past a couple of rows (fast path)
+  // the rows no longer fit L1 and a tensor-core GEMM reading the weights once is faster. Exact mode keeps the GEMV's
+  // f32 products for up to kGemvMaxRows rows.
+  const int64_t gemv_rows = ctx.exact_f32() ? kGemvMaxRows : kGemvFastMaxRows;
+  if (tokens <= gemv_rows && gemv_supported(format, w.in_features, args.x, args.x_stride, args.w.weight)) {
     args.rows.chunk_rows = static_cast<int32_t>(tokens);
     launch_gemv(args, args.rows.chunk_rows, ctx.stream());
   } else if (format == WeightFormat::kF32 || format == WeightFormat::kBF16) {

@@ -26,6 +26,7 @@ constexpr double kBf16Split = 5e-5;      // cuBLAS on bf16(x) + bf16(x - bf16(x)
 constexpr double kAttention = 1e-5;      // online softmax vs two-pass
 constexpr double kAttentionBf16 = 4e-3;  // bf16 cache: q and probabilities rounded to bf16 (2^-9) at different maxima
 constexpr double kMoe = 2e-5;            // two chained linears + GLU
+constexpr double kBf16Fast = 4e-3;       // activations rounded to bf16 (2^-9 relative) before a bf16 GEMM
 
 class CudaParity : public ::testing::Test {
  protected:
@@ -35,7 +36,8 @@ class CudaParity : public ::testing::Test {
       GTEST_SKIP() << "no CUDA device";
     }
     cpu_ = make_backend("cpu", BackendOptions{.num_threads = 2, .exact_f32 = true});  // f32 reference numerics
-    gpu_ = make_backend("cuda");
+    gpu_ = make_backend("cuda", BackendOptions{.exact_f32 = true});  // hi/lo-split GEMMs: near-f32 products
+    fast_ = make_backend("cuda");  // the serving path: activations rounded to bf16 in bf16 GEMMs
   }
 
   // Host tensor over a vector this fixture keeps alive.
@@ -77,7 +79,7 @@ class CudaParity : public ::testing::Test {
     return d;
   }
 
-  std::unique_ptr<Backend> cpu_, gpu_;
+  std::unique_ptr<Backend> cpu_, gpu_, fast_;
   std::vector<std::vector<uint8_t>> host_;
   std::vector<Buffer> device_, weights_;
   std::mt19937 rng_{1234};

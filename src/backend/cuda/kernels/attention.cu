@@ -67,10 +67,11 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   const int kvh = h / (a.num_heads / a.num_kv_heads);
   const int pos = a.positions[t];
   const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-  const int64_t begin64 = first + static_cast<int64_t>(split) * a.split_keys;
-  const int begin = static_cast<int>(min(static_cast<long long>(begin64), static_cast<long long>(pos) + 1));
-  const int end =
-      static_cast<int>(min(static_cast<long long>(pos) + 1, static_cast<long long>(begin64) + a.split_keys));
+  // This token's keys [first, pos] are cut into `splits` ranges of a multiple of 32 keys (sized from the token's own
+  // range, so the grid can be fixed for a CUDA graph while lengths change); trailing splits may be empty.
+  const int split_keys = (((pos + 1 - first) + a.splits - 1) / a.splits + 31) & ~31;
+  const int begin = min(first + split * split_keys, pos + 1);
+  const int end = min(pos + 1, begin + split_keys);
 
   const int q_floats = (hd + 3) & ~3;
   float* q_s = smem;
@@ -243,21 +244,14 @@ void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t
 }
 
 int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
-                                 int32_t window, int32_t num_sms, int32_t* splits, int32_t* split_keys) {
+                                 int32_t window, int32_t num_sms, int32_t* splits) {
   const int64_t range = window > 0 ? std::min(window, max_kv_len) : max_kv_len;
   const int64_t blocks = static_cast<int64_t>(num_tokens) * num_heads;
   const int64_t target = 2 * static_cast<int64_t>(num_sms);
   int64_t count = 1;
   if (blocks < target && range > 512) count = std::min({ceil_div(range, 256), ceil_div(target, blocks), int64_t{64}});
-  if (count <= 1) {
-    *splits = 1;
-    *split_keys = INT_MAX / 2;
-    return 0;
-  }
-  const int64_t keys = ceil_div(ceil_div(range, count), 32) * 32;
-  *split_keys = static_cast<int32_t>(keys);
-  *splits = static_cast<int32_t>(ceil_div(range, keys));
-  return blocks * *splits * (head_dim + 2);
+  *splits = static_cast<int32_t>(std::max<int64_t>(count, 1));
+  return *splits > 1 ? blocks * *splits * (head_dim + 2) : 0;
 }
 
 void launch_attention(const AttentionArgs& args, cudaStream_t stream) {

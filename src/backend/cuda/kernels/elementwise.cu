@@ -98,7 +98,7 @@ __global__ void split_bf16_kernel(const float* x, int64_t count, __nv_bfloat16* 
     const float v = x[i];
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
     hi[i] = h;
-    lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
+    if (lo) lo[i] = __float2bfloat16_rn(v - __bfloat162float(h));
   }
 }
 

@@ -10,6 +10,12 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kRowsPerWarp = 2;  // output features per warp
 
+// 16-byte vectors per row a lane has in flight. MXFP4 packs 32 weights per vector (decode-heavy, register-hungry).
+template <WeightFormat F, int NT>
+constexpr int kUnroll = F != WeightFormat::kMxfp4 ? 4
+                        : NT >= 4                 ? 1
+                                                  : 2;
+
 template <WeightFormat F, int NT>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a) {
   using Traits = WeightTraits<F>;
@@ -41,37 +47,52 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a)
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
 
-  for (int64_t v = lane; v < vecs; v += 32) {
-    const uint4 r0 = __ldg(w0 + v), r1 = __ldg(w1 + v);
-    const uint32_t words0[4] = {r0.x, r0.y, r0.z, r0.w}, words1[4] = {r1.x, r1.y, r1.z, r1.w};
-    float p0[NT], p1[NT];
+  // kUnroll vectors of each row are loaded before any is used: enough bytes in flight per SM to cover HBM latency.
+  for (int64_t v0 = lane; v0 < vecs; v0 += 32 * kUnroll<F, NT>) {
+    uint4 r0[kUnroll<F, NT>], r1[kUnroll<F, NT>];
 #pragma unroll
-    for (int t = 0; t < NT; ++t) p0[t] = p1[t] = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < 4; ++wi) {
-      float wa[kPerWord], wb[kPerWord];
-      decode_word<F>(words0[wi], wa);
-      decode_word<F>(words1[wi], wb);
-#pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        float xv[kPerWord];
-        load_floats<kPerWord>(xr[t] + v * kPerVec + wi * kPerWord, xv);
-#pragma unroll
-        for (int e = 0; e < kPerWord; ++e) {
-          p0[t] = fmaf(wa[e], xv[e], p0[t]);
-          p1[t] = fmaf(wb[e], xv[e], p1[t]);
-        }
+    for (int u = 0; u < kUnroll<F, NT>; ++u) {
+      const int64_t v = v0 + 32 * u;
+      if (v < vecs) {
+        r0[u] = __ldg(w0 + v);
+        r1[u] = __ldg(w1 + v);
       }
     }
-    float sc0 = 1.0f, sc1 = 1.0f;
-    if constexpr (F == WeightFormat::kMxfp4) {
-      sc0 = e8m0_to_float(s0[v]);
-      sc1 = e8m0_to_float(s1[v]);
-    }
 #pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      acc0[t] = fmaf(sc0, p0[t], acc0[t]);
-      acc1[t] = fmaf(sc1, p1[t], acc1[t]);
+    for (int u = 0; u < kUnroll<F, NT>; ++u) {
+      const int64_t v = v0 + 32 * u;
+      if (v >= vecs) break;
+      const uint32_t words0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w};
+      const uint32_t words1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
+      float p0[NT], p1[NT];
+#pragma unroll
+      for (int t = 0; t < NT; ++t) p0[t] = p1[t] = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < 4; ++wi) {
+        float wa[kPerWord], wb[kPerWord];
+        decode_word<F>(words0[wi], wa);
+        decode_word<F>(words1[wi], wb);
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+          float xv[kPerWord];
+          load_floats<kPerWord>(xr[t] + v * kPerVec + wi * kPerWord, xv);
+#pragma unroll
+          for (int e = 0; e < kPerWord; ++e) {
+            p0[t] = fmaf(wa[e], xv[e], p0[t]);
+            p1[t] = fmaf(wb[e], xv[e], p1[t]);
+          }
+        }
+      }
+      float sc0 = 1.0f, sc1 = 1.0f;
+      if constexpr (F == WeightFormat::kMxfp4) {
+        sc0 = e8m0_to_float(s0[v]);
+        sc1 = e8m0_to_float(s1[v]);
+      }
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        acc0[t] = fmaf(sc0, p0[t], acc0[t]);
+        acc1[t] = fmaf(sc1, p1[t], acc1[t]);
+      }
     }
   }
 #pragma unroll

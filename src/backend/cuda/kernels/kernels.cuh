@@ -43,13 +43,41 @@ void launch_gather_rows(const float* x, const int32_t* rows, int64_t num_rows, i
 // out [rows, features] += bias[features]
 void launch_add_bias(float* out, int64_t rows, int64_t features, const void* bias, ElemType bias_type,
                      cudaStream_t stream);
-// x [rows, width] f32 -> hi, lo bf16 with hi + lo = x to ~2^-17 relative (two-term split for bf16 tensor-core GEMM).
+// x [rows, width] f32 -> hi, lo bf16 with hi + lo = x to ~2^-17 relative (two-term split for bf16 tensor-core GEMM);
+// lo may be null (x rounded to bf16 once, the fast path).
 void launch_split_bf16(const float* x, int64_t count, void* hi, void* lo, cudaStream_t stream);
 
 // ---- rope.cu ----
 void launch_rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, const int32_t* positions,
                  const float* cos_sin, int64_t max_positions, int32_t rotary_dim, uint32_t* error_flags,
                  cudaStream_t stream);
+
+// ---- qkv.cu ----
+// x [rows, width] += delta; out = rms_norm(x) with weight (1 + w when add_one).
+void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
+                         int64_t width, float eps, bool add_one, float* out, cudaStream_t stream);
+
+struct QkvPrepareArgs {
+  const float* qkv;  // [T, (heads + 2 * kv_heads) * head_dim]
+  const void* q_norm;
+  const void* k_norm;  // [head_dim] each, or null
+  ElemType norm_type;
+  float eps;
+  const int32_t* positions;  // [T]
+  const float* cos_sin;      // [max_positions, rotary_dim]
+  int64_t max_positions;
+  int32_t rotary_dim;
+  const int32_t* slots;  // [T] cache rows; negative: skip
+  int64_t cache_rows;
+  void* k_cache;  // [rows, kv_heads, head_dim], f32 or bf16 (cache_bf16)
+  void* v_cache;
+  bool cache_bf16;
+  float* q_out;  // [T, heads, head_dim]
+  uint32_t* error_flags;
+  int64_t num_tokens;
+  int32_t num_heads, num_kv_heads, head_dim;
+};
+void launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream);
 
 // ---- attention.cu ----
 void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
@@ -69,12 +97,13 @@ struct AttentionArgs {
   float* out;      // [T, heads * hd]
   float* partial;  // [T, heads, splits, hd + 2] when splits > 1
   uint32_t* error_flags;
-  int32_t num_tokens, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits, split_keys;
+  int32_t num_tokens, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits;
   float scale;
 };
-// Chooses the split count (flash-decoding) from the shape; returns the floats of `partial` it needs (0: none).
+// Chooses the key-split count (flash-decoding) from the shape and a bound on the key range (each token splits its own
+// range evenly); returns the floats of `partial` it needs (0: none).
 int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
-                                 int32_t window, int32_t num_sms, int32_t* splits, int32_t* split_keys);
+                                 int32_t window, int32_t num_sms, int32_t* splits);
 void launch_attention(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- linear: gemv.cu (few rows) and gemm_tiled.cu (any rows), both over "row chunks" of one weight group ----
@@ -110,8 +139,10 @@ struct LinearArgs {
   RowChunks rows;
 };
 
-// Rows per chunk the GEMV kernel handles (weights are read once per chunk).
+// Rows per chunk the GEMV kernel handles (weights are read once per chunk); dense linears in the bf16 fast path use it
+// for up to kGemvFastMaxRows rows and cuBLAS beyond.
 constexpr int32_t kGemvMaxRows = 8;
+constexpr int32_t kGemvFastMaxRows = 2;
 // Whether the vectorised GEMV applies: in_features divisible by the 16-byte vector's elements, x and its rows 16-byte
 // aligned, and the weight 16-byte aligned (weight == nullptr: a per-group table, checked when it was built).
 bool gemv_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride, const void* weight);
@@ -134,5 +165,33 @@ void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32
 // out[t] = sum over its k slots in ascending expert id of weights[t, i] * y[pos_of_slot[t*k+i]]
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
                         int64_t num_tokens, int32_t top_k, int64_t hidden, float* out, cudaStream_t stream);
+
+// ---- sample.cu ----
+// Sampling with the reference semantics of backend/sampling.h (sample_on_host), one row of logits per block.
+constexpr int32_t kSampleMaxTop = 20;  // == rs::kMaxTopLogprobs (checked in cuda_backend.cu)
+
+// Device copy of one row's SampleSpec. Penalties: entries [penalty_begin, penalty_begin + penalty_count) of the
+// step's penalty list, int2 {token id, output count}.
+struct SampleRowSpec {
+  float temperature, top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  int32_t top_k, top_logprobs, logprobs, greedy;  // greedy: SampleSpec::greedy(), decided on the host
+  int32_t penalty_begin, penalty_count;
+  unsigned long long seed, step;
+};
+
+struct SampleRowResult {
+  int32_t token_id;
+  float logprob;  // when spec.logprobs
+  int32_t num_top;
+  int32_t top_ids[kSampleMaxTop];
+  float top_logprobs[kSampleMaxTop];
+};
+
+// Device scratch launch_sample needs for `rows` rows of `vocab` logits (bytes; may be 0).
+size_t sample_scratch_bytes(int32_t rows, int32_t vocab);
+// logits [rows, vocab] f32 (overwritten: penalties are applied in place); specs, penalties, results and scratch are
+// device memory.
+void launch_sample(float* logits, int32_t rows, int32_t vocab, const SampleRowSpec* specs, const int2* penalties,
+                   SampleRowResult* results, void* scratch, cudaStream_t stream);
 
 }  // namespace rs::cuda

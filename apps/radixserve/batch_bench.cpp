@@ -1,0 +1,164 @@
+// BatchBench (batch_bench.h): hand-built ForwardBatches for B sequences, each with its own pages.
+#include "apps/radixserve/batch_bench.h"
+
+#include <algorithm>
+
+#include "base/clock.h"
+
+namespace rs::app {
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+size_t kv_bytes_for_batch(const kv::KvPoolConfig& config, int32_t max_batch, int64_t max_context,
+                          int64_t max_step_tokens) {
+  const int64_t step_pages = ceil_div(max_step_tokens, config.page_size);
+  size_t total = 0;
+  for (const kv::KvGroup& group : config.groups) {
+    // Full attention: every sequence's pages plus one of slack (the budget travels as GiB in a double).
+    const int64_t pages = group.window == 0
+                              ? max_batch * ceil_div(max_context, config.page_size) + 1
+                              : 2 * (max_batch * kv::pages_needed(group, config.page_size, group.window) + step_pages);
+    total += pages * kv::page_bytes(config, group);
+  }
+  return total;
+}
+
+double kv_bytes_read_per_decode_step(const kv::KvPoolConfig& config, int32_t batch, int32_t input_len,
+                                     int32_t output_len) {
+  double total = 0;
+  for (int32_t step = 0; step < output_len; ++step) {
+    const int64_t context = input_len + step + 1;  // the decoded token included
+    for (const kv::KvGroup& group : config.groups) {
+      const int64_t tokens = group.window > 0 ? std::min<int64_t>(context, group.window) : context;
+      total += static_cast<double>(tokens) * kv::page_bytes(config, group) / config.page_size;
+    }
+  }
+  return output_len > 0 ? batch * total / output_len : 0.0;
+}
+
+BatchBench::BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_context, int64_t max_step_tokens)
+    : engine_(engine), max_batch_(max_batch), max_context_(max_context), max_step_tokens_(max_step_tokens) {
+  const kv::KvPool& pool = engine.kv_pool();
+  page_size_ = pool.page_size();
+  max_pages_ = static_cast<int32_t>(ceil_div(max_context, page_size_));
+  RS_CHECK(engine.context_length() >= max_context, "sequences of {} tokens exceed the engine's context length {}",
+           max_context, engine.context_length());
+  for (int g = 0; g < pool.num_groups(); ++g) {
+    const kv::KvGroup& group = pool.group(g);
+    const int64_t needed =
+        group.window == 0 ? int64_t{max_batch} * max_pages_ : max_batch * (ceil_div(group.window, page_size_) + 1);
+    RS_CHECK(group.num_pages >= needed,
+             "KV group {} (window {}) has {} pages; {} sequences of {} tokens need {}: raise --kv-cache-gb", g,
+             group.window, group.num_pages, max_batch, max_context, needed);
+  }
+}
+
+int32_t BatchBench::max_chunk(int32_t length, int32_t batch_size) const {
+  int64_t limit = max_context_ - length;
+  for (int g = 0; g < engine_.kv_pool().num_groups(); ++g) {
+    const kv::KvGroup& group = engine_.kv_pool().group(g);
+    if (group.window == 0) continue;
+    // The step touches pages [length/page_size - window_pages, ceil((length + n)/page_size)); all must be distinct in
+    // the ring of this sequence.
+    const int64_t ring = group.num_pages / batch_size;
+    const int64_t window_pages = ceil_div(group.window, page_size_);
+    const int64_t first_kept = std::max<int64_t>(0, length / page_size_ - window_pages);
+    limit = std::min(limit, (ring + first_kept) * page_size_ - length);
+  }
+  return static_cast<int32_t>(limit);
+}
+
+engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32_t batch_size) const {
+  const kv::KvPool& pool = engine_.kv_pool();
+  engine::ForwardBatch batch;
+  batch.max_pages = max_pages_;
+  batch.seq_token_start.push_back(0);
+  for (const Chunk& chunk : chunks) {
+    batch.token_ids.insert(batch.token_ids.end(), chunk.ids.begin(), chunk.ids.end());
+    for (size_t i = 0; i < chunk.ids.size(); ++i) batch.positions.push_back(chunk.begin + static_cast<int32_t>(i));
+    batch.seq_token_start.push_back(batch.num_tokens());
+    batch.seq_kv_len.push_back(chunk.begin + static_cast<int32_t>(chunk.ids.size()));
+    if (chunk.sample) {
+      batch.logit_rows.push_back(batch.num_tokens() - 1);
+      batch.sampling.push_back(engine::SamplingRow{&greedy_, {}, {}, 0});
+    }
+  }
+  for (int g = 0; g < pool.num_groups(); ++g) {
+    const kv::KvGroup& group = pool.group(g);
+    const int32_t window_pages = static_cast<int32_t>(ceil_div(group.window, page_size_));
+    // Full attention: sequence s owns pages [s * max_pages, (s + 1) * max_pages); a window group: its ring of
+    // num_pages / batch_size pages, holding page p at p % ring (pages out of every token's reach stay absent).
+    const int64_t stride = group.window == 0 ? max_pages_ : group.num_pages / batch_size;
+    std::vector<int32_t> table(chunks.size() * max_pages_, -1);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const int32_t kv_len = batch.seq_kv_len[i], first_new_page = chunks[i].begin / page_size_;
+      for (int32_t p = 0; p < ceil_div(kv_len, page_size_); ++p) {
+        if (group.window == 0) {
+          table[i * max_pages_ + p] = static_cast<int32_t>(chunks[i].seq * stride + p);
+        } else if (p >= first_new_page - window_pages) {
+          table[i * max_pages_ + p] = static_cast<int32_t>(chunks[i].seq * stride + p % stride);
+        }
+      }
+    }
+    batch.page_tables.push_back(std::move(table));
+  }
+  return batch;
+}
+
+BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps) {
+  const int32_t batch_size = static_cast<int32_t>(prompts.size());
+  RS_CHECK(batch_size > 0 && batch_size <= max_batch_, "batch of {} sequences (1 to {} allowed)", batch_size,
+           max_batch_);
+  std::vector<int32_t> length(batch_size, 0), next(batch_size, 0);
+  for (const auto& prompt : prompts)
+    RS_CHECK(!prompt.empty() && static_cast<int64_t>(prompt.size()) + decode_steps <= max_context_,
+             "sequence of {} + {} tokens exceeds {}", prompt.size(), decode_steps, max_context_);
+  BatchTimings timings;
+  std::vector<Chunk> chunks;
+
+  // Prefill: sequences in order, each taking what is left of the step's token budget (and of its window rings).
+  auto start = Clock::now();
+  for (;;) {
+    chunks.clear();
+    int64_t budget = max_step_tokens_;
+    for (int32_t s = 0; s < batch_size && budget > 0; ++s) {
+      const auto& prompt = prompts[s];
+      const int64_t left = static_cast<int64_t>(prompt.size()) - length[s];
+      if (left == 0) continue;
+      const int64_t n = std::min({left, budget, static_cast<int64_t>(max_chunk(length[s], batch_size))});
+      RS_CHECK(n > 0, "sequence {} of {} tokens cannot grow: its window ring is too small", s, length[s]);
+      chunks.push_back(Chunk{s, length[s], std::span(prompt).subspan(length[s], n), n == left});
+      budget -= n;
+    }
+    if (chunks.empty()) break;
+    const engine::StepOutput out = engine_.forward(build_step(chunks, batch_size));
+    size_t row = 0;
+    for (const Chunk& chunk : chunks) {
+      length[chunk.seq] += static_cast<int32_t>(chunk.ids.size());
+      if (chunk.sample) next[chunk.seq] = out.tokens.at(row++).token_id;
+    }
+    ++timings.prefill_steps;
+  }
+  timings.prefill_seconds = seconds_since(start);
+
+  // Decode: one token per sequence per step, each sequence fed the token it sampled last.
+  start = Clock::now();
+  for (int32_t step = 0; step < decode_steps; ++step) {
+    const auto step_start = Clock::now();
+    chunks.clear();
+    for (int32_t s = 0; s < batch_size; ++s) chunks.push_back(Chunk{s, length[s], std::span(&next[s], 1), true});
+    const engine::StepOutput out = engine_.forward(build_step(chunks, batch_size));
+    for (int32_t s = 0; s < batch_size; ++s) {
+      next[s] = out.tokens.at(s).token_id;
+      ++length[s];
+    }
+    timings.decode_step_seconds.push_back(seconds_since(step_start));
+  }
+  timings.decode_seconds = seconds_since(start);
+  return timings;
+}
+
+}  // namespace rs::app

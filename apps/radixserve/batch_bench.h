@@ -1,0 +1,62 @@
+// BatchBench: drives B sequences through an Engine without a scheduler, for `radixserve bench one-batch`. Every
+// sequence owns its KV pages: a contiguous range in full-attention groups, a ring in sliding-window groups (as
+// engine/single_sequence.cpp does for one sequence), so one pool sized for the largest batch serves every batch size.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace rs::app {
+
+struct BatchTimings {
+  double prefill_seconds = 0;
+  int32_t prefill_steps = 0;
+  double decode_seconds = 0;
+  std::vector<double> decode_step_seconds;  // one per decode step
+};
+
+// KV bytes a pool needs for `max_batch` sequences of `max_context` tokens: the full-attention pages of every sequence
+// plus the window groups as kv::plan_kv_pool sizes them for that batch and step budget (plus slack for rounding).
+size_t kv_bytes_for_batch(const kv::KvPoolConfig& config, int32_t max_batch, int64_t max_context,
+                          int64_t max_step_tokens);
+
+// KV bytes one decode step of `batch` sequences reads, averaged over `output_len` steps after an `input_len` prompt:
+// per sequence its context length (at most the window in a windowed layer) times the K+V bytes of a token.
+double kv_bytes_read_per_decode_step(const kv::KvPoolConfig& config, int32_t batch, int32_t input_len,
+                                     int32_t output_len);
+
+class BatchBench {
+ public:
+  // Up to `max_batch` sequences of up to `max_context` tokens; steps carry at most `max_step_tokens` tokens. Fails
+  // when the engine's pool cannot hold them.
+  BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_context, int64_t max_step_tokens);
+
+  // Prefills `prompts` (one per sequence; several sequences per step, long prompts split across steps as chunked
+  // prefill does), then runs `decode_steps` steps of one greedy token per sequence, each fed its own sample.
+  BatchTimings run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps);
+
+ private:
+  struct Chunk {
+    int32_t seq = 0;    // sequence index in the batch (selects its pages)
+    int32_t begin = 0;  // position of the first token
+    std::span<const int32_t> ids;
+    bool sample = false;
+  };
+  engine::ForwardBatch build_step(std::span<const Chunk> chunks, int32_t batch_size) const;
+  // Most new tokens a sequence of `length` tokens may take in one step without its window rings overwriting a page
+  // the step still reads.
+  int32_t max_chunk(int32_t length, int32_t batch_size) const;
+
+  engine::Engine& engine_;
+  int32_t max_batch_;
+  int32_t max_context_;
+  int64_t max_step_tokens_;
+  int32_t page_size_;
+  int32_t max_pages_;  // page-table row length: pages of max_context
+  engine::SamplingParams greedy_{.temperature = 0.0f};
+};
+
+}  // namespace rs::app

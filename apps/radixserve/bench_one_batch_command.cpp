@@ -1,0 +1,207 @@
+// `radixserve bench one-batch`: in-process throughput of one static batch per batch size (as SGLang's bench_one_batch
+// and llama-batched-bench): B random prompts prefilled together, then decode steps of one token per sequence, beside
+// the memory-bandwidth bound of a decode step (weight bytes + KV bytes read / measured bandwidth). A table on stdout;
+// --json FILE also writes every figure with the command line, device, model config and the build's git revision.
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "apps/radixserve/batch_bench.h"
+#include "apps/radixserve/bench_util.h"
+#include "apps/radixserve/commands.h"
+#include "base/log.h"
+#include "radixserve_git_revision.h"  // generated at build time by cmake/git_revision.cmake
+
+namespace rs::app {
+namespace {
+
+struct OneBatchOptions {
+  std::string model_dir;
+  std::vector<int32_t> batch_sizes{1};
+  int32_t input_len = 512;
+  int32_t output_len = 128;
+  int64_t max_step_tokens = 8192;
+  uint32_t seed = 0;
+  std::string json_path;
+  engine::EngineConfig engine;
+};
+
+// This process's command line, shell-quoted where needed (from /proc/self/cmdline; empty where that is unknown).
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg, line;
+  while (std::getline(in, arg, '\0')) {
+    if (!line.empty()) line += ' ';
+    const bool plain = !arg.empty() && arg.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-_./,=:+@%") == std::string::npos;
+    if (plain) {
+      line += arg;
+      continue;
+    }
+    line += '\'';
+    for (char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += '\'';
+  }
+  return line;
+}
+
+// Sizes the engine for the largest batch: its requests, their context, their KV pages (unless --kv-cache-gb).
+engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t max_batch) {
+  engine::EngineConfig config = options.engine;
+  const int64_t context = options.input_len + options.output_len;
+  config.max_running_requests = max_batch;
+  config.max_step_tokens = options.max_step_tokens;
+  config.context_length =
+      std::max<int64_t>(config.context_length, (context + config.page_size - 1) / config.page_size * config.page_size);
+  if (config.kv_cache_gb == 0) {
+    const loader::ModelConfig model = loader::load_model_config(options.model_dir);
+    kv::KvPoolConfig kv;
+    kv.page_size = config.page_size;
+    kv.num_kv_heads = model.num_kv_heads;
+    kv.head_dim = model.head_dim;
+    kv.dtype = engine::kv_cache_dtype(config, model);
+    kv.groups = kv::group_layers_by_window(model.layer_windows);
+    config.kv_cache_gb =
+        static_cast<double>(kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens)) / (1ull << 30);
+  }
+  config.progress = make_progress_reporter();
+  return config;
+}
+
+nlohmann::json model_json(const std::string& dir, const loader::ModelConfig& mc) {
+  return {{"dir", dir},
+          {"architecture", mc.architecture},
+          {"hidden_size", mc.hidden_size},
+          {"num_layers", mc.num_layers},
+          {"num_heads", mc.num_heads},
+          {"num_kv_heads", mc.num_kv_heads},
+          {"head_dim", mc.head_dim},
+          {"vocab_size", mc.vocab_size},
+          {"dtype", std::string(dtype_name(mc.dtype))},
+          {"quant_method", mc.quant_method},
+          {"num_experts", mc.num_experts},
+          {"num_experts_per_tok", mc.num_experts_per_tok},
+          {"layer_windows", mc.layer_windows}};
+}
+
+void run_one_batch(const OneBatchOptions& options) {
+  const int32_t max_batch = *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
+  const int32_t context = options.input_len + options.output_len;
+  engine::Engine engine(options.model_dir, engine_config_for(options, max_batch));
+  const auto& mc = engine.model_config();
+  const kv::KvPoolConfig& kv_config = engine.kv_pool().config();
+  BatchBench bench(engine, max_batch, context, options.max_step_tokens);
+  std::mt19937 rng(options.seed);
+  std::uniform_int_distribution<int32_t> token(0, mc.vocab_size - 1);
+  auto prompts = [&](int32_t batch, int32_t length) {
+    std::vector<std::vector<int32_t>> out(batch, std::vector<int32_t>(length));
+    for (auto& prompt : out)
+      for (auto& id : prompt) id = token(rng);
+    return out;
+  };
+  // Warm-up, so that lazily created handles, scratch growth and (re)recorded decode graphs stay out of the timings: a
+  // prefill step as large as any the runs take, then decode steps of the largest batch.
+  RS_LOG_INFO("warm-up");
+  const int64_t largest_step = std::min<int64_t>(options.max_step_tokens, int64_t{max_batch} * options.input_len);
+  const auto warm_batch = static_cast<int32_t>((largest_step + options.input_len - 1) / options.input_len);
+  bench.run(prompts(warm_batch, options.input_len), 1);
+  bench.run(prompts(max_batch, std::min(options.input_len, 8)), std::min(options.output_len, 3));
+
+  std::vector<std::pair<int32_t, BatchTimings>> runs;
+  for (int32_t batch : options.batch_sizes) {
+    RS_LOG_INFO("batch {}: prefill {} x {} tokens, decode {} steps", batch, batch, options.input_len,
+                options.output_len);
+    runs.emplace_back(batch, bench.run(prompts(batch, options.input_len), options.output_len));
+  }
+  std::string bandwidth_method;
+  const double bandwidth = measure_engine_bandwidth(engine, &bandwidth_method);  // GB/s
+  const size_t weight_bytes = decode_weight_bytes(engine);
+
+  nlohmann::json results = nlohmann::json::array();
+  std::cout << fmt::format("{} on {}: weights read per step {:.1f} MiB, KV cache {}, bandwidth {:.1f} GB/s ({})\n",
+                           mc.architecture, engine.backend().name(), weight_bytes / double(1 << 20),
+                           dtype_name(kv_config.dtype), bandwidth, bandwidth_method)
+            << fmt::format("{:>6} {:>14} {:>13} {:>10} {:>9} {:>12} {:>12} {:>9}\n", "batch", "prefill tok/s",
+                           "decode tok/s", "tok/s/seq", "step ms", "KV MiB/step", "bound tok/s", "of bound");
+  for (const auto& [batch, t] : runs) {
+    const double prefill_rate = double(batch) * options.input_len / t.prefill_seconds;
+    const double decode_rate = double(batch) * options.output_len / t.decode_seconds;
+    const double kv_bytes = kv_bytes_read_per_decode_step(kv_config, batch, options.input_len, options.output_len);
+    const double step_bytes = weight_bytes + kv_bytes;
+    const double bound = bandwidth > 0 ? batch * bandwidth * 1e9 / step_bytes : 0.0;
+    const double step_ms = median(t.decode_step_seconds) * 1e3;
+    std::cout << fmt::format("{:>6} {:>14.1f} {:>13.1f} {:>10.2f} {:>9.2f} {:>12.2f} {:>12.1f} {:>9.3f}\n", batch,
+                             prefill_rate, decode_rate, decode_rate / batch, step_ms, kv_bytes / (1 << 20), bound,
+                             bound > 0 ? decode_rate / bound : 0.0);
+    results.push_back({{"batch_size", batch},
+                       {"prefill_seconds", t.prefill_seconds},
+                       {"prefill_steps", t.prefill_steps},
+                       {"prefill_tokens_per_s", prefill_rate},
+                       {"decode_seconds", t.decode_seconds},
+                       {"decode_tokens_per_s", decode_rate},
+                       {"decode_tokens_per_s_per_seq", decode_rate / batch},
+                       {"decode_step_ms_median", step_ms},
+                       {"weight_bytes_per_step", weight_bytes},
+                       {"kv_bytes_per_step", kv_bytes},
+                       {"bytes_per_step", step_bytes},
+                       {"bound_tokens_per_s", bound},
+                       {"fraction_of_bound", bound > 0 ? decode_rate / bound : 0.0}});
+  }
+  std::cout.flush();
+  if (options.json_path.empty()) return;
+  const nlohmann::json report = {{"command_line", command_line()},
+                                 {"git_revision", RS_GIT_REVISION},
+                                 {"backend", engine.config().backend},
+                                 {"device", engine.backend().name()},
+                                 {"model", model_json(options.model_dir, mc)},
+                                 {"load_format", engine.config().load_format},
+                                 {"kv_cache_dtype", std::string(dtype_name(kv_config.dtype))},
+                                 {"kv_cache_bytes", engine.kv_pool().total_bytes()},
+                                 {"page_size", kv_config.page_size},
+                                 {"input_len", options.input_len},
+                                 {"output_len", options.output_len},
+                                 {"max_step_tokens", options.max_step_tokens},
+                                 {"seed", options.seed},
+                                 {"weight_bytes_per_step", weight_bytes},
+                                 {"bandwidth_gb_per_s", bandwidth},
+                                 {"bandwidth_method", bandwidth_method},
+                                 {"results", results}};
+  std::ofstream out(options.json_path);
+  RS_CHECK(out, "cannot write {}", options.json_path);
+  out << report.dump(2) << '\n';
+  RS_CHECK(out.good(), "writing {} failed", options.json_path);
+}
+
+}  // namespace
+
+CLI::App* add_bench_one_batch_command(CLI::App& bench) {
+  auto options = std::make_shared<OneBatchOptions>();
+  CLI::App* cmd = bench.add_subcommand("one-batch", "Prefill and decode one static batch per batch size (a table)");
+  cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--batch-size", options->batch_sizes, "Batch sizes to run, in order (e.g. 1,8,32,128)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--input-len", options->input_len, "Prompt tokens per sequence (random ids)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--output-len", options->output_len, "Decode steps (one token per sequence each)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-step-tokens", options->max_step_tokens, "Token budget of one prefill step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--seed", options->seed, "Seed of the random prompts")->capture_default_str();
+  cmd->add_option("--json", options->json_path, "Also write every figure, with the run's context, to this file");
+  add_engine_options(*cmd, options->engine);
+  cmd->get_option("--kv-cache-gb")->description("KV cache budget in GiB (0 = enough for the largest batch)");
+  cmd->get_option("--context-length")->description("Max tokens per sequence (at least input + output length)");
+  cmd->callback([options] { run_one_batch(*options); });
+  return cmd;
+}
+
+}  // namespace rs::app

@@ -1,0 +1,120 @@
+// Fused attention-input kernels: the residual add with the next RMSNorm, and the split of one fused q|k|v projection
+// into a normed, rotated q and normed, rotated k plus v stored straight into the paged cache. Each replaces several
+// launches (and round trips of the activations through memory) per layer of a decode step.
+#include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/kernels/device_utils.cuh"
+
+namespace rs::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHeadDim = 512;
+
+// One block per row: x += delta (stored), out = x * rsqrt(mean(x^2) + eps) * w.
+__global__ void add_rms_norm_kernel(float* x, const float* delta, const void* weight, ElemType type, int64_t width,
+                                    float eps, bool add_one, float* out) {
+  const int64_t row = blockIdx.x;
+  float* xr = x + row * width;
+  const float* dr = delta + row * width;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {
+    const float v = xr[i] + dr[i];
+    xr[i] = v;
+    sum += v * v;
+  }
+  sum = block_sum(sum);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(width) + eps);
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {  // each thread rereads what it wrote
+    float w = load_elem(weight, type, i);
+    if (add_one) w += 1.0f;
+    out[row * width + i] = xr[i] * scale * w;
+  }
+}
+
+template <typename CacheT>
+__device__ __forceinline__ void store_cache(CacheT* p, float x) {
+  if constexpr (sizeof(CacheT) == 2) {
+    *p = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  } else {
+    *p = x;
+  }
+}
+
+// One block per token, one warp per head (q heads, then k heads, then v heads). A q/k head is normed as rms_norm's
+// warp-per-row path does (the same sums in the same order), staged in shared memory, then rotated as rope() does.
+template <typename CacheT>
+__global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
+  __shared__ float staged[kThreads / 32][kMaxHeadDim];
+  const int64_t t = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int hd = a.head_dim, half = a.rotary_dim / 2;
+  const int32_t pos = a.positions[t];
+  const bool pos_ok = pos >= 0 && pos < a.max_positions;
+  if (!pos_ok && threadIdx.x == 0) set_error(a.error_flags, kErrPosition);
+  const int64_t slot = a.slots[t];
+  if (slot >= a.cache_rows && threadIdx.x == 0) set_error(a.error_flags, kErrKvSlot);
+  const bool store = slot >= 0 && slot < a.cache_rows;
+  const int total_heads = a.num_heads + 2 * a.num_kv_heads;
+  const float* row = a.qkv + t * static_cast<int64_t>(total_heads) * hd;
+  const float* c = a.cos_sin + static_cast<int64_t>(pos_ok ? pos : 0) * a.rotary_dim;
+  const float* s = c + half;
+  float* buf = staged[warp];
+  for (int head = warp; head < total_heads; head += kThreads / 32) {
+    const float* in = row + static_cast<int64_t>(head) * hd;
+    const bool is_q = head < a.num_heads, is_v = head >= a.num_heads + a.num_kv_heads;
+    const int kv_head = is_q ? 0 : head - a.num_heads - (is_v ? a.num_kv_heads : 0);
+    if (is_v) {
+      if (store) {
+        CacheT* dst = static_cast<CacheT*>(a.v_cache) + (slot * a.num_kv_heads + kv_head) * hd;
+        for (int i = lane; i < hd; i += 32) store_cache(dst + i, in[i]);
+      }
+      continue;
+    }
+    const void* norm = is_q ? a.q_norm : a.k_norm;
+    float scale = 1.0f;
+    if (norm) {
+      float sum = 0.0f;
+      for (int i = lane; i < hd; i += 32) sum += in[i] * in[i];
+      sum = warp_sum(sum);
+      scale = 1.0f / sqrtf(sum / static_cast<float>(hd) + a.eps);
+    }
+    for (int i = lane; i < hd; i += 32) buf[i] = norm ? in[i] * scale * load_elem(norm, a.norm_type, i) : in[i];
+    __syncwarp();
+    for (int i = lane; i < hd; i += 32) {
+      float v = buf[i];
+      if (pos_ok && i < a.rotary_dim) {
+        const int j = i < half ? i : i - half;
+        const float x0 = buf[j], x1 = buf[j + half];
+        v = i < half ? x0 * c[j] - x1 * s[j] : x1 * c[j] + x0 * s[j];
+      }
+      if (is_q) {
+        a.q_out[(t * a.num_heads + head) * hd + i] = v;
+      } else if (store) {
+        store_cache(static_cast<CacheT*>(a.k_cache) + (slot * a.num_kv_heads + kv_head) * hd + i, v);
+      }
+    }
+    __syncwarp();
+  }
+}
+
+}  // namespace
+
+void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
+                         int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  add_rms_norm_kernel<<<rows, kThreads * 2, 0, stream>>>(x, delta, weight, weight_type, width, eps, add_one, out);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream) {
+  if (args.num_tokens == 0) return;
+  RS_CHECK(args.head_dim <= kMaxHeadDim, "qkv_prepare: head_dim {} above {}", args.head_dim, kMaxHeadDim);
+  if (args.cache_bf16) {
+    qkv_prepare_kernel<uint16_t><<<args.num_tokens, kThreads, 0, stream>>>(args);
+  } else {
+    qkv_prepare_kernel<float><<<args.num_tokens, kThreads, 0, stream>>>(args);
+  }
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace rs::cuda

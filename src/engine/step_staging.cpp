@@ -1,0 +1,139 @@
+#include "engine/step_staging.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rs::engine {
+
+StepStaging::StepStaging(Backend& backend, const kv::KvPool& kv, int64_t context_length)
+    : backend_(backend),
+      kv_(kv),
+      context_length_(context_length),
+      page_pitch_(static_cast<int32_t>(context_length / kv.page_size() + 1)) {}
+
+size_t StepStaging::int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const {
+  // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | per group: slots [T], page table [S, pitch]
+  const size_t groups = static_cast<size_t>(kv_.num_groups());
+  return 3 * static_cast<size_t>(tokens) + rows + seqs + groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
+}
+
+void StepStaging::reserve(const ForwardBatch& batch, int32_t padded_seqs) {
+  const int32_t pad = std::max(0, padded_seqs - batch.num_seqs());
+  if (batch.max_pages > page_pitch_) {
+    page_pitch_ = batch.max_pages;
+    ++epoch_;
+  }
+  const size_t bytes = int32s_for(batch.num_tokens() + pad, batch.num_seqs() + pad,
+                                  static_cast<int32_t>(batch.logit_rows.size()) + pad) *
+                       sizeof(int32_t);
+  if (bytes <= device_.bytes()) return;
+  const size_t grown = std::max(bytes, device_.bytes() + device_.bytes() / 2);
+  backend_.synchronize();  // the old buffers may still be read by work in flight
+  host_ = backend_.alloc_host(grown);
+  device_ = backend_.alloc(grown);
+  ++epoch_;
+}
+
+model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t max_kv_len_bound) {
+  const int32_t seqs = batch.num_seqs(), real_tokens = batch.num_tokens();
+  const int32_t real_rows = static_cast<int32_t>(batch.logit_rows.size());
+  const int32_t pad = std::max(0, padded_seqs - seqs);
+  const int32_t tokens = real_tokens + pad, rows = real_rows + pad, all_seqs = seqs + pad;
+  const int32_t page_size = kv_.page_size();
+  RS_CHECK(tokens > 0 && static_cast<int32_t>(batch.seq_token_start.size()) == seqs + 1 &&
+               batch.seq_token_start.back() == real_tokens &&
+               static_cast<int32_t>(batch.positions.size()) == real_tokens,
+           "malformed batch: {} tokens, {} sequences", real_tokens, seqs);
+  RS_CHECK(static_cast<int>(batch.page_tables.size()) == kv_.num_groups(), "batch has {} page tables for {} KV groups",
+           batch.page_tables.size(), kv_.num_groups());
+  reserve(batch, padded_seqs);
+
+  int32_t* cursor = static_cast<int32_t*>(host_.data());
+  const auto take = [&](size_t count) {
+    int32_t* p = cursor;
+    cursor += count;
+    return p;
+  };
+  int32_t* ids = take(tokens);
+  int32_t* positions = take(tokens);
+  int32_t* token_seq = take(tokens);
+  int32_t* logit_rows = take(rows);
+  int32_t* kv_len = take(all_seqs);
+  std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids);
+  std::copy(batch.positions.begin(), batch.positions.end(), positions);
+  std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), logit_rows);
+  std::copy(batch.seq_kv_len.begin(), batch.seq_kv_len.end(), kv_len);
+  int32_t max_kv_len = 0;
+  for (int32_t s = 0; s < seqs; ++s) {
+    RS_CHECK(batch.seq_token_start[s] < batch.seq_token_start[s + 1], "sequence {} has no tokens", s);
+    for (int32_t t = batch.seq_token_start[s]; t < batch.seq_token_start[s + 1]; ++t) token_seq[t] = s;
+    max_kv_len = std::max(max_kv_len, batch.seq_kv_len[s]);
+  }
+  RS_CHECK(max_kv_len <= context_length_, "sequence of {} tokens exceeds the context length {}", max_kv_len,
+           context_length_);
+  for (int32_t i = 0; i < pad; ++i) {  // idle decode rows
+    ids[real_tokens + i] = 0;
+    positions[real_tokens + i] = 0;
+    token_seq[real_tokens + i] = seqs + i;
+    logit_rows[real_rows + i] = real_tokens + i;
+    kv_len[seqs + i] = 1;
+  }
+
+  std::vector<int32_t*> slots(kv_.num_groups()), tables(kv_.num_groups());
+  for (int g = 0; g < kv_.num_groups(); ++g) {
+    slots[g] = take(tokens);
+    tables[g] = take(static_cast<size_t>(all_seqs) * page_pitch_);
+    const auto& table = batch.page_tables[g];
+    RS_CHECK(static_cast<int64_t>(table.size()) == static_cast<int64_t>(seqs) * batch.max_pages,
+             "page table {} has {} entries for {} x {}", g, table.size(), seqs, batch.max_pages);
+    const int64_t num_pages = kv_.group(g).num_pages;
+    const int32_t window = kv_.group(g).window;
+    for (int32_t s = 0; s < seqs; ++s) {
+      const int32_t* row = table.data() + static_cast<int64_t>(s) * batch.max_pages;
+      std::copy(row, row + batch.max_pages, tables[g] + static_cast<int64_t>(s) * page_pitch_);
+      // Every page a token of this step may read must be present: attention does not check in release builds.
+      const int32_t first_read = window > 0 ? std::max(0, batch.positions[batch.seq_token_start[s]] - window + 1) : 0;
+      RS_CHECK((batch.seq_kv_len[s] + page_size - 1) / page_size <= batch.max_pages,
+               "sequence {} of {} tokens does not fit a page table of {} pages", s, batch.seq_kv_len[s],
+               batch.max_pages);
+      for (int32_t p = first_read / page_size; p * page_size < batch.seq_kv_len[s]; ++p)
+        RS_CHECK(row[p] >= 0 && row[p] < num_pages,
+                 "sequence {} reads KV page {} of group {} (positions from {}), which is absent", s, p, g, first_read);
+    }
+    for (int32_t t = 0; t < real_tokens; ++t) {
+      const int32_t pos = batch.positions[t], page_index = pos / page_size;
+      RS_CHECK(pos >= 0 && page_index < batch.max_pages, "position {} beyond the page table", pos);
+      const int32_t page = table[static_cast<int64_t>(token_seq[t]) * batch.max_pages + page_index];
+      RS_CHECK(page >= 0 && page < num_pages, "token at position {} has no KV page in group {}", pos, g);
+      slots[g][t] = page * page_size + pos % page_size;
+    }
+    for (int32_t i = 0; i < pad; ++i) {
+      slots[g][real_tokens + i] = -1;  // writes nothing
+      tables[g][static_cast<int64_t>(seqs + i) * page_pitch_] = 0;
+    }
+  }
+
+  // One copy of exactly the bytes written, to the same offsets in the device buffer.
+  const auto* host_base = static_cast<int32_t*>(host_.data());
+  const size_t used = static_cast<size_t>(cursor - host_base);
+  auto* device_base = static_cast<int32_t*>(device_.data());
+  backend_.copy(Tensor(device_base, DType::kI32, {static_cast<int64_t>(used)}, backend_.device()),
+                Tensor(host_.data(), DType::kI32, {static_cast<int64_t>(used)}));
+  const Device device = backend_.device();
+  const auto on_device = [&](const int32_t* host_ptr, std::initializer_list<int64_t> shape) {
+    return Tensor(device_base + (host_ptr - host_base), DType::kI32, shape, device);
+  };
+  model::StepInputs inputs;
+  inputs.token_ids = on_device(ids, {tokens});
+  inputs.logit_rows = on_device(logit_rows, {rows});
+  const Tensor positions_d = on_device(positions, {tokens});
+  const Tensor token_seq_d = on_device(token_seq, {tokens});
+  const Tensor kv_len_d = on_device(kv_len, {all_seqs});
+  for (int g = 0; g < kv_.num_groups(); ++g)
+    inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),
+                                      on_device(slots[g], {tokens}), page_size, all_seqs,
+                                      std::max(max_kv_len, max_kv_len_bound)});
+  return inputs;
+}
+
+}  // namespace rs::engine
