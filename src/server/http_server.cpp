@@ -1,8 +1,10 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -57,12 +59,22 @@ void HttpServer::start() {
   http_->set_read_timeout(30, 0);
   http_->set_write_timeout(30, 0);
   add_routes();
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and silently take half its
+  // connections. SO_REUSEADDR alone still allows a restart while old connections sit in TIME_WAIT.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   if (config_.port == 0)
     bound_port_ = http_->bind_to_any_port(config_.host);
   else
     bound_port_ = http_->bind_to_port(config_.host, config_.port) ? config_.port : -1;
   RS_CHECK(bound_port_ > 0, "cannot listen on {}:{} (address in use or not available)", config_.host, config_.port);
   listener_ = std::thread([this] { http_->listen_after_bind(); });
+  // httplib's stop() does nothing before its accept loop runs: wait for it, so that a stop right after start (a
+  // signal during start-up) cannot leave the loop running and stop() joining it forever.
+  for (int waited_ms = 0; !http_->is_running() && waited_ms < 5000; ++waited_ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   RS_LOG_INFO("listening on http://{}:{}", config_.host, bound_port_);
 }
 
