@@ -65,6 +65,9 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s)", kv_pool_->total_bytes() >> 20,
               dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size());
   staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);
+  // Sized for the largest step up front, so that the first long prefill does not move it (and the graphs with it).
+  const int32_t max_seqs = std::max(config_.max_running_requests, 1);
+  staging_->reserve(static_cast<int32_t>(reserved_tokens_), max_seqs, max_seqs);
 
   const int32_t graph_max =
       config_.cuda_graph_max_batch < 0 ? std::max(config_.max_running_requests, 1) : config_.cuda_graph_max_batch;

@@ -23,9 +23,11 @@ void StepStaging::reserve(const ForwardBatch& batch, int32_t padded_seqs) {
     page_pitch_ = batch.max_pages;
     ++epoch_;
   }
-  const size_t bytes = int32s_for(batch.num_tokens() + pad, batch.num_seqs() + pad,
-                                  static_cast<int32_t>(batch.logit_rows.size()) + pad) *
-                       sizeof(int32_t);
+  reserve(batch.num_tokens() + pad, batch.num_seqs() + pad, static_cast<int32_t>(batch.logit_rows.size()) + pad);
+}
+
+void StepStaging::reserve(int32_t tokens, int32_t seqs, int32_t rows) {
+  const size_t bytes = int32s_for(tokens, seqs, rows) * sizeof(int32_t);
   if (bytes <= device_.bytes()) return;
   const size_t grown = std::max(bytes, device_.bytes() + device_.bytes() / 2);
   backend_.synchronize();  // the old buffers may still be read by work in flight

@@ -19,6 +19,8 @@ class StepStaging {
 
   // Grows buffers and the page-table pitch for `batch` padded to `padded_seqs` decode rows (see upload).
   void reserve(const ForwardBatch& batch, int32_t padded_seqs);
+  // Grows buffers for steps of up to these counts (page tables at the current pitch).
+  void reserve(int32_t tokens, int32_t seqs, int32_t rows);
   // Validates `batch` against the pool (every page a token reads is present), writes its metadata and uploads it.
   // padded_seqs > batch.num_seqs() appends idle decode rows (token 0 at position 0 reading page 0, writing no KV,
   // with a logit row each) so a batch fits a graph recorded for padded_seqs rows. max_kv_len_bound: the attention

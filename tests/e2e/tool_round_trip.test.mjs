@@ -125,10 +125,12 @@ async function roundTrip({ dir, calledCities, argumentsAsRendered, toolTextAsRen
       assert.notEqual(tokenCount(dir, raw.stdout), third.usage.prompt_tokens, 'raw arguments render differently');
     }
 
-    // Non-text content parts are refused clearly.
+    // Non-text content parts are refused clearly. The CLI runs above can take longer than the server's keep-alive
+    // timeout (5 s) on a loaded machine, and a request on a pooled connection the server is closing fails with a
+    // connection error: retry those, as the client does by default (a 400 is never retried).
     await assert.rejects(
       client.chat.completions.create({ model: server.model, max_tokens: 2, messages: [{ role: 'user', content: [
-        { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] }),
+        { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] }, { maxRetries: 2 }),
       (error) => error instanceof OpenAI.BadRequestError && /image_url/.test(error.message) &&
         error.param === 'messages[0].content[0]');
   } finally {

@@ -90,7 +90,8 @@ void* DeviceContext::scratch(ScratchSlot slot, size_t bytes) {
     RS_CHECK(!capturing_,
              "scratch slot {} must grow to {} bytes while a graph is recorded (run the step eagerly first)", i, bytes);
     activate();
-    ++scratch_epoch_;
+    // Sampling runs outside recorded graphs: its scratch moving does not invalidate them.
+    if (slot != ScratchSlot::kSample) ++scratch_epoch_;
     if (scratch_[i]) RS_CUDA_CHECK(cudaFreeAsync(scratch_[i], stream_));
     scratch_[i] = nullptr;
     const size_t grown = std::max(bytes, scratch_bytes_[i] + scratch_bytes_[i] / 4);

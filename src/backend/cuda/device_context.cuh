@@ -52,7 +52,8 @@ class DeviceContext {
   // Exact mode: bf16 GEMMs on hi/lo splits of f32 activations (reference numerics); otherwise activations are
   // rounded to bf16 once.
   bool exact_f32() const { return exact_f32_; }
-  // Bumped whenever a scratch slot moves (graphs recorded earlier point at freed memory and must be recaptured).
+  // Bumped whenever a scratch slot that graphs read moves (graphs recorded earlier point at freed memory and must be
+  // recaptured); kSample is used only outside graphs.
   uint64_t scratch_epoch() const { return scratch_epoch_; }
   // While a graph is being recorded, scratch() must not allocate (it throws instead).
   void set_capturing(bool capturing) { capturing_ = capturing; }
