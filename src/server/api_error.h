@@ -40,6 +40,23 @@ inline ApiError invalid_param(const std::string& param, const std::string& messa
   return api_error(400, "invalid_request_error", message, param, code);
 }
 
+// "a string", "an integer", ... as OpenAI names a JSON value's type in its errors.
+inline std::string json_type_name(const nlohmann::json& value) {
+  if (value.is_string()) return "a string";
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_number_integer() || value.is_number_unsigned()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+inline ApiError wrong_type(const std::string& name, const char* expected, const nlohmann::json& got) {
+  return invalid_param(
+      name, "Invalid type for '" + name + "': expected " + expected + ", but got " + json_type_name(got) + " instead.",
+      "invalid_type");
+}
+
 // A 5xx that is the server's fault or state, not the request's.
 inline ApiError server_error(int status, const std::string& message, const std::string& code = {}) {
   return api_error(status, "server_error", message, {}, code);

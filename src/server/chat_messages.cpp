@@ -18,21 +18,6 @@ using json = nlohmann::ordered_json;
 // converting them for the template cannot recurse deeper than a body that was accepted.
 constexpr int kLevelsAboveArguments = 6;
 
-const char* type_name(const json& value) {
-  if (value.is_string()) return "a string";
-  if (value.is_boolean()) return "a boolean";
-  if (value.is_number()) return "a number";
-  if (value.is_array()) return "an array";
-  if (value.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(const std::string& name, const char* expected, const json& got) {
-  return invalid_param(
-      name, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, type_name(got)),
-      "invalid_type");
-}
-
 // A list of content parts as one string: the text parts joined with kContentPartSeparator.
 std::variant<std::string, ApiError> join_text_parts(const json& parts, const std::string& where) {
   std::string text;

@@ -13,22 +13,6 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-std::string type_name(const json& value) {
-  if (value.is_string()) return "a string";
-  if (value.is_boolean()) return "a boolean";
-  if (value.is_number_integer() || value.is_number_unsigned()) return "an integer";
-  if (value.is_number()) return "a number";
-  if (value.is_array()) return "an array";
-  if (value.is_object()) return "an object";
-  return "null";
-}
-
-ApiError wrong_type(const std::string& name, const char* expected, const json& got) {
-  return invalid_param(
-      name, fmt::format("Invalid type for '{}': expected {}, but got {} instead.", name, expected, type_name(got)),
-      "invalid_type");
-}
-
 // Reads typed fields of a JSON object; the first problem is kept in `error` and later reads return nothing.
 struct FieldReader {
   const json& body;
@@ -166,7 +150,7 @@ std::variant<json, ApiError> parse_body(std::string_view body) {
                          "payload, but what was sent was not valid JSON.",
                          "invalid_json");
   if (!parsed.is_object())
-    return invalid_param({}, fmt::format("The request body must be a JSON object, not {}.", type_name(parsed)),
+    return invalid_param({}, fmt::format("The request body must be a JSON object, not {}.", json_type_name(parsed)),
                          "invalid_json");
   return parsed;
 }
