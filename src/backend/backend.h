@@ -45,6 +45,7 @@ struct BatchView {
   int32_t page_size = 0;
   int32_t num_seqs = 0;
   int32_t max_kv_len = 0;  // max over seq_kv_len (host-known bound)
+  Tensor seq_token_start;  // i32 [S + 1] first token of each sequence (tokens are grouped by sequence), or empty
 };
 
 enum class MoeRouting : uint8_t {
@@ -152,6 +153,9 @@ class Backend {
 struct BackendOptions {
   int num_threads = 0;     // CPU: 0 = all cores
   bool exact_f32 = false;  // keep every product in f32 (CPU: no bf16 x bf16 GEMM; CUDA: bf16 GEMMs on hi/lo splits)
+  // CUDA attention kernel: "auto" or "flash" (tensor cores wherever they apply: a bf16 cache, head_dim 64/128, not in
+  // exact mode) or "cuda-core" (never tensor cores).
+  std::string attention = "auto";
 };
 
 // "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.

@@ -38,7 +38,8 @@ DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& mode
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
   model_config_ = loader::load_model_config(model_dir);
   model_ = model::create_model(model_config_);  // fails early, listing supported architectures
-  backend_ = make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32});
+  backend_ =
+      make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32, config_.attention_backend});
   RS_CHECK(config_.load_format == "dummy" || config_.load_format == "auto" || config_.load_format == "safetensors",
            "unknown load format '{}' (auto, safetensors, dummy)", config_.load_format);
   weights_ = std::make_unique<loader::WeightSource>(
@@ -73,7 +74,29 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
       config_.cuda_graph_max_batch < 0 ? std::max(config_.max_running_requests, 1) : config_.cuda_graph_max_batch;
   if (backend_->supports_graphs())
     graph_sizes_ = decode_graph_sizes(std::min<int32_t>(graph_max, static_cast<int32_t>(reserved_tokens_)));
-  if (!graph_sizes_.empty()) capture_decode_graphs();
+  if (!graph_sizes_.empty()) {
+    run_largest_step();
+    capture_decode_graphs();
+  }
+}
+
+void Engine::run_largest_step() {
+  // One sequence of reserved_tokens_ tokens, all at position 0 (each reads one key), writing page 0 of every group,
+  // which no request holds yet. Internal scratch (bf16 GEMM inputs, MoE buffers) grows to the largest step's size
+  // here, once, instead of moving under recorded graphs at the first long prefill.
+  const int32_t tokens = static_cast<int32_t>(reserved_tokens_);
+  ForwardBatch batch;
+  batch.token_ids.assign(tokens, 0);
+  batch.positions.assign(tokens, 0);
+  batch.seq_token_start = {0, tokens};
+  batch.seq_kv_len = {1};
+  batch.page_tables.assign(kv_pool_->num_groups(), {0});
+  batch.max_pages = 1;
+  batch.logit_rows = {tokens - 1};
+  const model::StepInputs inputs = staging_->upload(batch, 0, 0);
+  model_->forward(inputs, *kv_pool_,
+                  Tensor(logits_.data(), DType::kF32, {1, model_config_.vocab_size}, backend_->device()));
+  backend_->synchronize();
 }
 
 Engine::~Engine() = default;

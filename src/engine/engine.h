@@ -42,6 +42,7 @@ struct EngineConfig {
   // Decode steps of up to this many sequences replay CUDA graphs (batch padded to the next recorded size);
   // -1 = max_running_requests, 0 = off. Backends without graphs run every step eagerly.
   int32_t cuda_graph_max_batch = -1;
+  std::string attention_backend = "auto";  // CUDA attention kernel: auto | flash | cuda-core (BackendOptions)
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
 
@@ -80,6 +81,7 @@ class Engine {
   uint64_t memory_epoch() const;
   // Records decode graphs for every size in graph_sizes_ (each run once eagerly first, so scratch is sized).
   void capture_decode_graphs();
+  void run_largest_step();  // eagerly, before recording graphs (sizes the backend's scratch)
   // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
   int32_t graph_size_for(const ForwardBatch& batch) const;
 

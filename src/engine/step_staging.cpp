@@ -12,9 +12,11 @@ StepStaging::StepStaging(Backend& backend, const kv::KvPool& kv, int64_t context
       page_pitch_(static_cast<int32_t>(context_length / kv.page_size() + 1)) {}
 
 size_t StepStaging::int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const {
-  // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | per group: slots [T], page table [S, pitch]
+  // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | first tokens [S + 1] | per group: slots
+  // [T], page table [S, pitch]
   const size_t groups = static_cast<size_t>(kv_.num_groups());
-  return 3 * static_cast<size_t>(tokens) + rows + seqs + groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
+  return 3 * static_cast<size_t>(tokens) + rows + 2 * static_cast<size_t>(seqs) + 1 +
+         groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
 }
 
 void StepStaging::reserve(const ForwardBatch& batch, int32_t padded_seqs) {
@@ -43,7 +45,7 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   const int32_t tokens = real_tokens + pad, rows = real_rows + pad, all_seqs = seqs + pad;
   const int32_t page_size = kv_.page_size();
   RS_CHECK(tokens > 0 && static_cast<int32_t>(batch.seq_token_start.size()) == seqs + 1 &&
-               batch.seq_token_start.back() == real_tokens &&
+               batch.seq_token_start.front() == 0 && batch.seq_token_start.back() == real_tokens &&
                static_cast<int32_t>(batch.positions.size()) == real_tokens,
            "malformed batch: {} tokens, {} sequences", real_tokens, seqs);
   RS_CHECK(static_cast<int>(batch.page_tables.size()) == kv_.num_groups(), "batch has {} page tables for {} KV groups",
@@ -61,10 +63,12 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   int32_t* token_seq = take(tokens);
   int32_t* logit_rows = take(rows);
   int32_t* kv_len = take(all_seqs);
+  int32_t* seq_start = take(all_seqs + 1);
   std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids);
   std::copy(batch.positions.begin(), batch.positions.end(), positions);
   std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), logit_rows);
   std::copy(batch.seq_kv_len.begin(), batch.seq_kv_len.end(), kv_len);
+  std::copy(batch.seq_token_start.begin(), batch.seq_token_start.end(), seq_start);
   int32_t max_kv_len = 0;
   for (int32_t s = 0; s < seqs; ++s) {
     RS_CHECK(batch.seq_token_start[s] < batch.seq_token_start[s + 1], "sequence {} has no tokens", s);
@@ -79,6 +83,7 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
     token_seq[real_tokens + i] = seqs + i;
     logit_rows[real_rows + i] = real_tokens + i;
     kv_len[seqs + i] = 1;
+    seq_start[seqs + i + 1] = real_tokens + i + 1;
   }
 
   std::vector<int32_t*> slots(kv_.num_groups()), tables(kv_.num_groups());
@@ -131,10 +136,11 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   const Tensor positions_d = on_device(positions, {tokens});
   const Tensor token_seq_d = on_device(token_seq, {tokens});
   const Tensor kv_len_d = on_device(kv_len, {all_seqs});
+  const Tensor seq_start_d = on_device(seq_start, {all_seqs + 1});
   for (int g = 0; g < kv_.num_groups(); ++g)
     inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),
                                       on_device(slots[g], {tokens}), page_size, all_seqs,
-                                      std::max(max_kv_len, max_kv_len_bound)});
+                                      std::max(max_kv_len, max_kv_len_bound), seq_start_d});
   return inputs;
 }
 

@@ -58,7 +58,12 @@ class CudaGraph final : public BackendGraph {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int index, bool exact_f32) : ctx_(std::make_shared<DeviceContext>(index, exact_f32)) {}
+  CudaBackend(int index, bool exact_f32, const std::string& attention)
+      : ctx_(std::make_shared<DeviceContext>(index, exact_f32)) {
+    RS_CHECK(attention == "auto" || attention == "flash" || attention == "cuda-core",
+             "unknown attention backend '{}' (auto, flash, cuda-core)", attention);
+    flash_ = attention != "cuda-core";  // auto: tensor cores wherever they apply (measured faster everywhere)
+  }
 
   Device device() const override { return Device{DeviceKind::kCuda, ctx_->index()}; }
   std::string name() const override {
@@ -224,6 +229,17 @@ class CudaBackend final : public Backend {
     a.max_pages = static_cast<int32_t>(batch.page_table.dim(1));
     a.window = params.window;
     a.scale = params.scale;
+    a.num_seqs = batch.num_seqs;
+    if (use_flash_attention(batch, params, a.cache_bf16)) {
+      on_device({&batch.seq_token_start});
+      a.seq_token_start = batch.seq_token_start.data_as<int32_t>();
+      const int64_t partial =
+          flash_attention_partial_floats(tokens, batch.num_seqs, params.num_heads, params.num_kv_heads, params.head_dim,
+                                         batch.max_kv_len, params.window, ctx_->num_sms(), &a.splits);
+      if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
+      launch_flash_attention(a, ctx_->stream());
+      return;
+    }
     const int64_t partial = attention_partial_floats(tokens, params.num_heads, params.head_dim, batch.max_kv_len,
                                                      params.window, ctx_->num_sms(), &a.splits);
     if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
@@ -374,6 +390,16 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Tensor cores (flash_attention.cu) on a bf16 cache unless "cuda-core" was asked for. Exact mode keeps the CUDA-core
+  // kernel, whose products follow the CPU reference's order more closely.
+  bool use_flash_attention(const BatchView& batch, const AttentionParams& params, bool cache_bf16) const {
+    if (!flash_ || ctx_->exact_f32() || batch.seq_token_start.empty() || batch.num_seqs <= 0) return false;
+    if (!flash_attention_supported(params.num_heads, params.num_kv_heads, params.head_dim, cache_bf16)) return false;
+    RS_CHECK(batch.seq_token_start.numel() == int64_t{batch.num_seqs} + 1,
+             "attention: seq_token_start {} for {} sequences", batch.seq_token_start.shape_string(), batch.num_seqs);
+    return flash_;
+  }
+
   static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {
     RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
              "CUDA KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
@@ -388,13 +414,14 @@ class CudaBackend final : public Backend {
   }
 
   std::shared_ptr<DeviceContext> ctx_;
+  bool flash_ = true;
   PinnedBuffer sample_host_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int index, bool exact_f32) {
-  return std::make_unique<CudaBackend>(index, exact_f32);
+std::unique_ptr<Backend> make_cuda_backend(int index, bool exact_f32, const std::string& attention) {
+  return std::make_unique<CudaBackend>(index, exact_f32, attention);
 }
 
 int cuda_device_count() {

@@ -1,5 +1,7 @@
 // Parity of the CUDA K/V store and paged attention (prefill, decode, mixed batches; windows; sinks; key splits for
-// long contexts) with the CPU reference backend on random inputs.
+// long contexts) with the CPU reference backend on random inputs, for both kernels: CUDA cores (the exact backend) and
+// tensor cores (flash_attention.cu: the fast backend on a bf16 cache; 64-row tiles for decode and head_dim 64,
+// 128-row tiles for head_dim 128 prefill).
 #include "backend/cuda/parity_test_util.h"
 
 namespace rs::cuda_test {
@@ -18,6 +20,11 @@ TEST_F(CudaParity, StoreKvAndAttention) {
       {8, 1, 64, {130, 64}, {3, 64}},        // MQA
       {4, 2, 80, {50}, {50}},                // head_dim not a multiple of 32
       {4, 4, 128, {3000, 1500}, {1, 1}},     // long decode: key splits
+      // Qwen3-8B-like GQA: a chunk after a prefix that ends mid-page, a chunk after a page-aligned prefix, a decode row
+      {32, 8, 128, {700, 133, 40}, {300, 70, 1}},
+      {64, 8, 64, {300, 90}, {300, 90}},        // gpt-oss-like: 8 query heads per KV head, whole prompts
+      {16, 8, 128, {1200}, {1200}},             // Qwen3-0.6B-like: 64 tokens per tile, many key tiles
+      {64, 8, 64, {500, 77, 3000}, {1, 1, 1}},  // gpt-oss-like decode rows
   };
   for (const DType cache_dtype : {DType::kF32, DType::kBF16})
     for (const AttentionCase& c : cases) {
@@ -44,14 +51,23 @@ TEST_F(CudaParity, StoreKvAndAttention) {
         }
       const int64_t all_tokens = all_pos.size(), tokens = q_pos.size();
       const int64_t kv_width = int64_t{c.kv_heads} * c.head_dim, cache_rows = int64_t{total_pages} * page_size;
-      auto make_batch = [&](const Tensor& pos, const Tensor& seq, const Tensor& slots, bool device) {
+      auto make_batch = [&](const Tensor& pos, const Tensor& seq, const Tensor& slots, bool device,
+                            const std::vector<int32_t>& seq_of) {
         const Tensor len = host(c.kv_len, DType::kI32, {seqs});
         const Tensor tab = host(table, DType::kI32, {seqs, max_pages});
-        return BatchView{pos, seq, device ? dev(len) : len, device ? dev(tab) : tab, slots, page_size, seqs, max_len};
+        std::vector<int32_t> starts(1, 0);  // tokens of pos/seq are grouped by sequence
+        for (int32_t s = 0, t = 0; s < seqs; ++s) {
+          while (t < static_cast<int32_t>(seq_of.size()) && seq_of[t] == s) ++t;
+          starts.push_back(t);
+        }
+        const Tensor start = host(starts, DType::kI32, {seqs + 1});
+        return BatchView{pos,  seq,     device ? dev(len) : len,    device ? dev(tab) : tab, slots, page_size,
+                         seqs, max_len, device ? dev(start) : start};
       };
       const Tensor ap = host(all_pos, DType::kI32, {all_tokens}), as = host(all_seq, DType::kI32, {all_tokens}),
                    asl = host(all_slots, DType::kI32, {all_tokens});
-      const BatchView store_h = make_batch(ap, as, asl, false), store_d = make_batch(dev(ap), dev(as), dev(asl), true);
+      const BatchView store_h = make_batch(ap, as, asl, false, all_seq);
+      const BatchView store_d = make_batch(dev(ap), dev(as), dev(asl), true, all_seq);
       const Tensor k = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
       const Tensor v = host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, c.kv_heads, c.head_dim});
       Tensor kc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
@@ -71,11 +87,12 @@ TEST_F(CudaParity, StoreKvAndAttention) {
 
       const Tensor qp = host(q_pos, DType::kI32, {tokens}), qs = host(q_seq, DType::kI32, {tokens}),
                    qsl = host(q_slots, DType::kI32, {tokens});
-      const BatchView batch_h = make_batch(qp, qs, qsl, false), batch_d = make_batch(dev(qp), dev(qs), dev(qsl), true);
+      const BatchView batch_h = make_batch(qp, qs, qsl, false, q_seq);
+      const BatchView batch_d = make_batch(dev(qp), dev(qs), dev(qsl), true, q_seq);
       const Tensor q = host(normal(rng_, tokens * c.heads * c.head_dim), DType::kF32, {tokens, c.heads, c.head_dim});
       const Tensor q_d = dev(q);
       const auto sink_values = normal(rng_, c.heads, 2.0f);
-      for (int32_t window : {0, 7, 1000}) {
+      for (int32_t window : {0, 7, 100, 1000}) {
         for (int sink_mode = 0; sink_mode < 3; ++sink_mode) {
           const Tensor sinks = sink_mode == 0   ? Tensor()
                                : sink_mode == 1 ? host(sink_values, DType::kF32, {c.heads})
@@ -87,11 +104,18 @@ TEST_F(CudaParity, StoreKvAndAttention) {
           Tensor out = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
           gpu_->attention(q_d, kc_d, vc_d, batch_d,
                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out);
-          // A bf16 cache rounds q and the probabilities to bf16 on both backends, each at its own running max.
-          EXPECT_PARITY(
-              fetch<float>(out), as_floats(ref), cache_dtype == DType::kBF16 ? kAttentionBf16 : kAttention,
+          const std::string what =
               fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={} cache={}", c.heads, c.kv_heads,
-                          c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype)));
+                          c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype));
+          // A bf16 cache rounds q and the probabilities to bf16 on both backends, each at its own running max.
+          const double tolerance = cache_dtype == DType::kBF16 ? kAttentionBf16 : kAttention;
+          EXPECT_PARITY(fetch<float>(out), as_floats(ref), tolerance, what);
+          Tensor out_fast = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
+          gpu_->synchronize();  // the fast backend runs on its own stream
+          fast_->attention(q_d, kc_d, vc_d, batch_d,
+                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_fast);
+          fast_->synchronize();
+          EXPECT_PARITY(fetch<float>(out_fast), as_floats(ref), tolerance, what + " (fast backend)");
         }
       }
     }

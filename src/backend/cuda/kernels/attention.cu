@@ -265,10 +265,12 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
   } else {
     launch_attention_for<8>(args, stream);
   }
-  if (args.splits > 1) {
-    attention_combine_kernel<<<dim3(args.num_tokens, args.num_heads), 128, 0, stream>>>(args);
-    RS_CUDA_CHECK_LAUNCH();
-  }
+  if (args.splits > 1) launch_attention_combine(args, stream);
+}
+
+void launch_attention_combine(const AttentionArgs& args, cudaStream_t stream) {
+  attention_combine_kernel<<<dim3(args.num_tokens, args.num_heads), 128, 0, stream>>>(args);
+  RS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace rs::cuda

@@ -89,15 +89,16 @@ struct AttentionArgs {
   const void* k_cache;  // [rows, kv_heads, hd], f32 or bf16 (cache_bf16)
   const void* v_cache;
   bool cache_bf16;
-  const int32_t* positions;   // [T]
-  const int32_t* token_seq;   // [T]
-  const int32_t* page_table;  // [S, max_pages]
-  const void* sinks;          // [heads] or null
+  const int32_t* positions;        // [T]
+  const int32_t* token_seq;        // [T]
+  const int32_t* page_table;       // [S, max_pages]
+  const int32_t* seq_token_start;  // [S + 1] first token of each sequence (flash kernel only)
+  const void* sinks;               // [heads] or null
   ElemType sinks_type;
   float* out;      // [T, heads * hd]
   float* partial;  // [T, heads, splits, hd + 2] when splits > 1
   uint32_t* error_flags;
-  int32_t num_tokens, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits;
+  int32_t num_tokens, num_seqs, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits;
   float scale;
 };
 // Chooses the key-split count (flash-decoding) from the shape and a bound on the key range (each token splits its own
@@ -105,6 +106,22 @@ struct AttentionArgs {
 int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
                                  int32_t window, int32_t num_sms, int32_t* splits);
 void launch_attention(const AttentionArgs& args, cudaStream_t stream);
+// Merges key splits written to args.partial (either kernel) into args.out, adding the sinks.
+void launch_attention_combine(const AttentionArgs& args, cudaStream_t stream);
+
+// ---- tensor-core attention (flash_attention.cu): bf16 cache, head_dim 64/128, GQA groups of at most 64 ----
+bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, bool cache_bf16);
+// Query rows per tile (64 or 128) and an upper bound on the tiles of a batch (the grid).
+int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t head_dim);
+int32_t flash_attention_tiles(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                              int32_t rows);
+// As attention_partial_floats, for the flash kernel's blocks (query tiles x KV heads); returns a bound that depends
+// only on head_dim and the device, so the partial buffer is allocated once.
+int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                                       int32_t head_dim, int32_t max_kv_len, int32_t window, int32_t num_sms,
+                                       int32_t* splits);
+// Needs args.seq_token_start and args.num_seqs; tokens of a sequence are consecutive in the batch.
+void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- linear: gemv.cu (few rows) and gemm_tiled.cu (any rows), both over "row chunks" of one weight group ----
 struct GroupedWeights {

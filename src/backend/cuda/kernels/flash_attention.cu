@@ -1,0 +1,395 @@
+// Paged causal attention on tensor cores (mma.sync m16n8k16, bf16 operands, f32 accumulation) for a bf16 KV cache:
+// prefill chunks, decode rows and mixed batches in one kernel, in the FlashAttention-2 scheme.
+//
+// A block owns one tile of query rows and one KV head. A tile packs the query heads of that KV head for consecutive
+// tokens of one sequence (row = token * group + head in group), so the heads of a GQA group share every K/V load, and a
+// decode token is one tile of `group` rows. Each of the 4 warps owns 16 rows; K/V tiles of 64 keys are read straight
+// from the paged cache through the page table (cp.async, double-buffered, XOR-swizzled shared memory read by ldmatrix)
+// and the online softmax runs in f32 in the exp2 domain. Key tiles wholly outside every row's causal window are never
+// loaded; only tiles that cross a row's window edge or its own position are masked. With several key splits (few
+// blocks, long contexts) the rows go to `partial` and attention_combine_kernel merges them and adds the sinks.
+//
+// Numerics match the CUDA-core kernel for a bf16 cache: q and the probabilities are rounded to bf16 before they
+// multiply K and V; the softmax sums stay f32.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/kernels/device_utils.cuh"
+
+namespace rs::cuda {
+namespace {
+
+constexpr int kKeys = 64;  // keys per K/V tile
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; bytes = 0 writes zeros (src is then not read).
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(p)));
+}
+
+// c[16x8] += a[16x16] . b[16x8]
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// Element offset of 16-byte chunk `chunk` of row `row` in a [rows][D] bf16 tile whose chunks are XOR-swizzled by the
+// row, so that ldmatrix's eight rows of one chunk fall in eight different bank groups.
+template <int D>
+__device__ __forceinline__ int swizzled(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// The tile of this block: which sequence, which of its tokens. Tiles are numbered sequence after sequence; every warp
+// finds it (no shared memory, no barrier) with a scan over the sequences 32 at a time.
+struct TileSlot {
+  int seq = -1, first_token = 0, tokens = 0;
+};
+__device__ TileSlot find_tile(const int32_t* seq_token_start, int num_seqs, int tokens_per_tile) {
+  const int lane = threadIdx.x % 32;
+  // Last tiles first: a causal sequence's later tiles read the most keys, and starting them early shortens the tail.
+  const int tile = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+  int before = 0;
+  for (int base = 0; base < num_seqs; base += 32) {
+    const int s = base + lane;
+    const int start = s < num_seqs ? seq_token_start[s] : 0;
+    const int len = s < num_seqs ? seq_token_start[s + 1] - start : 0;
+    const int count = (len + tokens_per_tile - 1) / tokens_per_tile;
+    int inclusive = count;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, inclusive, offset);
+      if (lane >= offset) inclusive += y;
+    }
+    const int first_tile = before + inclusive - count;
+    const unsigned hit = __ballot_sync(0xffffffffu, count > 0 && tile >= first_tile && tile < first_tile + count);
+    if (hit) {
+      const int src = __ffs(hit) - 1;
+      TileSlot slot;
+      slot.seq = base + src;
+      const int index = tile - __shfl_sync(0xffffffffu, first_tile, src);
+      const int seq_start = __shfl_sync(0xffffffffu, start, src), seq_len = __shfl_sync(0xffffffffu, len, src);
+      slot.first_token = seq_start + index * tokens_per_tile;
+      slot.tokens = min(tokens_per_tile, seq_len - index * tokens_per_tile);
+      return slot;
+    }
+    before += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  return TileSlot{};
+}
+
+template <int D, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kernel(AttentionArgs a) {
+  constexpr int kRows = 16 * kWarps;  // query rows per tile
+  constexpr int kChunks = D / 8;      // 16-byte chunks per row
+  extern __shared__ uint4 smem_raw[];
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);  // [kRows][D]
+  uint16_t* k_s = q_s + kRows * D;                        // [2][kKeys][D]
+  uint16_t* v_s = k_s + 2 * kKeys * D;                    // [2][kKeys][D]
+  __shared__ int range[4];                                // min first key, max position, max first key, min position
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = a.num_heads / a.num_kv_heads;
+  const int kvh = blockIdx.y, split = blockIdx.z;
+  const TileSlot tile = find_tile(a.seq_token_start, a.num_seqs, kRows / group);
+  if (tile.seq < 0) return;  // block-uniform: the grid is an upper bound on the tiles
+  const int rows = tile.tokens * group;
+
+  // Each thread's two rows (g and g + 8 of its warp's 16), as the mma accumulator lays them out.
+  const int g = lane / 4, t4 = lane % 4;
+  int row_pos[2], row_first[2];
+  bool row_valid[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = warp * 16 + g + 8 * i;
+    row_valid[i] = r < rows;
+    row_pos[i] = row_valid[i] ? a.positions[tile.first_token + r / group] : -1;
+    row_first[i] = a.window > 0 ? max(0, row_pos[i] - a.window + 1) : 0;
+  }
+  if (threadIdx.x == 0) range[0] = INT_MAX, range[1] = -1, range[2] = 0, range[3] = INT_MAX;
+  __syncthreads();
+  if (threadIdx.x < tile.tokens) {
+    const int pos = a.positions[tile.first_token + threadIdx.x];
+    const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+    atomicMin(&range[0], first);
+    atomicMax(&range[1], pos);
+    atomicMax(&range[2], first);
+    atomicMin(&range[3], pos);
+  }
+  // Q rows -> bf16 shared tile (zeros past the last row).
+  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += blockDim.x) {
+    const int r = idx / kChunks, c = idx % kChunks;
+    uint4 packed = make_uint4(0, 0, 0, 0);
+    if (r < rows) {
+      const int token = tile.first_token + r / group, head = kvh * group + r % group;
+      const float4* src =
+          reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(token) * a.num_heads + head) * D + c * 8);
+      const float4 x = src[0], y = src[1];
+      packed = make_uint4(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w), pack_bf16x2(y.x, y.y), pack_bf16x2(y.z, y.w));
+    }
+    *reinterpret_cast<uint4*>(q_s + swizzled<D>(r, c)) = packed;
+  }
+  __syncthreads();
+  const int key_lo = range[0], key_hi = range[1], all_first = range[2], all_pos = range[3];
+
+  // This split's K/V tiles (64-key tiles aligned to multiples of 64).
+  const int tile0 = key_lo / kKeys, tiles = key_hi / kKeys - tile0 + 1;
+  const int per_split = (tiles + a.splits - 1) / a.splits;
+  const int kt_begin = tile0 + min(tiles, split * per_split), kt_end = tile0 + min(tiles, (split + 1) * per_split);
+
+  const int32_t* pages = a.page_table + static_cast<int64_t>(tile.seq) * a.max_pages;
+  const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * D;
+  const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
+  const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
+  const auto load_kv = [&](int kt, int buf) {
+    uint16_t* k_dst = k_s + buf * kKeys * D;
+    uint16_t* v_dst = v_s + buf * kKeys * D;
+    for (int idx = threadIdx.x; idx < kKeys * kChunks; idx += blockDim.x) {
+      const int r = idx / kChunks, c = idx % kChunks, j = kt * kKeys + r;
+      const uint16_t *k_src = k_cache, *v_src = v_cache;
+      int bytes = 0;
+      if (j >= key_lo && j <= key_hi) {
+        const int32_t page = pages[j / a.page_size];
+        if (page >= 0) {
+          const int64_t offset = (static_cast<int64_t>(page) * a.page_size + j % a.page_size) * row_stride + c * 8;
+          k_src += offset;
+          v_src += offset;
+          bytes = 16;
+        } else if (c == 0) {
+          set_error(a.error_flags, kErrAbsentPage);
+        }
+      }
+      cp_async_16(k_dst + swizzled<D>(r, c), k_src, bytes);
+      cp_async_16(v_dst + swizzled<D>(r, c), v_src, bytes);
+    }
+  };
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const bool warp_active = warp * 16 < rows;  // warp-uniform: decode tiles leave most warps loading only
+  uint32_t qf[D / 16][4];
+  if (warp_active) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      ldmatrix_x4(qf[kk], q_s + swizzled<D>(warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4)));
+  }
+  const float scale_log2 = a.scale * kLog2e;
+
+  if (kt_begin < kt_end) load_kv(kt_begin, 0);
+  cp_async_commit();
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int buf = (kt - kt_begin) & 1;
+    cp_async_wait_all();
+    __syncthreads();  // tile kt is in; every warp is done with the buffer the next load overwrites
+    if (kt + 1 < kt_end) load_kv(kt + 1, buf ^ 1);
+    cp_async_commit();
+    if (!warp_active) continue;
+
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+    const uint16_t* ks = k_s + buf * kKeys * D;
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, ks + swizzled<D>(8 * n + (lane & 7), 2 * kk + (lane >> 3)));
+        mma_bf16(s[n], qf[kk], b[0], b[1]);
+        mma_bf16(s[n], qf[kk + 1], b[2], b[3]);
+      }
+    }
+    // Mask only where a row's window edge or position cuts the tile (or keys fall outside the block's range).
+    const int key0 = kt * kKeys;
+    const bool masked = key0 < all_first || key0 + kKeys - 1 > all_pos;
+#pragma unroll
+    for (int n = 0; n < kKeys / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = e / 2, j = key0 + 8 * n + 2 * t4 + (e & 1);
+        float x = s[n][e] * scale_log2;
+        if (masked && (j < row_first[i] || j > row_pos[i])) x = -INFINITY;
+        s[n][e] = x;
+      }
+      // Online softmax per row; the four threads of a quad hold one row's 64 scores.
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = m[i];
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ref = mx == -INFINITY ? 0.0f : mx;
+      const float correction = exp2f(m[i] - ref);
+      m[i] = mx;
+      l[i] *= correction;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) o[n][2 * i] *= correction, o[n][2 * i + 1] *= correction;
+#pragma unroll
+      for (int n = 0; n < kKeys / 8; ++n) {
+        const float p0 = exp2f(s[n][2 * i] - ref), p1 = exp2f(s[n][2 * i + 1] - ref);
+        l[i] += p0 + p1;
+        s[n][2 * i] = p0;
+        s[n][2 * i + 1] = p1;
+      }
+    }
+    // O += P V: P's accumulator layout is the A operand of the next mma (two key n-tiles per 16-key step).
+    const uint16_t* vs = v_s + buf * kKeys * D;
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pa[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
+                              pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int n = 0; n < D / 8; n += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vs + swizzled<D>(16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), n + (lane >> 4)));
+        mma_bf16(o[n], pa, b[0], b[1]);
+        mma_bf16(o[n + 1], pa, b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait_all();
+  if (!warp_active) return;
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float sum = l[i];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (!row_valid[i]) continue;
+    const int r = warp * 16 + g + 8 * i;
+    const int token = tile.first_token + r / group, head = kvh * group + r % group;
+    const int64_t row_index = static_cast<int64_t>(token) * a.num_heads + head;
+    if (a.splits == 1) {
+      float scale = 1.0f, denom = sum;
+      if (a.sinks) {  // the sink joins the softmax denominator only
+        const float sink = load_elem(a.sinks, a.sinks_type, head) * kLog2e;
+        const float top = fmaxf(m[i], sink);
+        scale = exp2f(m[i] - top);
+        denom = sum * scale + exp2f(sink - top);
+      }
+      const float factor = scale / denom;
+      float* out = a.out + row_index * D;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2*>(out + 8 * n + 2 * t4) = make_float2(o[n][2 * i] * factor, o[n][2 * i + 1] * factor);
+    } else {  // [m (natural log units), l, acc[D]] for attention_combine_kernel
+      float* part = a.partial + (row_index * a.splits + split) * (D + 2);
+      if (t4 == 0) {
+        part[0] = m[i] == -INFINITY ? -INFINITY : m[i] * kLn2;
+        part[1] = sum;
+      }
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        part[2 + 8 * n + 2 * t4] = o[n][2 * i];
+        part[3 + 8 * n + 2 * t4] = o[n][2 * i + 1];
+      }
+    }
+  }
+}
+
+template <int D, int kWarps>
+void launch_for(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr int kRows = 16 * kWarps;
+  const size_t smem = (kRows + 4 * kKeys) * D * sizeof(uint16_t);
+  static const bool configured = [&] {
+    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  const int tiles = flash_attention_tiles(a.num_tokens, a.num_seqs, a.num_heads, a.num_kv_heads, kRows);
+  flash_attention_kernel<D, kWarps><<<dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream>>>(a);
+  RS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, bool cache_bf16) {
+  return cache_bf16 && (head_dim == 64 || head_dim == 128) && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
+         num_heads / num_kv_heads <= 64;
+}
+
+int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t head_dim) {
+  // Decode rows are one token per tile: 4 warps (one computes for groups of up to 16 heads, all load). Prefill tiles
+  // of 128 rows halve the K/V reads per row where the registers allow (head_dim 128 needs ~200 per thread, so one
+  // 8-warp block per SM holds as many warps as two 4-warp blocks).
+  static const int forced = [] {
+    const char* env = std::getenv("RS_FLASH_ROWS");
+    return env ? std::atoi(env) : 0;
+  }();
+  if (num_tokens == num_seqs) return 64;
+  if (forced == 64 || forced == 128) return forced;
+  return head_dim == 128 ? 128 : 64;
+}
+
+int32_t flash_attention_tiles(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                              int32_t rows) {
+  const int32_t tokens_per_tile = rows / (num_heads / num_kv_heads);
+  return (num_tokens + tokens_per_tile - 1) / tokens_per_tile + num_seqs;  // each sequence adds at most one part tile
+}
+
+int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                                       int32_t head_dim, int32_t max_kv_len, int32_t window, int32_t num_sms,
+                                       int32_t* splits) {
+  // Tiles actually present: a sequence's tokens fill ceil(tokens / tokens_per_tile) tiles.
+  const int32_t tokens_per_tile = flash_attention_rows(num_tokens, num_seqs, head_dim) / (num_heads / num_kv_heads);
+  const int64_t blocks =
+      static_cast<int64_t>(std::max<int64_t>(num_seqs, ceil_div(num_tokens, tokens_per_tile))) * num_kv_heads;
+  const int64_t range = window > 0 ? std::min(window, max_kv_len) : max_kv_len;
+  const int64_t target = 2 * static_cast<int64_t>(num_sms);
+  int64_t count = 1;
+  if (blocks < target && range > 2 * kKeys)
+    count = std::min({ceil_div(range, int64_t{2} * kKeys), ceil_div(target, blocks), int64_t{64}});
+  *splits = static_cast<int32_t>(std::max<int64_t>(count, 1));
+  if (*splits == 1) return 0;
+  // Splits happen only below `target` blocks of at most 128 rows, and at most target / blocks + 1 of them: tokens x
+  // heads x splits < 2 x target x 128 rows. Reserving that bound (not this batch's need) keeps the buffer from ever
+  // moving, so a prefill that splits differently does not invalidate recorded decode graphs.
+  const int64_t need = static_cast<int64_t>(num_tokens) * num_heads * *splits * (head_dim + 2);
+  return std::max(need, 2 * target * 128 * (head_dim + 2));
+}
+
+void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
+  if (args.num_tokens == 0) return;
+  const bool wide = flash_attention_rows(args.num_tokens, args.num_seqs, args.head_dim) == 128;
+  if (args.head_dim == 64) {
+    wide ? launch_for<64, 8>(args, stream) : launch_for<64, 4>(args, stream);
+  } else {
+    wide ? launch_for<128, 8>(args, stream) : launch_for<128, 4>(args, stream);
+  }
+  if (args.splits > 1) launch_attention_combine(args, stream);
+}
+
+}  // namespace rs::cuda
