@@ -2,6 +2,7 @@
 // (alloc) or plain cudaMalloc (weights); ops validate shapes on the host and launch kernels from kernels/*.cu.
 #include "backend/cuda/cuda_backend.h"
 
+#include <bit>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -226,6 +227,9 @@ class CudaBackend final : public Backend {
     a.num_kv_heads = params.num_kv_heads;
     a.head_dim = params.head_dim;
     a.page_size = batch.page_size;
+    a.page_shift = std::has_single_bit(static_cast<uint32_t>(batch.page_size))
+                       ? std::countr_zero(static_cast<uint32_t>(batch.page_size))
+                       : -1;
     a.max_pages = static_cast<int32_t>(batch.page_table.dim(1));
     a.window = params.window;
     a.scale = params.scale;
@@ -393,7 +397,8 @@ class CudaBackend final : public Backend {
   // Tensor cores (flash_attention.cu) on a bf16 cache unless "cuda-core" was asked for. Exact mode keeps the CUDA-core
   // kernel, whose products follow the CPU reference's order more closely.
   bool use_flash_attention(const BatchView& batch, const AttentionParams& params, bool cache_bf16) const {
-    if (!flash_ || ctx_->exact_f32() || batch.seq_token_start.empty() || batch.num_seqs <= 0) return false;
+    if (!flash_ || ctx_->exact_f32() || batch.seq_token_start.empty() || batch.num_seqs <= 0 || !(params.scale > 0))
+      return false;
     if (!flash_attention_supported(params.num_heads, params.num_kv_heads, params.head_dim, cache_bf16)) return false;
     RS_CHECK(batch.seq_token_start.numel() == int64_t{batch.num_seqs} + 1,
              "attention: seq_token_start {} for {} sequences", batch.seq_token_start.shape_string(), batch.num_seqs);

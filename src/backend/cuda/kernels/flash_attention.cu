@@ -13,7 +13,6 @@
 // multiply K and V; the softmax sums stay f32.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
@@ -106,10 +105,49 @@ __device__ TileSlot find_tile(const int32_t* seq_token_start, int num_seqs, int 
   return TileSlot{};
 }
 
-template <int D, int kWarps>
+// 2^x in one MUFU instruction (flushes subnormal results to zero; -inf gives 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Where row `row_index`'s results go: the output row (splits == 1) or its partial record, whose header [m in natural
+// log units, l] is written when `header`. Returns the pointer for the D values and the factor they are scaled by
+// (1 / softmax denominator with the sink, or 1 for a partial). m is in the exp2 domain (scores x scale x log2 e).
+struct RowDestination {
+  float* values;
+  float factor;
+};
+template <int D>
+__device__ __forceinline__ RowDestination row_destination(const AttentionArgs& a, int64_t row_index, int head,
+                                                          int split, float m, float l, bool header) {
+  if (a.splits == 1) {
+    float scale = 1.0f, denom = l;
+    if (a.sinks) {  // the sink joins the softmax denominator only
+      const float sink = load_elem(a.sinks, a.sinks_type, head) * kLog2e;
+      const float top = fmaxf(m, sink);
+      scale = fast_exp2(m - top);
+      denom = l * scale + fast_exp2(sink - top);
+    }
+    return {a.out + row_index * D, scale / denom};
+  }
+  float* part = a.partial + (row_index * a.splits + split) * (D + 2);
+  if (header) {
+    part[0] = m == -INFINITY ? -INFINITY : m * kLn2;
+    part[1] = l;
+  }
+  return {part + 2, 1.0f};
+}
+
+// kSplitKeys (decode): one 16-row tile, and each warp takes its own 16 keys of every 64-key tile (a quarter of the
+// mma work), the four partial softmaxes merged through shared memory at the end. Otherwise each warp owns 16 rows and
+// all 64 keys.
+template <int D, int kWarps, bool kSplitKeys>
 __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kernel(AttentionArgs a) {
-  constexpr int kRows = 16 * kWarps;  // query rows per tile
-  constexpr int kChunks = D / 8;      // 16-byte chunks per row
+  constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;  // query rows per tile
+  constexpr int kChunks = D / 8;                        // 16-byte chunks per row
+  constexpr int kTiles = kSplitKeys ? 2 : kKeys / 8;    // 8-key n-tiles of S per warp
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);  // [kRows][D]
   uint16_t* k_s = q_s + kRows * D;                        // [2][kKeys][D]
@@ -122,6 +160,8 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   const TileSlot tile = find_tile(a.seq_token_start, a.num_seqs, kRows / group);
   if (tile.seq < 0) return;  // block-uniform: the grid is an upper bound on the tiles
   const int rows = tile.tokens * group;
+  const int row0 = kSplitKeys ? 0 : warp * 16;      // this warp's first row
+  const int key_base = kSplitKeys ? 16 * warp : 0;  // this warp's first key within a 64-key tile
 
   // Each thread's two rows (g and g + 8 of its warp's 16), as the mma accumulator lays them out.
   const int g = lane / 4, t4 = lane % 4;
@@ -129,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   bool row_valid[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int r = warp * 16 + g + 8 * i;
+    const int r = row0 + g + 8 * i;
     row_valid[i] = r < rows;
     row_pos[i] = row_valid[i] ? a.positions[tile.first_token + r / group] : -1;
     row_first[i] = a.window > 0 ? max(0, row_pos[i] - a.window + 1) : 0;
@@ -169,6 +209,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * D;
   const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
   const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
+  const int page_shift = a.page_shift, page_mask = a.page_size - 1;
   const auto load_kv = [&](int kt, int buf) {
     uint16_t* k_dst = k_s + buf * kKeys * D;
     uint16_t* v_dst = v_s + buf * kKeys * D;
@@ -177,9 +218,11 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
       const uint16_t *k_src = k_cache, *v_src = v_cache;
       int bytes = 0;
       if (j >= key_lo && j <= key_hi) {
-        const int32_t page = pages[j / a.page_size];
+        const int32_t page = pages[page_shift >= 0 ? j >> page_shift : j / a.page_size];
         if (page >= 0) {
-          const int64_t offset = (static_cast<int64_t>(page) * a.page_size + j % a.page_size) * row_stride + c * 8;
+          const int64_t cache_row = page_shift >= 0 ? (static_cast<int64_t>(page) << page_shift) + (j & page_mask)
+                                                    : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
+          const int64_t offset = cache_row * row_stride + c * 8;
           k_src += offset;
           v_src += offset;
           bytes = 16;
@@ -192,18 +235,20 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
     }
   };
 
+  // Scores stay raw (q.k) until the exponent, where one FMA applies scale x log2 e and subtracts the running max
+  // (scale > 0, so the max of raw scores is the max of scaled ones). m is kept raw too.
+  const float scale_log2 = a.scale * kLog2e;
   float o[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  const bool warp_active = warp * 16 < rows;  // warp-uniform: decode tiles leave most warps loading only
+  const bool warp_active = row0 < rows;  // warp-uniform: a short tile leaves the last warps loading only
   uint32_t qf[D / 16][4];
   if (warp_active) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      ldmatrix_x4(qf[kk], q_s + swizzled<D>(warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4)));
+      ldmatrix_x4(qf[kk], q_s + swizzled<D>(row0 + (lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4)));
   }
-  const float scale_log2 = a.scale * kLog2e;
 
   if (kt_begin < kt_end) load_kv(kt_begin, 0);
   cp_async_commit();
@@ -215,49 +260,49 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
     cp_async_commit();
     if (!warp_active) continue;
 
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+    // S = Q K^T for this warp's 16 rows and its keys of the tile.
     const uint16_t* ks = k_s + buf * kKeys * D;
-    float s[kKeys / 8][4];
+    float s[kTiles][4];
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n) {
+    for (int n = 0; n < kTiles; ++n) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk += 2) {
         uint32_t b[4];
-        ldmatrix_x4(b, ks + swizzled<D>(8 * n + (lane & 7), 2 * kk + (lane >> 3)));
+        ldmatrix_x4(b, ks + swizzled<D>(key_base + 8 * n + (lane & 7), 2 * kk + (lane >> 3)));
         mma_bf16(s[n], qf[kk], b[0], b[1]);
         mma_bf16(s[n], qf[kk + 1], b[2], b[3]);
       }
     }
     // Mask only where a row's window edge or position cuts the tile (or keys fall outside the block's range).
     const int key0 = kt * kKeys;
-    const bool masked = key0 < all_first || key0 + kKeys - 1 > all_pos;
+    if (key0 < all_first || key0 + kKeys - 1 > all_pos) {
 #pragma unroll
-    for (int n = 0; n < kKeys / 8; ++n)
+      for (int n = 0; n < kTiles; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = e / 2, j = key0 + 8 * n + 2 * t4 + (e & 1);
-        float x = s[n][e] * scale_log2;
-        if (masked && (j < row_first[i] || j > row_pos[i])) x = -INFINITY;
-        s[n][e] = x;
-      }
-      // Online softmax per row; the four threads of a quad hold one row's 64 scores.
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2, j = key0 + key_base + 8 * n + 2 * t4 + (e & 1);
+          if (j < row_first[i] || j > row_pos[i]) s[n][e] = -INFINITY;
+        }
+    }
+    // Online softmax per row; the four threads of a quad hold the row's scores of this warp.
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       float mx = m[i];
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+      for (int n = 0; n < kTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ref = mx == -INFINITY ? 0.0f : mx;
-      const float correction = exp2f(m[i] - ref);
+      const float ref = mx == -INFINITY ? 0.0f : mx * scale_log2;
+      const float correction = fast_exp2(fmaf(m[i], scale_log2, -ref));
       m[i] = mx;
       l[i] *= correction;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) o[n][2 * i] *= correction, o[n][2 * i + 1] *= correction;
 #pragma unroll
-      for (int n = 0; n < kKeys / 8; ++n) {
-        const float p0 = exp2f(s[n][2 * i] - ref), p1 = exp2f(s[n][2 * i + 1] - ref);
+      for (int n = 0; n < kTiles; ++n) {
+        const float p0 = fast_exp2(fmaf(s[n][2 * i], scale_log2, -ref));
+        const float p1 = fast_exp2(fmaf(s[n][2 * i + 1], scale_log2, -ref));
         l[i] += p0 + p1;
         s[n][2 * i] = p0;
         s[n][2 * i + 1] = p1;
@@ -266,71 +311,92 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
     // O += P V: P's accumulator layout is the A operand of the next mma (two key n-tiles per 16-key step).
     const uint16_t* vs = v_s + buf * kKeys * D;
 #pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
+    for (int kk = 0; kk < kTiles / 2; ++kk) {
       const uint32_t pa[4] = {pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
                               pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                               pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const int key_row = key_base + 16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1);
 #pragma unroll
       for (int n = 0; n < D / 8; n += 2) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, vs + swizzled<D>(16 * kk + (lane & 7) + 8 * ((lane >> 3) & 1), n + (lane >> 4)));
+        ldmatrix_x4_trans(b, vs + swizzled<D>(key_row, n + (lane >> 4)));
         mma_bf16(o[n], pa, b[0], b[1]);
         mma_bf16(o[n + 1], pa, b[2], b[3]);
       }
     }
   }
   cp_async_wait_all();
-  if (!warp_active) return;
 
+  float sum[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    float sum = l[i];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    if (!row_valid[i]) continue;
-    const int r = warp * 16 + g + 8 * i;
-    const int token = tile.first_token + r / group, head = kvh * group + r % group;
-    const int64_t row_index = static_cast<int64_t>(token) * a.num_heads + head;
-    if (a.splits == 1) {
-      float scale = 1.0f, denom = sum;
-      if (a.sinks) {  // the sink joins the softmax denominator only
-        const float sink = load_elem(a.sinks, a.sinks_type, head) * kLog2e;
-        const float top = fmaxf(m[i], sink);
-        scale = exp2f(m[i] - top);
-        denom = sum * scale + exp2f(sink - top);
-      }
-      const float factor = scale / denom;
-      float* out = a.out + row_index * D;
+    sum[i] = l[i];
+    sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+    sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+    m[i] = m[i] == -INFINITY ? -INFINITY : m[i] * scale_log2;  // exp2 domain from here on
+  }
+  if constexpr (kSplitKeys) {
+    // Merge the warps' partial softmaxes of the same 16 rows: [warp][row] {m, l, o[D]} in the (now idle) K/V tiles.
+    __syncthreads();
+    float* merge = reinterpret_cast<float*>(k_s);
+    constexpr int kStride = D + 2;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float* mine = merge + (warp * 16 + g + 8 * i) * kStride;
+      if (t4 == 0) mine[0] = m[i], mine[1] = sum[i];
 #pragma unroll
       for (int n = 0; n < D / 8; ++n)
-        *reinterpret_cast<float2*>(out + 8 * n + 2 * t4) = make_float2(o[n][2 * i] * factor, o[n][2 * i + 1] * factor);
-    } else {  // [m (natural log units), l, acc[D]] for attention_combine_kernel
-      float* part = a.partial + (row_index * a.splits + split) * (D + 2);
-      if (t4 == 0) {
-        part[0] = m[i] == -INFINITY ? -INFINITY : m[i] * kLn2;
-        part[1] = sum;
-      }
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
-        part[2 + 8 * n + 2 * t4] = o[n][2 * i];
-        part[3 + 8 * n + 2 * t4] = o[n][2 * i + 1];
-      }
+        *reinterpret_cast<float2*>(mine + 2 + 8 * n + 2 * t4) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
     }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
+      const int r = idx / D, d = idx % D;
+      float top = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) top = fmaxf(top, merge[(w * 16 + r) * kStride]);
+      float l_all = 0.0f, value = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float* theirs = merge + (w * 16 + r) * kStride;
+        const float f = theirs[0] == -INFINITY ? 0.0f : fast_exp2(theirs[0] - top);
+        l_all += theirs[1] * f;
+        value += theirs[2 + d] * f;
+      }
+      const int token = tile.first_token + r / group, head = kvh * group + r % group;
+      const RowDestination dst =
+          row_destination<D>(a, static_cast<int64_t>(token) * a.num_heads + head, head, split, top, l_all, d == 0);
+      dst.values[d] = value * dst.factor;
+    }
+    return;
+  }
+  if (!warp_active) return;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (!row_valid[i]) continue;
+    const int r = row0 + g + 8 * i;
+    const int token = tile.first_token + r / group, head = kvh * group + r % group;
+    const RowDestination dst =
+        row_destination<D>(a, static_cast<int64_t>(token) * a.num_heads + head, head, split, m[i], sum[i], t4 == 0);
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<float2*>(dst.values + 8 * n + 2 * t4) =
+          make_float2(o[n][2 * i] * dst.factor, o[n][2 * i + 1] * dst.factor);
   }
 }
 
-template <int D, int kWarps>
+template <int D, int kWarps, bool kSplitKeys>
 void launch_for(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int kRows = 16 * kWarps;
+  constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;
   const size_t smem = (kRows + 4 * kKeys) * D * sizeof(uint16_t);
   static const bool configured = [&] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
   (void)configured;
   const int tiles = flash_attention_tiles(a.num_tokens, a.num_seqs, a.num_heads, a.num_kv_heads, kRows);
-  flash_attention_kernel<D, kWarps><<<dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream>>>(a);
+  flash_attention_kernel<D, kWarps, kSplitKeys>
+      <<<dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream>>>(a);
   RS_CUDA_CHECK_LAUNCH();
 }
 
@@ -341,16 +407,12 @@ bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t 
          num_heads / num_kv_heads <= 64;
 }
 
-int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t head_dim) {
-  // Decode rows are one token per tile: 4 warps (one computes for groups of up to 16 heads, all load). Prefill tiles
-  // of 128 rows halve the K/V reads per row where the registers allow (head_dim 128 needs ~200 per thread, so one
-  // 8-warp block per SM holds as many warps as two 4-warp blocks).
-  static const int forced = [] {
-    const char* env = std::getenv("RS_FLASH_ROWS");
-    return env ? std::atoi(env) : 0;
-  }();
-  if (num_tokens == num_seqs) return 64;
-  if (forced == 64 || forced == 128) return forced;
+int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim) {
+  // Decode: one token per tile; groups of up to 16 heads split the keys over the 4 warps (16-row tiles), larger
+  // groups take 64-row tiles. Prefill tiles of 128 rows halve the K/V reads per row where the registers allow
+  // (head_dim 128 needs ~200 per thread, so one 8-warp block per SM holds as many warps as two 4-warp blocks).
+  if (num_tokens == num_seqs) return num_heads / num_kv_heads <= 16 ? 16 : 64;
   return head_dim == 128 ? 128 : 64;
 }
 
@@ -364,7 +426,8 @@ int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int
                                        int32_t head_dim, int32_t max_kv_len, int32_t window, int32_t num_sms,
                                        int32_t* splits) {
   // Tiles actually present: a sequence's tokens fill ceil(tokens / tokens_per_tile) tiles.
-  const int32_t tokens_per_tile = flash_attention_rows(num_tokens, num_seqs, head_dim) / (num_heads / num_kv_heads);
+  const int32_t tokens_per_tile =
+      flash_attention_rows(num_tokens, num_seqs, num_heads, num_kv_heads, head_dim) / (num_heads / num_kv_heads);
   const int64_t blocks =
       static_cast<int64_t>(std::max<int64_t>(num_seqs, ceil_div(num_tokens, tokens_per_tile))) * num_kv_heads;
   const int64_t range = window > 0 ? std::min(window, max_kv_len) : max_kv_len;
@@ -383,11 +446,14 @@ int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int
 
 void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
   if (args.num_tokens == 0) return;
-  const bool wide = flash_attention_rows(args.num_tokens, args.num_seqs, args.head_dim) == 128;
+  const int32_t rows =
+      flash_attention_rows(args.num_tokens, args.num_seqs, args.num_heads, args.num_kv_heads, args.head_dim);
   if (args.head_dim == 64) {
-    wide ? launch_for<64, 8>(args, stream) : launch_for<64, 4>(args, stream);
+    rows == 16 ? launch_for<64, 4, true>(args, stream) : launch_for<64, 4, false>(args, stream);
   } else {
-    wide ? launch_for<128, 8>(args, stream) : launch_for<128, 4>(args, stream);
+    rows == 16    ? launch_for<128, 4, true>(args, stream)
+    : rows == 128 ? launch_for<128, 8, false>(args, stream)
+                  : launch_for<128, 4, false>(args, stream);
   }
   if (args.splits > 1) launch_attention_combine(args, stream);
 }

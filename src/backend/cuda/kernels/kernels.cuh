@@ -99,6 +99,7 @@ struct AttentionArgs {
   float* partial;  // [T, heads, splits, hd + 2] when splits > 1
   uint32_t* error_flags;
   int32_t num_tokens, num_seqs, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits;
+  int32_t page_shift;  // log2(page_size) when a power of two, else -1
   float scale;
 };
 // Chooses the key-split count (flash-decoding) from the shape and a bound on the key range (each token splits its own
@@ -112,7 +113,8 @@ void launch_attention_combine(const AttentionArgs& args, cudaStream_t stream);
 // ---- tensor-core attention (flash_attention.cu): bf16 cache, head_dim 64/128, GQA groups of at most 64 ----
 bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, bool cache_bf16);
 // Query rows per tile (64 or 128) and an upper bound on the tiles of a batch (the grid).
-int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t head_dim);
+int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
+                             int32_t head_dim);
 int32_t flash_attention_tiles(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                               int32_t rows);
 // As attention_partial_floats, for the flash kernel's blocks (query tiles x KV heads); returns a bound that depends
