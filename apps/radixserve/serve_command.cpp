@@ -25,6 +25,7 @@ struct ServeOptions {
   std::string model_dir;
   std::string served_model_name;  // empty: the model folder's name
   server::ServerConfig http;
+  server::RequestLimits limits;
   sched::SchedulerConfig scheduler;
   engine::EngineConfig engine;
   int32_t drain_timeout_s = 30;
@@ -180,6 +181,7 @@ void run_serve(ServeOptions options) {
   model.harmony = harmony_tokens(model.text);
   model.hermes_tool_calls = options.tool_call_parser == "qwen3";
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
+  model.limits = options.limits;
 
   options.scheduler.context_length = model.max_context;
   sched::Scheduler scheduler(options.scheduler, pool,
@@ -200,6 +202,46 @@ void run_serve(ServeOptions options) {
   while (http.in_flight() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   http.stop();
   RS_LOG_INFO("shut down");
+}
+
+// Limits on what one request may send or ask for (each excess gets a 4xx naming it) and on slow clients.
+void add_limit_options(CLI::App& cmd, ServeOptions& options) {
+  cmd.add_option("--max-request-bytes", options.http.max_request_bytes, "Largest request body accepted (else 413)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
+      ->capture_default_str();
+  cmd.add_option("--read-timeout", options.http.read_timeout_s, "Seconds a client may stay silent mid-request")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd.add_option("--write-timeout", options.http.write_timeout_s, "Seconds a client may leave a response unread")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd.add_option("--max-json-depth", options.limits.max_json_depth, "Deepest nesting of a request body")
+      ->check(CLI::Range(1, server::kMaxJsonDepth))
+      ->capture_default_str();
+  cmd.add_option("--max-messages", options.limits.max_messages, "Chat messages per request")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd.add_option("--max-n", options.limits.max_n, "Choices per prompt ('n')")
+      ->check(CLI::Range(1, 128))
+      ->capture_default_str();
+  cmd.add_option("--max-stop-sequences", options.limits.max_stop, "Stop strings per request")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  cmd.add_option("--max-stop-bytes", options.limits.max_stop_bytes, "Bytes per stop string")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd.add_option("--max-top-logprobs", options.limits.max_top_logprobs, "Alternatives per token in logprobs")
+      ->check(CLI::Range(0, 20))
+      ->capture_default_str();
+  cmd.add_option("--max-prompt-tokens", options.limits.max_prompt_tokens,
+                 "Tokens per prompt after the chat template (0 = the context length)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd.add_option("--max-tokens-limit", options.limits.max_tokens,
+                 "Largest max_tokens a request may ask for, and the default when it asks for none (0 = what the "
+                 "context leaves)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -242,6 +284,7 @@ void add_serve_command(CLI::App& app) {
                   "or none (gpt-oss harmony calls are always parsed)")
       ->check(CLI::IsMember({"none", "qwen3"}))
       ->capture_default_str();
+  add_limit_options(*cmd, *options);
   add_engine_options(*cmd, options->engine);
   cmd->callback([options] { run_serve(*options); });
 }

@@ -66,7 +66,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
   std::vector<std::vector<int32_t>> prompts;
   std::string model_name;
   if (endpoint == Endpoint::kChat) {
-    auto parsed = parse_chat_request(body, model_.sampling_defaults);
+    auto parsed = parse_chat_request(body, model_.sampling_defaults, model_.limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<ChatRequest>(parsed);
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
@@ -85,7 +85,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
       prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
     }
   } else {
-    auto parsed = parse_completion_request(body, model_.sampling_defaults);
+    auto parsed = parse_completion_request(body, model_.sampling_defaults, model_.limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<CompletionRequest>(parsed);
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
@@ -126,15 +126,29 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
   const int64_t room = model_.max_context - static_cast<int64_t>(longest);
   const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  const char* max_tokens_param = endpoint == Endpoint::kChat ? "max_completion_tokens" : "max_tokens";
+  const RequestLimits& limits = model_.limits;
+  if (limits.max_prompt_tokens > 0 && static_cast<int64_t>(longest) > limits.max_prompt_tokens)
+    return invalid_param(prompt_param,
+                         fmt::format("Your prompt has {} tokens, more than this server's limit of {} per prompt.",
+                                     longest, limits.max_prompt_tokens),
+                         "prompt_too_long");
+  if (limits.max_tokens > 0 && options.max_tokens && *options.max_tokens > limits.max_tokens)
+    return invalid_param(max_tokens_param,
+                         fmt::format("You requested {} completion tokens, more than this server's limit of {}.",
+                                     *options.max_tokens, limits.max_tokens),
+                         "integer_above_max_value");
   if (room < 1)
     return invalid_param(prompt_param,
                          fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
                                      "tokens, which leaves no room for the completion.",
                                      model_.max_context, longest),
                          "context_length_exceeded");
-  if (!options.max_tokens) return static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
+  if (!options.max_tokens)
+    return static_cast<int32_t>(
+        std::min<int64_t>({room, INT32_MAX, limits.max_tokens > 0 ? limits.max_tokens : INT32_MAX}));
   if (*options.max_tokens > room)
-    return invalid_param(endpoint == Endpoint::kChat ? "max_completion_tokens" : "max_tokens",
+    return invalid_param(max_tokens_param,
                          fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
                                      "tokens ({} in the prompt, {} in the completion). Please reduce the length of the "
                                      "prompt or completion.",

@@ -54,10 +54,10 @@ void HttpServer::start() {
   const int threads = config_.num_threads;
   // httplib owns the queue it gets from this factory (its API takes a raw pointer).
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(64u << 20);
+  http_->set_payload_max_length(config_.max_request_bytes);
   http_->set_keep_alive_max_count(1000);
-  http_->set_read_timeout(30, 0);
-  http_->set_write_timeout(30, 0);
+  http_->set_read_timeout(config_.read_timeout_s, 0);
+  http_->set_write_timeout(config_.write_timeout_s, 0);
   add_routes();
   // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and silently take half its
   // connections. SO_REUSEADDR alone still allows a restart while old connections sit in TIME_WAIT.
@@ -94,12 +94,17 @@ void HttpServer::add_routes() {
                        "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {}, "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
-  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const int status = res.status;
-    send_error(res, api_error(status, status >= 500 ? "server_error" : "invalid_request_error",
-                              status == 404 ? "Unknown route: " + req.method + " " + req.path
-                                            : "HTTP error " + std::to_string(status)));
+    std::string message = "HTTP error " + std::to_string(status);
+    if (status == 404) message = "Unknown route: " + req.method + " " + req.path;
+    if (status == 413)
+      message = fmt::format("The request body is larger than this server's limit of {} bytes (--max-request-bytes).",
+                            config_.max_request_bytes);
+    if (status == 414) message = "The request URI is too long.";
+    if (status == 431) message = "The request's headers are too large.";
+    send_error(res, api_error(status, status >= 500 ? "server_error" : "invalid_request_error", message));
   });
   http_->set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown error";

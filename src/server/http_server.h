@@ -21,9 +21,12 @@ namespace rs::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
-  int port = 8000;           // 0 = any free port (see HttpServer::port)
-  std::string api_key;       // empty = no authentication
-  int32_t num_threads = 64;  // HTTP worker threads (each open stream holds one)
+  int port = 8000;                       // 0 = any free port (see HttpServer::port)
+  std::string api_key;                   // empty = no authentication
+  int32_t num_threads = 64;              // HTTP worker threads (each open stream holds one)
+  size_t max_request_bytes = 64u << 20;  // larger bodies get a 413
+  int read_timeout_s = 30;               // a client silent this long mid-request is dropped
+  int write_timeout_s = 30;              // a client not reading for this long is dropped
 };
 
 class HttpServer {

@@ -2,6 +2,7 @@
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include "base/error.h"
 
@@ -24,6 +25,21 @@ TEST(HttpServer, SecondServerOnABoundPortFailsClearly) {
   HttpServer third(ServerConfig{.port = first.port(), .num_threads = 2});
   EXPECT_NO_THROW(third.start());
   third.stop();
+}
+
+TEST(HttpServer, OversizedBodyGetsA413ThatNamesTheLimit) {
+  HttpServer server(ServerConfig{.port = 0, .num_threads = 2, .max_request_bytes = 2048});
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  const auto small = client.Post("/v1/completions", std::string(100, ' '), "application/json");
+  ASSERT_TRUE(small);
+  EXPECT_NE(small->status, 413);  // not ready yet, but not too large
+  const auto large = client.Post("/v1/completions", std::string(4096, ' '), "application/json");
+  ASSERT_TRUE(large);
+  EXPECT_EQ(large->status, 413);
+  EXPECT_NE(large->body.find("limit of 2048 bytes"), std::string::npos) << large->body;
+  EXPECT_EQ(client.Get("/health")->status, 503);  // still serving (loading) after the refusal
+  server.stop();
 }
 
 }  // namespace

@@ -131,19 +131,20 @@ bool is_token_id(const json& v) {
 // Parses the body as a JSON object, or explains why it is not one. Nesting is capped while parsing, before anything
 // copies the value: copying (and converting for the chat template) recurses once per level, so a deep body would
 // overflow the HTTP thread's stack.
-std::variant<json, ApiError> parse_body(std::string_view body) {
+std::variant<json, ApiError> parse_body(std::string_view body, int max_depth) {
+  max_depth = std::clamp(max_depth, 1, kMaxJsonDepth);
   bool too_deep = false;
   json parsed = json::parse(
       body,
-      [&too_deep](int depth, json::parse_event_t, json&) {
-        if (depth >= kMaxJsonDepth) too_deep = true;
+      [&too_deep, max_depth](int depth, json::parse_event_t, json&) {
+        if (depth >= max_depth) too_deep = true;
         return !too_deep;  // keep nothing once too deep: the body is refused anyway
       },
       /*allow_exceptions=*/false);
   if (too_deep)
-    return invalid_param(
-        {}, fmt::format("The JSON body of your request is nested more than {} levels deep.", kMaxJsonDepth),
-        "invalid_json");
+    return invalid_param({},
+                         fmt::format("The JSON body of your request is nested more than {} levels deep.", max_depth),
+                         "invalid_json");
   if (parsed.is_discarded())
     return invalid_param({},
                          "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
@@ -162,13 +163,14 @@ std::optional<std::string> read_model(FieldReader& reader) {
 }
 
 // Options both endpoints share. Endpoint-specific logprobs and max_tokens aliases are read by the callers.
-GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams& defaults) {
+GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams& defaults,
+                              const RequestLimits& limits) {
   GenerationOptions options;
   options.sampling = defaults;
   options.sampling.logprobs = false;
   options.sampling.top_logprobs = 0;
   options.sampling.seed.reset();
-  options.n = static_cast<int32_t>(reader.integer("n", 1, 128).value_or(1));
+  options.n = static_cast<int32_t>(reader.integer("n", 1, limits.max_n).value_or(1));
   if (auto v = reader.integer("max_tokens", 1, INT32_MAX)) options.max_tokens = static_cast<int32_t>(*v);
   if (auto v = reader.number("temperature", 0.0, 2.0)) options.sampling.temperature = static_cast<float>(*v);
   if (auto v = reader.number("top_p", 0.0, 1.0)) {
@@ -189,14 +191,21 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
   if (const json* stop = reader.find("stop")) {
     if (stop->is_string()) {
       options.stop.push_back(stop->get<std::string>());
-    } else if (stop->is_array() && stop->size() <= 4 &&
+    } else if (stop->is_array() && static_cast<int64_t>(stop->size()) <= limits.max_stop &&
                std::all_of(stop->begin(), stop->end(), [](const json& s) { return s.is_string(); })) {
       for (const json& s : *stop) options.stop.push_back(s.get<std::string>());
     } else {
-      reader.fail(invalid_param("stop", "'stop' must be a string or an array of at most 4 strings", "invalid_type"));
+      reader.fail(invalid_param(
+          "stop", fmt::format("'stop' must be a string or an array of at most {} strings", limits.max_stop),
+          "invalid_type"));
     }
     if (std::any_of(options.stop.begin(), options.stop.end(), [](const std::string& s) { return s.empty(); }))
       reader.fail(invalid_param("stop", "stop strings must not be empty", "invalid_value"));
+    if (std::any_of(options.stop.begin(), options.stop.end(),
+                    [&](const std::string& s) { return static_cast<int64_t>(s.size()) > limits.max_stop_bytes; }))
+      reader.fail(invalid_param(
+          "stop", fmt::format("stop strings may be at most {} bytes long on this server", limits.max_stop_bytes),
+          "invalid_value"));
   }
   if (const json* ids = reader.find("stop_token_ids")) {
     if (!ids->is_array() || !std::all_of(ids->begin(), ids->end(), is_token_id))
@@ -228,7 +237,7 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
 }
 
 // The messages array itself; each message is checked and normalised for the chat template by chat_messages.h.
-std::optional<ApiError> validate_messages(const json* messages, json& out) {
+std::optional<ApiError> validate_messages(const json* messages, int32_t max_messages, json& out) {
   if (!messages)
     return invalid_param("messages", "Missing required parameter: 'messages'.", "missing_required_parameter");
   if (!messages->is_array()) return wrong_type("messages", "an array", *messages);
@@ -237,6 +246,11 @@ std::optional<ApiError> validate_messages(const json* messages, json& out) {
                          "Invalid 'messages': empty array. Expected an array with minimum length 1, but "
                          "got an empty array instead.",
                          "empty_array");
+  if (static_cast<int64_t>(messages->size()) > max_messages)
+    return invalid_param("messages",
+                         fmt::format("Invalid 'messages': {} messages, more than this server's limit of {}.",
+                                     messages->size(), max_messages),
+                         "array_above_max_length");
   auto normalized = normalize_chat_messages(*messages);
   if (auto* error = std::get_if<ApiError>(&normalized)) return *error;
   out = std::move(std::get<json>(normalized));
@@ -263,22 +277,24 @@ engine::SamplingParams sampling_defaults(const nlohmann::json& generation_config
   return params;
 }
 
-Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults) {
-  auto parsed = parse_body(body);
+Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults,
+                                       const RequestLimits& limits) {
+  auto parsed = parse_body(body, limits.max_json_depth);
   if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
   const json& object = std::get<json>(parsed);
   if (auto error = check_fields(object, kChatFields)) return *error;
   FieldReader reader{object, std::nullopt};
   ChatRequest request;
   request.model = read_model(reader).value_or("");
-  if (auto error = validate_messages(reader.error ? nullptr : reader.find("messages"), request.messages);
+  if (auto error =
+          validate_messages(reader.error ? nullptr : reader.find("messages"), limits.max_messages, request.messages);
       error && !reader.error)
     reader.fail(*error);
-  request.options = read_common(reader, defaults);
+  request.options = read_common(reader, defaults, limits);
   if (auto v = reader.integer("max_completion_tokens", 1, INT32_MAX))
     request.options.max_tokens = static_cast<int32_t>(*v);
   request.options.sampling.logprobs = reader.boolean("logprobs").value_or(false);
-  if (auto v = reader.integer("top_logprobs", 0, 20)) {
+  if (auto v = reader.integer("top_logprobs", 0, limits.max_top_logprobs)) {
     if (!request.options.sampling.logprobs)
       reader.fail(invalid_param("top_logprobs", "'top_logprobs' requires 'logprobs' to be true", "invalid_value"));
     request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
@@ -311,8 +327,9 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
   return request;
 }
 
-Parsed<CompletionRequest> parse_completion_request(std::string_view body, const engine::SamplingParams& defaults) {
-  auto parsed = parse_body(body);
+Parsed<CompletionRequest> parse_completion_request(std::string_view body, const engine::SamplingParams& defaults,
+                                                   const RequestLimits& limits) {
+  auto parsed = parse_body(body, limits.max_json_depth);
   if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
   const json& object = std::get<json>(parsed);
   if (auto error = check_fields(object, kCompletionFields)) return *error;
@@ -341,9 +358,9 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
                               "an array of token-id arrays, and not empty",
                               "invalid_type"));
   }
-  request.options = read_common(reader, defaults);
+  request.options = read_common(reader, defaults, limits);
   if (!request.options.max_tokens) request.options.max_tokens = 16;  // the legacy endpoint's default
-  if (auto v = reader.integer("logprobs", 0, 5)) {
+  if (auto v = reader.integer("logprobs", 0, std::min(5, limits.max_top_logprobs))) {
     request.options.sampling.logprobs = true;
     request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
   }
@@ -351,7 +368,7 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
     reader.fail(invalid_param("echo", "'echo' is not supported", "unsupported_parameter"));
   if (auto suffix = reader.string("suffix"); suffix && !suffix->empty())
     reader.fail(invalid_param("suffix", "'suffix' is not supported", "unsupported_parameter"));
-  if (auto best_of = reader.integer("best_of", 1, 128); best_of && *best_of != request.options.n)
+  if (auto best_of = reader.integer("best_of", 1, limits.max_n); best_of && *best_of != request.options.n)
     reader.fail(invalid_param("best_of", "'best_of' must equal 'n' when given", "unsupported_parameter"));
   if (reader.error) return *reader.error;
   return request;

@@ -51,12 +51,26 @@ struct CompletionRequest {
 template <typename T>
 using Parsed = std::variant<T, ApiError>;
 
-// Containers a request body may nest (arrays and objects, the body itself counted): deeper bodies get a 400.
+// Containers a request body may nest (arrays and objects, the body itself counted) by default, and at most.
 constexpr int kMaxJsonDepth = 64;
 
+// What one request may ask for. Each is a `serve` option; a request past one gets a 400 that names the limit.
+struct RequestLimits {
+  int32_t max_json_depth = kMaxJsonDepth;  // nesting of the body (<= kMaxJsonDepth: copies recurse per level)
+  int32_t max_messages = 1024;             // chat messages per request
+  int32_t max_n = 128;                     // choices per prompt
+  int32_t max_stop = 4;                    // stop strings per request (OpenAI's limit)
+  int32_t max_stop_bytes = 1024;           // bytes per stop string
+  int32_t max_top_logprobs = 20;           // chat top_logprobs; completions logprobs take min(5, this)
+  int64_t max_prompt_tokens = 0;           // per prompt, after the chat template; 0 = only the context length
+  int32_t max_tokens = 0;                  // max_tokens a request may ask for (and the default); 0 = the context's room
+};
+
 // `defaults` carries the model's generation_config.json sampling values, used where the request is silent.
-Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults);
-Parsed<CompletionRequest> parse_completion_request(std::string_view body, const engine::SamplingParams& defaults);
+Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults,
+                                       const RequestLimits& limits = {});
+Parsed<CompletionRequest> parse_completion_request(std::string_view body, const engine::SamplingParams& defaults,
+                                                   const RequestLimits& limits = {});
 
 // Sampling defaults from generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty).
 engine::SamplingParams sampling_defaults(const nlohmann::json& generation_config);

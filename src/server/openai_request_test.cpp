@@ -19,6 +19,49 @@ ApiError completion_error(const std::string& body) {
   return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
 }
 
+TEST(OpenAiRequest, ConfiguredLimitsGiveErrorsThatNameThem) {
+  RequestLimits limits;
+  limits.max_json_depth = 4;
+  limits.max_messages = 2;
+  limits.max_n = 3;
+  limits.max_stop = 2;
+  limits.max_stop_bytes = 5;
+  limits.max_top_logprobs = 2;
+  const std::string user = R"({"role": "user", "content": "hi"})";
+  const auto chat = [&](const std::string& fields, const std::string& messages) {
+    return parse_chat_request(R"({"messages": [)" + messages + "]" + fields + "}", kDefaults, limits);
+  };
+  const auto error_of = [](const auto& parsed) {
+    EXPECT_TRUE(std::holds_alternative<ApiError>(parsed));
+    return std::holds_alternative<ApiError>(parsed) ? std::get<ApiError>(parsed) : ApiError{};
+  };
+  // Within every limit: accepted.
+  EXPECT_TRUE(std::holds_alternative<ChatRequest>(
+      chat(R"(, "n": 3, "stop": ["ab", "cdefg"], "logprobs": true, "top_logprobs": 2)", user + "," + user)));
+
+  ApiError e = error_of(chat("", user + "," + user + "," + user));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_NE(e.message.find("limit of 2"), std::string::npos) << e.message;
+  EXPECT_EQ(error_of(chat(R"(, "n": 4)", user)).param, "n");
+  e = error_of(chat(R"(, "stop": ["a", "b", "c"])", user));
+  EXPECT_EQ(e.param, "stop");
+  EXPECT_NE(e.message.find("at most 2"), std::string::npos) << e.message;
+  e = error_of(chat(R"(, "stop": "toolong")", user));
+  EXPECT_EQ(e.param, "stop");
+  EXPECT_NE(e.message.find("5 bytes"), std::string::npos) << e.message;
+  EXPECT_EQ(error_of(chat(R"(, "logprobs": true, "top_logprobs": 3)", user)).param, "top_logprobs");
+  e = error_of(chat(R"(, "metadata": {"a": {"b": [1]}})", user));  // body, metadata, a, b: 4 containers
+  EXPECT_NE(e.message.find("nested more than 4"), std::string::npos) << e.message;
+
+  const auto completion = [&](const std::string& fields) {
+    return parse_completion_request(R"({"prompt": "x")" + fields + "}", kDefaults, limits);
+  };
+  EXPECT_EQ(error_of(completion(R"(, "logprobs": 3)")).param, "logprobs");
+  EXPECT_EQ(error_of(completion(R"(, "n": 4)")).param, "n");
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(completion(R"(, "logprobs": 2, "n": 3)")));
+}
+
 TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
   auto parsed = parse_completion_request(R"({"model": "m", "prompt": [4294967297]})", kDefaults);
   ASSERT_TRUE(std::holds_alternative<ApiError>(parsed));

@@ -97,6 +97,47 @@ test('bad input gets 4xx while a stream beside it completes', async () => {
   }
 });
 
+test('configured request limits give 4xx errors that name them', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--max-prompt-tokens', '50',
+    '--max-tokens-limit', '20', '--max-request-bytes', '4096', '--max-messages', '2', '--max-n', '2',
+    '--max-stop-sequences', '1', '--max-top-logprobs', '1'] });
+  try {
+    const user = { role: 'user', content: 'hi' };
+    const ok = { model: server.model, messages: [user] };
+    const cases = [
+      ['prompt over --max-prompt-tokens', '/v1/completions', { model: server.model, prompt: Array(60).fill(7) }, 400,
+        'prompt', 'limit of 50'],
+      ['max_tokens over --max-tokens-limit', '/v1/completions', { model: server.model, prompt: [1], max_tokens: 21 },
+        400, 'max_tokens', 'limit of 20'],
+      ['body over --max-request-bytes', '/v1/completions', { model: server.model, prompt: 'x'.repeat(5000) }, 413,
+        undefined, 'limit of 4096 bytes'],
+      ['messages over --max-messages', '/v1/chat/completions', { ...ok, messages: [user, user, user] }, 400,
+        'messages', 'limit of 2'],
+      ['n over --max-n', '/v1/chat/completions', { ...ok, n: 3 }, 400, 'n'],
+      ['stop strings over --max-stop-sequences', '/v1/chat/completions', { ...ok, stop: ['a', 'b'] }, 400, 'stop'],
+      ['top_logprobs over --max-top-logprobs', '/v1/chat/completions', { ...ok, logprobs: true, top_logprobs: 2 },
+        400, 'top_logprobs'],
+    ];
+    for (const [name, route, body, status, param, text] of cases) {
+      const result = await post(server.baseURL, route, body);
+      assert.equal(result.status, status, `${name}: ${result.text}`);
+      assert.ok(result.body?.error, `${name}: no error object`);
+      if (param) assert.equal(result.body.error.param, param, name);
+      if (text) assert.ok(result.body.error.message.includes(text), `${name}: ${result.body.error.message}`);
+    }
+    // Without max_tokens a request gets at most --max-tokens-limit tokens.
+    const completion = await server.client().completions.create({ model: server.model, prompt: [1, 2, 3],
+      max_tokens: undefined, temperature: 0, ignore_eos: true });
+    assert.ok(completion.usage.completion_tokens <= 16);  // the legacy endpoint's default is 16 (under the limit)
+    const chat = await server.client().chat.completions.create({ ...ok, temperature: 0, ignore_eos: true });
+    assert.equal(chat.usage.completion_tokens, 20);
+    assert.equal(chat.choices[0].finish_reason, 'length');
+    assert.equal((await fetch(`${server.baseURL}/health`)).status, 200);
+  } finally {
+    await server.stop();
+  }
+});
+
 test('200 requests, a third disconnected mid-stream: KV returns to idle', async () => {
   const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--max-running-requests', '16'] });
   try {
