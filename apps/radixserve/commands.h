@@ -17,6 +17,8 @@ void add_chat_template_command(CLI::App& app);
 
 // Engine flags shared by generate, bench and serve (--backend, --threads, --load-format, --page-size, ...).
 void add_engine_options(CLI::App& command, engine::EngineConfig& config);
+// "0.1.0 (git revision)": --version and the server's /version.
+std::string version_string();
 // A progress reporter for long work that draws a bar on stderr when it is a terminal, else logs milestones.
 std::function<void(const std::string&, double)> make_progress_reporter();
 

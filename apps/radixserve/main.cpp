@@ -10,6 +10,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"radixserve: an LLM inference server with a paged KV cache and a radix prefix cache"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "radixserve " + rs::app::version_string());
+  app.fallthrough();  // --log-level is accepted after the subcommand too
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "debug, info, warn or error")->capture_default_str();
   app.parse_complete_callback([&] { rs::set_log_level(log_level); });

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -158,6 +159,9 @@ int64_t max_request_tokens(const engine::Engine& engine, const kv::KvPoolConfig&
 
 void run_serve(ServeOptions options) {
   ShutdownSignal shutdown;
+  if (options.http.api_key.empty())
+    if (const char* key = std::getenv("RADIXSERVE_API_KEY")) options.http.api_key = key;
+  options.http.version = version_string();
   options.http.num_threads =
       std::min(1024, options.scheduler.max_running_requests + options.scheduler.max_queued_requests + 16);
   server::HttpServer http(options.http);
@@ -257,7 +261,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", options->http.port, "Port to listen on (0 = any free port)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  cmd->add_option("--api-key", options->http.api_key, "Require 'Authorization: Bearer KEY' on /v1 routes");
+  cmd->add_option("--api-key", options->http.api_key,
+                  "Require 'Authorization: Bearer KEY' on /v1 routes (default: $RADIXSERVE_API_KEY)");
+  cmd->add_option("--allowed-origins", options->http.allowed_origins,
+                  "Browser origins allowed to call the API (CORS), e.g. http://localhost:3000 or '*'; default none")
+      ->delimiter(',');
   cmd->add_option("--max-running-requests", options->scheduler.max_running_requests, "Sequences in the running batch")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

@@ -44,7 +44,22 @@ struct StreamState {
 GenerateHandler::GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics)
     : model_(model), scheduler_(scheduler), metrics_(metrics) {}
 
-void GenerateHandler::respond_error(httplib::Response& res, const ApiError& error) {
+static const char* route_of(Endpoint endpoint) {
+  return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
+}
+
+void GenerateHandler::log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation) {
+  const Usage usage = generation.usage();
+  const double ttft = generation.seconds_to_first_token();
+  RS_LOG_INFO("{} {} {} prompt_tokens={} cached_tokens={} completion_tokens={} ttft={} total={:.3f}s finish={}", id,
+              route_of(endpoint), status, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens,
+              ttft < 0 ? std::string("-") : fmt::format("{:.3f}s", ttft), generation.seconds_since_arrival(),
+              generation.finish_reasons());
+}
+
+void GenerateHandler::respond_error(httplib::Response& res, const ApiError& error, Endpoint endpoint) {
+  RS_LOG_INFO("{} {} {}{}", route_of(endpoint), error.status, error.code.empty() ? error.type : error.code,
+              error.param.empty() ? "" : " param=" + error.param);
   (error.status >= 500 ? metrics_.requests_server_error : metrics_.requests_client_error)++;
   res.status = error.status;
   if (error.status == 503) res.set_header("Retry-After", "1");
@@ -161,10 +176,10 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   GenerationOptions options;
   auto prompts = build_prompts(endpoint, req.body, options);
-  if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(res, *error, endpoint);
   auto& prompt_ids = std::get<std::vector<std::vector<int32_t>>>(prompts);
   auto max_new = max_new_tokens(prompt_ids, options, endpoint);
-  if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(res, *error);
+  if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(res, *error, endpoint);
 
   // Found before the work starts, while the client is surely connected (only non-streaming calls use it).
   const PeerConnection peer =
@@ -175,8 +190,10 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
                                                  first_id, scheduler_, metrics_);
   if (!generation->submit()) {
     metrics_.requests_rejected++;
-    return respond_error(res, server_error(503, "The server is overloaded: too many requests are queued. Retry later.",
-                                           "server_overloaded"));
+    return respond_error(
+        res,
+        server_error(503, "The server is overloaded: too many requests are queued. Retry later.", "server_overloaded"),
+        endpoint);
   }
   auto builder = std::make_unique<ResponseBuilder>(endpoint, model_.name, options, model_.text);
 
@@ -192,11 +209,13 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
         generation->abort();
         RS_LOG_INFO("rid={} closed by the client ({}:{}); aborted", first_id, req.remote_addr, req.remote_port);
         res.status = 499;  // nginx's "client closed request"; never seen by the client
+        log_access(endpoint, builder->id(), 499, *generation);
         return;
       }
     }
-    if (generation->error()) return respond_error(res, server_error(500, *generation->error()));
+    if (generation->error()) return respond_error(res, server_error(500, *generation->error()), endpoint);
     metrics_.requests_ok++;
+    log_access(endpoint, builder->id(), 200, *generation);
     res.set_content(
         builder->response(results, generation->usage()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
         "application/json");
@@ -212,7 +231,7 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, state, chat](size_t, httplib::DataSink& sink) {
+      [this, state, chat, endpoint](size_t, httplib::DataSink& sink) {
         std::string out;
         if (!state->started) {
           state->started = true;
@@ -239,17 +258,19 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
         if (done) {
           state->finished = true;
           (state->generation->error() ? metrics_.requests_server_error : metrics_.requests_ok)++;
+          log_access(endpoint, state->builder->id(), state->generation->error() ? 500 : 200, *state->generation);
           sink.done();
         }
         return true;
       },
-      [this, state](bool) {
+      [this, state, endpoint](bool) {
         if (state->finished) return;  // everything was written (the client may close before the last chunk frame)
         // Disconnected mid-stream: free the choices' KV at the scheduler's next step. Counted first: once the
         // scheduler has dropped the request, /metrics may show the server idle (a test waits for exactly that).
         metrics_.requests_aborted++;
         state->generation->abort();
         RS_LOG_INFO("stream {} closed by the client; aborted", state->builder->id());
+        log_access(endpoint, state->builder->id(), 499, *state->generation);
       });
 }
 

@@ -35,7 +35,9 @@ class GenerateHandler {
   std::optional<ApiError> check_num_choices(size_t num_prompts, int32_t n) const;
   std::variant<int32_t, ApiError> max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,
                                                  const GenerationOptions& options, Endpoint endpoint) const;
-  void respond_error(httplib::Response& res, const ApiError& error);
+  void respond_error(httplib::Response& res, const ApiError& error, Endpoint endpoint);
+  // One access-log line per call (never prompt or output text).
+  static void log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation);
 
   const ServingModel& model_;
   sched::Scheduler& scheduler_;

@@ -99,6 +99,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
   const bool ends_on_stop_token = event.finished && event.finish_reason == sched::FinishReason::kStop;
   for (size_t t = 0; t < event.tokens.size() && !choice.finished; ++t) {
     const engine::SampledToken& token = event.tokens[t];
+    if (!first_token_) first_token_ = now;
     if (choice.completion_tokens++ == 0)
       metrics_.time_to_first_token.observe(std::chrono::duration<double>(now - arrival_).count());
     else
@@ -193,11 +194,26 @@ void Generation::end_choice(Choice& choice, ChoiceDelta& delta, const std::strin
   if (!choice.stop.stopped()) delta.text += choice.stop.push(choice.text.flush());
   delta.text += choice.stop.flush();
   delta.finish_reason = reason;
+  choice.finish_reason = reason;
   if (!choice.finished) {
     choice.finished = true;
     ++num_finished_;
   }
   if (done() && !error_) metrics_.request_latency.observe(seconds_since(arrival_));
+}
+
+double Generation::seconds_to_first_token() const {
+  return first_token_ ? std::chrono::duration<double>(*first_token_ - arrival_).count() : -1.0;
+}
+
+std::string Generation::finish_reasons() const {
+  std::string out;
+  for (const Choice& choice : choices_) {
+    const std::string reason = choice.finished ? choice.finish_reason : "abort";
+    if (("," + out + ",").find("," + reason + ",") != std::string::npos) continue;
+    out += (out.empty() ? "" : ",") + reason;
+  }
+  return out;
 }
 
 Usage Generation::usage() const {

@@ -87,6 +87,11 @@ class Generation {
   const std::optional<std::string>& error() const { return error_; }
   Usage usage() const;
   int32_t num_choices() const { return static_cast<int32_t>(choices_.size()); }
+  // For the access log: seconds from arrival to the first token (any choice; negative: none yet) and until now, and
+  // the choices' finish reasons ("stop", "length", "abort" for unfinished ones), distinct, comma-separated.
+  double seconds_to_first_token() const;
+  double seconds_since_arrival() const { return seconds_since(arrival_); }
+  std::string finish_reasons() const;
 
  private:
   struct Choice {
@@ -105,6 +110,7 @@ class Generation {
     int32_t completion_tokens = 0;
     bool finished = false;
     bool submitted = false;
+    std::string finish_reason;
     Clock::time_point last_token;
   };
 
@@ -127,6 +133,7 @@ class Generation {
   int32_t num_finished_ = 0;
   std::optional<std::string> error_;
   Clock::time_point arrival_ = Clock::now();
+  std::optional<Clock::time_point> first_token_;
 };
 
 }  // namespace rs::server

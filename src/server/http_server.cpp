@@ -3,11 +3,13 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "server/tokenize_routes.h"
 
 namespace rs::server {
 namespace {
@@ -84,9 +86,43 @@ void HttpServer::stop() {
   listener_.join();
 }
 
+void HttpServer::allow_origin(const httplib::Request& req, httplib::Response& res) const {
+  const std::string origin = req.get_header_value("Origin");
+  if (origin.empty() || config_.allowed_origins.empty()) return;
+  const auto& allowed = config_.allowed_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return;
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) res.set_header("Vary", "Origin");
+}
+
+// Known routes and their methods: a known path asked with another method gets 405 with Allow, not 404.
+static const char* allowed_methods(const std::string& path) {
+  if (path == "/health" || path == "/metrics" || path == "/version" || path == "/v1/models" ||
+      path.rfind("/v1/models/", 0) == 0)
+    return "GET";
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize" ||
+      path == "/flush_cache")
+    return "POST";
+  return nullptr;
+}
+
 void HttpServer::add_routes() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache";
+    allow_origin(req, res);
+    if (req.method == "OPTIONS") {  // CORS preflight: no credentials are sent with it
+      const char* methods = allowed_methods(req.path);
+      res.status = methods ? 204 : 404;
+      if (methods) res.set_header("Allow", std::string(methods) + ", OPTIONS");
+      if (methods && res.has_header("Access-Control-Allow-Origin")) {
+        res.set_header("Access-Control-Allow-Methods", std::string(methods) + ", OPTIONS");
+        res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+        res.set_header("Access-Control-Max-Age", "600");
+      }
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache" ||
+                                req.path == "/tokenize" || req.path == "/detokenize";
     if (!protected_path || authorized(req.get_header_value("Authorization")))
       return httplib::Server::HandlerResponse::Unhandled;
     send_error(
@@ -99,6 +135,13 @@ void HttpServer::add_routes() {
     const int status = res.status;
     std::string message = "HTTP error " + std::to_string(status);
     if (status == 404) message = "Unknown route: " + req.method + " " + req.path;
+    if (const char* methods = status == 404 ? allowed_methods(req.path) : nullptr) {
+      res.status = 405;
+      res.set_header("Allow", methods);
+      return send_error(
+          res, api_error(405, "invalid_request_error",
+                         fmt::format("Method {} is not allowed on {}; use {}.", req.method, req.path, methods)));
+    }
     if (status == 413)
       message = fmt::format("The request body is larger than this server's limit of {} bytes (--max-request-bytes).",
                             config_.max_request_bytes);
@@ -123,6 +166,9 @@ void HttpServer::add_routes() {
     if (draining_) return send_json(res, 503, {{"status", "draining"}});
     if (!ready_) return send_json(res, 503, {{"status", "loading"}});
     send_json(res, 200, {{"status", "ok"}});
+  });
+  http_->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"version", config_.version}});
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
@@ -161,6 +207,16 @@ void HttpServer::add_routes() {
   };
   http_->Post("/v1/chat/completions", generate(Endpoint::kChat));
   http_->Post("/v1/completions", generate(Endpoint::kCompletion));
+  auto text_route = [this, loading](auto function) {
+    return [this, loading, function](const httplib::Request& req, httplib::Response& res) {
+      if (!ready_) return loading(res);
+      auto result = function(*model_, req.body);
+      if (auto* error = std::get_if<ApiError>(&result)) return send_error(res, *error);
+      send_json(res, 200, std::get<json>(result));
+    };
+  };
+  http_->Post("/tokenize", text_route(tokenize_request));
+  http_->Post("/detokenize", text_route(detokenize_request));
   // Extension (as in SGLang): drop every cached prefix no request uses, e.g. to measure the idle KV level.
   http_->Post("/flush_cache", [this, loading](const httplib::Request&, httplib::Response& res) {
     if (!ready_) return loading(res);

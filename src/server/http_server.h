@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "sched/scheduler.h"
 #include "server/generate_handler.h"
@@ -15,7 +16,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace rs::server {
 
@@ -27,6 +30,9 @@ struct ServerConfig {
   size_t max_request_bytes = 64u << 20;  // larger bodies get a 413
   int read_timeout_s = 30;               // a client silent this long mid-request is dropped
   int write_timeout_s = 30;              // a client not reading for this long is dropped
+  // Browser origins allowed to call the API (CORS); empty = none (no CORS headers), "*" = any.
+  std::vector<std::string> allowed_origins;
+  std::string version;  // reported by GET /version
 };
 
 class HttpServer {
@@ -51,6 +57,9 @@ class HttpServer {
 
  private:
   void add_routes();
+  void add_model_routes();
+  // Sets the CORS headers for the request's Origin when it is allowed.
+  void allow_origin(const httplib::Request& req, httplib::Response& res) const;
   bool authorized(const std::string& authorization) const;
 
   ServerConfig config_;

@@ -18,11 +18,15 @@ export function serverBinary() {
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-// Starts a server; resolves once /health says ok. `args` are extra serve flags.
-export async function startServer({ model, args = [], apiKey } = {}) {
+// Starts a server; resolves once /health says ok. `args` are extra serve flags; keyFromEnv passes apiKey through
+// RADIXSERVE_API_KEY instead of --api-key.
+export async function startServer({ model, args = [], apiKey, keyFromEnv = false } = {}) {
   const argv = ['serve', '--model', path.join(repoRoot, model), '--port', '0', '--threads', '1', ...args];
-  if (apiKey) argv.push('--api-key', apiKey);
-  const child = spawn(serverBinary(), argv, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const env = { ...process.env };
+  delete env.RADIXSERVE_API_KEY;
+  if (apiKey && keyFromEnv) env.RADIXSERVE_API_KEY = apiKey;
+  else if (apiKey) argv.push('--api-key', apiKey);
+  const child = spawn(serverBinary(), argv, { stdio: ['ignore', 'ignore', 'pipe'], env });
   let log = '';
   const port = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${log}`)), 60000);

@@ -1,0 +1,90 @@
+// The HTTP surface around generation: /version, /tokenize and /detokenize (vLLM's shapes; counts equal what
+// generation bills), 405 for a known route asked with the wrong method, CORS for allowed origins only (preflight
+// included), the API key from RADIXSERVE_API_KEY, and one access-log line per request.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { post, startServer } from './harness.mjs';
+
+const MODEL_DIR = 'tests/e2e/fixtures/tiny-chat';
+const DUMMY = ['--load-format', 'dummy'];
+
+test('version, tokenize, detokenize, 405 and the access log', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: DUMMY });
+  try {
+    const version = await (await fetch(`${server.baseURL}/version`)).json();
+    assert.match(version.version, /^\d+\.\d+\.\d+ \(/);
+
+    const text = 'hello world, hello tokens';
+    const tokenized = await post(server.baseURL, '/tokenize', { model: server.model, prompt: text });
+    assert.equal(tokenized.status, 200, tokenized.text);
+    assert.equal(tokenized.body.count, tokenized.body.tokens.length);
+    assert.ok(tokenized.body.max_model_len > 0);
+    const client = server.client();
+    const completion = await client.completions.create({ model: server.model, prompt: text, max_tokens: 1 });
+    assert.equal(completion.usage.prompt_tokens, tokenized.body.count);
+    const detokenized = await post(server.baseURL, '/detokenize', { tokens: tokenized.body.tokens });
+    assert.equal(detokenized.status, 200, detokenized.text);
+    assert.ok(detokenized.body.prompt.endsWith(text), detokenized.body.prompt);
+
+    const messages = [{ role: 'system', content: 'be brief' }, { role: 'user', content: text }];
+    const chatTokens = await post(server.baseURL, '/tokenize', { messages });
+    assert.equal(chatTokens.status, 200, chatTokens.text);
+    const chat = await client.chat.completions.create({ model: server.model, messages, max_tokens: 1 });
+    assert.equal(chat.usage.prompt_tokens, chatTokens.body.count);
+    const noGenerationPrompt = await post(server.baseURL, '/tokenize', { messages, add_generation_prompt: false });
+    assert.ok(noGenerationPrompt.body.count < chatTokens.body.count);
+
+    for (const [body, param] of [[{ prompt: text, messages }, 'prompt'], [{ tokens: 'x' }, undefined],
+      [{ prompt: 7 }, 'prompt'], [{ prompt: text, frobnicate: 1 }, 'frobnicate']]) {
+      const route = 'tokens' in body ? '/detokenize' : '/tokenize';
+      const result = await post(server.baseURL, route, body);
+      assert.equal(result.status, 400, result.text);
+      if (param) assert.equal(result.body.error.param, param);
+    }
+    assert.equal((await post(server.baseURL, '/detokenize', { tokens: [1, 1e9] })).status, 400);
+
+    const wrongMethod = await fetch(`${server.baseURL}/v1/completions`);
+    assert.equal(wrongMethod.status, 405);
+    assert.equal(wrongMethod.headers.get('allow'), 'POST');
+    assert.equal((await fetch(`${server.baseURL}/health`, { method: 'POST' })).status, 405);
+    assert.equal((await fetch(`${server.baseURL}/no/such/route`)).status, 404);
+
+    // One access line per request: id, route, status, token counts, latency, finish reason; no prompt text.
+    const log = server.log();
+    assert.match(log, /cmpl-\S+ \/v1\/completions 200 prompt_tokens=\d+ cached_tokens=\d+ completion_tokens=1 ttft=\S+ total=\S+ finish=length/);
+    assert.match(log, /chatcmpl-\S+ \/v1\/chat\/completions 200 prompt_tokens=/);
+    assert.ok(!log.includes(text), 'prompt text must not be logged');
+  } finally {
+    await server.stop();
+  }
+});
+
+test('CORS for allowed origins only, and the API key from the environment', async () => {
+  const origin = 'http://localhost:3000';
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--allowed-origins', origin], apiKey: 'sk-env',
+    keyFromEnv: true });
+  try {
+    const preflight = await fetch(`${server.baseURL}/v1/chat/completions`, { method: 'OPTIONS',
+      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'authorization, content-type' } });
+    assert.equal(preflight.status, 204);
+    assert.equal(preflight.headers.get('access-control-allow-origin'), origin);
+    assert.match(preflight.headers.get('access-control-allow-methods'), /POST/);
+    assert.match(preflight.headers.get('access-control-allow-headers'), /Authorization/);
+
+    const body = { model: server.model, prompt: [1, 2, 3], max_tokens: 2 };
+    const allowed = await post(server.baseURL, '/v1/completions', body,
+      { Origin: origin, Authorization: 'Bearer sk-env' });
+    assert.equal(allowed.status, 200, allowed.text);
+    assert.equal(allowed.headers.get('access-control-allow-origin'), origin);
+    const unauthorized = await post(server.baseURL, '/v1/completions', body, { Origin: origin });
+    assert.equal(unauthorized.status, 401);
+    assert.equal(unauthorized.headers.get('access-control-allow-origin'), origin);  // the browser may read the 401
+    const other = await post(server.baseURL, '/v1/completions', body,
+      { Origin: 'http://evil.example', Authorization: 'Bearer sk-env' });
+    assert.equal(other.headers.get('access-control-allow-origin'), null);
+  } finally {
+    await server.stop();
+  }
+});
