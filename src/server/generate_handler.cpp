@@ -60,7 +60,13 @@ void GenerateHandler::log_access(Endpoint endpoint, const std::string& id, int s
 void GenerateHandler::respond_error(httplib::Response& res, const ApiError& error, Endpoint endpoint) {
   RS_LOG_INFO("{} {} {}{}", route_of(endpoint), error.status, error.code.empty() ? error.type : error.code,
               error.param.empty() ? "" : " param=" + error.param);
-  (error.status >= 500 ? metrics_.requests_server_error : metrics_.requests_client_error)++;
+  if (error.status == 503) {
+    // counted by the caller as rejected, once
+  } else if (error.status >= 500) {
+    metrics_.requests_server_error++;
+  } else {
+    metrics_.count_client_error(error.status);
+  }
   res.status = error.status;
   if (error.status == 503) res.set_header("Retry-After", "1");
   res.set_content(error_json(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");

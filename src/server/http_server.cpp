@@ -125,6 +125,7 @@ void HttpServer::add_routes() {
                                 req.path == "/tokenize" || req.path == "/detokenize";
     if (!protected_path || authorized(req.get_header_value("Authorization")))
       return httplib::Server::HandlerResponse::Unhandled;
+    metrics_.count_client_error(401);
     send_error(
         res, api_error(401, "invalid_request_error",
                        "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {}, "invalid_api_key"));
@@ -135,6 +136,8 @@ void HttpServer::add_routes() {
     const int status = res.status;
     std::string message = "HTTP error " + std::to_string(status);
     if (status == 404) message = "Unknown route: " + req.method + " " + req.path;
+    if (status >= 400 && status < 500)
+      metrics_.count_client_error(status == 404 && allowed_methods(req.path) ? 405 : status);
     if (const char* methods = status == 404 ? allowed_methods(req.path) : nullptr) {
       res.status = 405;
       res.set_header("Allow", methods);
@@ -172,7 +175,8 @@ void HttpServer::add_routes() {
   });
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
-    res.set_content(metrics_.render(stats, page_size_), "text/plain; version=0.0.4");
+    res.set_content(metrics_.render(stats, page_size_, ready_ ? model_->name : std::string()),
+                    "text/plain; version=0.0.4");
   });
 
   auto model_card = [this] {
@@ -201,7 +205,10 @@ void HttpServer::add_routes() {
   auto generate = [this, loading](Endpoint endpoint) {
     return [this, endpoint, loading](const httplib::Request& req, httplib::Response& res) {
       if (!ready_) return loading(res);
-      if (draining_) return send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
+      if (draining_) {
+        metrics_.requests_rejected++;
+        return send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
+      }
       handler_->handle(endpoint, req, res);
     };
   };

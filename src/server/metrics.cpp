@@ -15,9 +15,18 @@ void header(std::string& out, const std::string& name, const char* type, const s
   out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
-void single(std::string& out, const std::string& name, const char* type, const std::string& help, double value) {
+// "{a,b}" from label pairs already formatted as key="value" (empty ones skipped); "" when there are none.
+std::string braces(std::initializer_list<std::string> parts) {
+  std::string inside;
+  for (const std::string& part : parts)
+    if (!part.empty()) inside += (inside.empty() ? "" : ",") + part;
+  return inside.empty() ? "" : "{" + inside + "}";
+}
+
+void single(std::string& out, const std::string& name, const char* type, const std::string& help, double value,
+            const std::string& model) {
   header(out, name, type, help);
-  out += fmt::format("{} {}\n", name, value);
+  out += fmt::format("{}{} {}\n", name, braces({model}), value);
 }
 
 }  // namespace
@@ -38,15 +47,23 @@ uint64_t Histogram::count() const {
   return count_;
 }
 
-void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+void Histogram::render(const std::string& name, const std::string& help, std::string& out,
+                       const std::string& labels) const {
   header(out, name, "histogram", help);
   std::lock_guard lock(mutex_);
   uint64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    out += fmt::format("{}_bucket{} {}\n", name, braces({labels, fmt::format("le=\"{}\"", bounds_[i])}), cumulative);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+  out += fmt::format("{}_bucket{} {}\n{}_sum{} {}\n{}_count{} {}\n", name, braces({labels, "le=\"+Inf\""}), count_,
+                     name, braces({labels}), sum_, name, braces({labels}), count_);
+}
+
+void ServerMetrics::count_client_error(int status) {
+  requests_client_error++;
+  std::lock_guard lock(client_errors_mutex_);
+  ++client_errors_[status];
 }
 
 ServerMetrics::ServerMetrics()
@@ -54,12 +71,14 @@ ServerMetrics::ServerMetrics()
       inter_token_latency(latency_buckets()),
       request_latency(latency_buckets()) {}
 
-std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t page_size) const {
+std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t page_size,
+                                  const std::string& model_name) const {
   std::string out;
-  single(out, "radixserve_num_requests_running", "gauge", "Sequences in the running batch.", stats.num_running);
+  const std::string model = model_name.empty() ? "" : fmt::format("model_name=\"{}\"", model_name);
+  single(out, "radixserve_num_requests_running", "gauge", "Sequences in the running batch.", stats.num_running, model);
   single(out, "radixserve_num_requests_waiting", "gauge", "Sequences waiting for admission (preempted included).",
-         stats.num_queued);
-  single(out, "radixserve_kv_page_size_tokens", "gauge", "Tokens per KV page.", page_size);
+         stats.num_queued, model);
+  single(out, "radixserve_kv_page_size_tokens", "gauge", "Tokens per KV page.", page_size, model);
   struct PageMetric {
     const char* name;
     const char* help;
@@ -78,32 +97,45 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
   for (const PageMetric& metric : page_metrics) {
     header(out, metric.name, "gauge", metric.help);
     for (size_t g = 0; g < stats.kv.size(); ++g)
-      out += fmt::format("{}{{group=\"{}\",window=\"{}\"}} {}\n", metric.name, g, stats.kv[g].window,
+      out += fmt::format("{}{} {}\n", metric.name,
+                         braces({model, fmt::format("group=\"{}\",window=\"{}\"", g, stats.kv[g].window)}),
                          metric.value(stats.kv[g]));
   }
   const double hit_rate =
       stats.prompt_tokens ? static_cast<double>(stats.cached_prompt_tokens) / static_cast<double>(stats.prompt_tokens)
                           : 0.0;
   single(out, "radixserve_prefix_cache_hit_rate", "gauge",
-         "Prompt tokens served from the prefix cache / prompt tokens.", hit_rate);
+         "Prompt tokens served from the prefix cache / prompt tokens.", hit_rate, model);
   single(out, "radixserve_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
-         static_cast<double>(stats.prompt_tokens));
+         static_cast<double>(stats.prompt_tokens), model);
   single(out, "radixserve_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the prefix cache.",
-         static_cast<double>(stats.cached_prompt_tokens));
+         static_cast<double>(stats.cached_prompt_tokens), model);
   single(out, "radixserve_generation_tokens_total", "counter", "Generated tokens.",
-         static_cast<double>(stats.generation_tokens));
+         static_cast<double>(stats.generation_tokens), model);
   single(out, "radixserve_preemptions_total", "counter", "Running requests retracted for lack of KV and recomputed.",
-         static_cast<double>(stats.preemptions));
-  single(out, "radixserve_scheduler_steps_total", "counter", "Engine steps run.", static_cast<double>(stats.steps));
-  header(out, "radixserve_requests_total", "counter", "API calls by outcome.");
-  out += fmt::format("radixserve_requests_total{{outcome=\"ok\"}} {}\n", requests_ok.load());
-  out += fmt::format("radixserve_requests_total{{outcome=\"client_error\"}} {}\n", requests_client_error.load());
-  out += fmt::format("radixserve_requests_total{{outcome=\"server_error\"}} {}\n", requests_server_error.load());
-  out += fmt::format("radixserve_requests_total{{outcome=\"aborted\"}} {}\n", requests_aborted.load());
-  out += fmt::format("radixserve_requests_total{{outcome=\"rejected\"}} {}\n", requests_rejected.load());
-  time_to_first_token.render("radixserve_time_to_first_token_seconds", "Time from arrival to the first token.", out);
-  inter_token_latency.render("radixserve_inter_token_latency_seconds", "Time between consecutive tokens.", out);
-  request_latency.render("radixserve_e2e_request_latency_seconds", "Time from arrival to the last token.", out);
+         static_cast<double>(stats.preemptions), model);
+  single(out, "radixserve_scheduler_steps_total", "counter", "Engine steps run.", static_cast<double>(stats.steps),
+         model);
+  header(out, "radixserve_requests_total", "counter", "API calls by outcome (each call counted once).");
+  const std::pair<const char*, uint64_t> outcomes[] = {{"ok", requests_ok.load()},
+                                                       {"client_error", requests_client_error.load()},
+                                                       {"server_error", requests_server_error.load()},
+                                                       {"aborted", requests_aborted.load()},
+                                                       {"rejected", requests_rejected.load()}};
+  for (const auto& [outcome, count] : outcomes)
+    out +=
+        fmt::format("radixserve_requests_total{} {}\n", braces({model, fmt::format("outcome=\"{}\"", outcome)}), count);
+  header(out, "radixserve_client_errors_total", "counter", "API calls answered with a 4xx, by status.");
+  {
+    std::lock_guard lock(client_errors_mutex_);
+    for (const auto& [status, count] : client_errors_)
+      out += fmt::format("radixserve_client_errors_total{} {}\n", braces({model, fmt::format("status=\"{}\"", status)}),
+                         count);
+  }
+  time_to_first_token.render("radixserve_time_to_first_token_seconds", "Time from arrival to the first token.", out,
+                             model);
+  inter_token_latency.render("radixserve_inter_token_latency_seconds", "Time between consecutive tokens.", out, model);
+  request_latency.render("radixserve_e2e_request_latency_seconds", "Time from arrival to the last token.", out, model);
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,8 +18,8 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
   void observe(double value);
-  // Appends `name`'s bucket, sum and count lines.
-  void render(const std::string& name, const std::string& help, std::string& out) const;
+  // Appends `name`'s bucket, sum and count lines; `labels` (e.g. model_name="m") go on each.
+  void render(const std::string& name, const std::string& help, std::string& out, const std::string& labels = {}) const;
   uint64_t count() const;
 
  private:
@@ -40,10 +41,17 @@ class ServerMetrics {
   std::atomic<uint64_t> requests_client_error{0};
   std::atomic<uint64_t> requests_server_error{0};
   std::atomic<uint64_t> requests_aborted{0};   // streams whose client went away
-  std::atomic<uint64_t> requests_rejected{0};  // refused with 503 (queue full, draining)
+  std::atomic<uint64_t> requests_rejected{0};  // refused with 503 (queue full, draining), counted only here
 
-  // Prometheus text exposition (version 0.0.4) of these metrics and `stats`.
-  std::string render(const sched::SchedulerStats& stats, int32_t page_size) const;
+  // A 4xx answer, also counted by status.
+  void count_client_error(int status);
+  // Prometheus text exposition (version 0.0.4) of these metrics and `stats`; every series carries
+  // model_name="<model_name>" when it is not empty (as vLLM's).
+  std::string render(const sched::SchedulerStats& stats, int32_t page_size, const std::string& model_name = {}) const;
+
+ private:
+  mutable std::mutex client_errors_mutex_;
+  std::map<int, uint64_t> client_errors_;  // by HTTP status
 };
 
 }  // namespace rs::server

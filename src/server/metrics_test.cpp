@@ -35,5 +35,32 @@ TEST(ServerMetrics, RendersSchedulerStatsPerKvGroup) {
   EXPECT_NE(out.find("radixserve_time_to_first_token_seconds_count 0\n"), std::string::npos);
 }
 
+TEST(ServerMetrics, EverySeriesCarriesTheModelNameAnd4xxAreCountedByStatus) {
+  ServerMetrics metrics;
+  metrics.count_client_error(400);
+  metrics.count_client_error(400);
+  metrics.count_client_error(413);
+  metrics.requests_rejected++;
+  metrics.time_to_first_token.observe(0.2);
+  sched::SchedulerStats stats;
+  stats.kv = {{.window = 0, .num_pages = 10, .used_pages = 4, .cached_pages = 3}};
+  const std::string out = metrics.render(stats, 16, "qwen");
+  size_t series = 0;
+  for (size_t begin = 0, end; (end = out.find('\n', begin)) != std::string::npos; begin = end + 1) {
+    const std::string line = out.substr(begin, end - begin);
+    if (line.empty() || line[0] == '#') continue;
+    ++series;
+    EXPECT_NE(line.find("{model_name=\"qwen\""), std::string::npos) << line;
+  }
+  EXPECT_GT(series, 40u);
+  EXPECT_NE(out.find("radixserve_client_errors_total{model_name=\"qwen\",status=\"400\"} 2\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_client_errors_total{model_name=\"qwen\",status=\"413\"} 1\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_requests_total{model_name=\"qwen\",outcome=\"client_error\"} 3\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_requests_total{model_name=\"qwen\",outcome=\"rejected\"} 1\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_requests_total{model_name=\"qwen\",outcome=\"server_error\"} 0\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_time_to_first_token_seconds_bucket{model_name=\"qwen\",le=\"0.25\"} 1\n"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace rs::server

@@ -76,7 +76,9 @@ export async function metrics(baseURL) {
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
     const space = line.lastIndexOf(' ');
-    values[line.slice(0, space)] = Number(line.slice(space + 1));
+    // Keys without the model_name label every series carries: name or name{other labels}.
+    const key = line.slice(0, space).replace(/model_name="[^"]*",?/, '').replace('{}', '');
+    values[key] = Number(line.slice(space + 1));
   }
   return values;
 }

@@ -220,6 +220,9 @@ test('a full queue answers 503 with Retry-After', async () => {
       assert.equal(r.headers.get('retry-after'), '1');
       assert.equal(r.body.error.type, 'server_error');
     }
+    const values = await metrics(server.baseURL);  // a 503 counts once, as rejected
+    assert.equal(values['radixserve_requests_total{outcome="rejected"}'], refused.length);
+    assert.equal(values['radixserve_requests_total{outcome="server_error"}'], 0);
   } finally {
     await server.stop();
   }
