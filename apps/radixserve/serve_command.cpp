@@ -25,6 +25,7 @@ namespace {
 struct ServeOptions {
   std::string model_dir;
   std::string served_model_name;  // empty: the model folder's name
+  std::string chat_template;      // a Jinja file replacing the model's chat template
   server::ServerConfig http;
   server::RequestLimits limits;
   sched::SchedulerConfig scheduler;
@@ -180,7 +181,7 @@ void run_serve(ServeOptions options) {
   model.vocab_size = engine.model_config().vocab_size;
   model.eos_token_ids = engine.model_config().eos_token_ids;
   model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
-  model.text = server::ModelText::load(options.model_dir);
+  model.text = server::ModelText::load(options.model_dir, options.chat_template);
   model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
   model.harmony = harmony_tokens(model.text);
   model.hermes_tool_calls = options.tool_call_parser == "qwen3";
@@ -257,6 +258,8 @@ void add_serve_command(CLI::App& app) {
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--served-model-name", options->served_model_name, "Model name in the API (default: folder name)");
+  cmd->add_option("--chat-template", options->chat_template, "A Jinja chat template file used instead of the model's")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--host", options->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", options->http.port, "Port to listen on (0 = any free port)")
       ->check(CLI::Range(0, 65535))

@@ -66,7 +66,8 @@ std::tm local_now() {
 
 }  // namespace
 
-ChatTemplate ChatTemplate::load(const std::filesystem::path& model_dir, ChatFormat format) {
+ChatTemplate ChatTemplate::load(const std::filesystem::path& model_dir, ChatFormat format,
+                                const std::filesystem::path& template_file) {
   RS_CHECK(std::filesystem::is_directory(model_dir), "model directory not found: {}", model_dir.string());
   const auto tokenizer_config = read_json(model_dir / "tokenizer_config.json");
   const auto config = read_json(model_dir / "config.json");
@@ -90,7 +91,12 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& model_dir, ChatForm
   }
 
   std::map<std::string, std::string> sources;
-  if (const auto jinja = read_file(model_dir / "chat_template.jinja")) {
+  if (!template_file.empty()) {
+    const auto jinja = read_file(template_file);
+    RS_CHECK(jinja.has_value(), "chat template file not found or unreadable: {}", template_file.string());
+    sources["default"] = *jinja;
+    if (format == ChatFormat::kAuto) format = ChatFormat::kJinja;  // the file is the template, whatever the model
+  } else if (const auto jinja = read_file(model_dir / "chat_template.jinja")) {
     sources["default"] = *jinja;
   } else if (tokenizer_config.is_object() && tokenizer_config.contains("chat_template")) {
     const auto& chat_template = tokenizer_config["chat_template"];

@@ -31,7 +31,10 @@ class ChatTemplate {
   // or a list of {name, template}: "default", plus "tool_use" when tools are given); special tokens
   // (bos_token, eos_token, pad_token, ...) from tokenizer_config.json; model_type from config.json.
   // Throws rs::Error when files are missing or unreadable, TemplateError (line:column) on a syntax error.
-  static ChatTemplate load(const std::filesystem::path& model_dir, ChatFormat format = ChatFormat::kAuto);
+  // template_file (serve --chat-template): a Jinja file used instead of the model's template (special tokens still
+  // come from the model folder).
+  static ChatTemplate load(const std::filesystem::path& model_dir, ChatFormat format = ChatFormat::kAuto,
+                           const std::filesystem::path& template_file = {});
 
   // Renders like transformers' apply_chat_template(messages, tools=extra["tools"], add_generation_prompt,
   // **extra): the template sees messages, tools (none when absent), documents (none),

@@ -24,7 +24,7 @@ ModelText::~ModelText() = default;
 ModelText::ModelText(ModelText&&) noexcept = default;
 ModelText& ModelText::operator=(ModelText&&) noexcept = default;
 
-ModelText ModelText::load(const std::filesystem::path& model_dir) {
+ModelText ModelText::load(const std::filesystem::path& model_dir, const std::filesystem::path& chat_template_file) {
   ModelText text;
   if (!std::filesystem::exists(model_dir / "tokenizer.json")) {
     RS_LOG_WARN("{} has no tokenizer.json: serving token-id prompts only, with empty output text", model_dir.string());
@@ -32,10 +32,12 @@ ModelText ModelText::load(const std::filesystem::path& model_dir) {
   }
   text.tokenizer_ = std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::load(model_dir));
   try {
-    text.chat_template_ = std::make_unique<chat::ChatTemplate>(chat::ChatTemplate::load(model_dir));
+    text.chat_template_ = std::make_unique<chat::ChatTemplate>(
+        chat::ChatTemplate::load(model_dir, chat::ChatFormat::kAuto, chat_template_file));
   } catch (const chat::TemplateError&) {
     throw;  // a broken template is a startup error, not a missing feature
   } catch (const rs::Error& e) {
+    if (!chat_template_file.empty()) throw;  // asked for explicitly: not finding it is an error
     RS_LOG_WARN("no chat template ({}): /v1/chat/completions is unavailable", e.what());
   }
   return text;

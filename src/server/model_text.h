@@ -42,8 +42,9 @@ class TextStream {
 
 class ModelText {
  public:
-  // Loads model_dir/tokenizer.json and the chat template when present; throws rs::Error when they are malformed.
-  static ModelText load(const std::filesystem::path& model_dir);
+  // Loads model_dir/tokenizer.json and the chat template when present (chat_template_file, when given, replaces the
+  // model's); throws rs::Error when they are malformed.
+  static ModelText load(const std::filesystem::path& model_dir, const std::filesystem::path& chat_template_file = {});
   ModelText();
   ~ModelText();
   ModelText(ModelText&&) noexcept;

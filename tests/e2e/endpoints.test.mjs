@@ -1,7 +1,10 @@
 // The HTTP surface around generation: /version, /tokenize and /detokenize (vLLM's shapes; counts equal what
 // generation bills), 405 for a known route asked with the wrong method, CORS for allowed origins only (preflight
-// included), the API key from RADIXSERVE_API_KEY, and one access-log line per request.
+// included), the API key from RADIXSERVE_API_KEY, one access-log line per request, and --chat-template.
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { test } from 'node:test';
 
 import { post, startServer } from './harness.mjs';
@@ -84,6 +87,21 @@ test('CORS for allowed origins only, and the API key from the environment', asyn
     const other = await post(server.baseURL, '/v1/completions', body,
       { Origin: 'http://evil.example', Authorization: 'Bearer sk-env' });
     assert.equal(other.headers.get('access-control-allow-origin'), null);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('--chat-template replaces the model template', async () => {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rs-template-')), 'template.jinja');
+  fs.writeFileSync(file, '{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}' +
+    '{% if add_generation_prompt %}[assistant]{% endif %}');
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--chat-template', file] });
+  try {
+    const tokenized = await post(server.baseURL, '/tokenize', { messages: [{ role: 'user', content: 'hi there' }] });
+    assert.equal(tokenized.status, 200, tokenized.text);
+    const text = await post(server.baseURL, '/detokenize', { tokens: tokenized.body.tokens });
+    assert.equal(text.body.prompt, '[user]hi there[assistant]');
   } finally {
     await server.stop();
   }
