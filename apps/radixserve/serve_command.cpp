@@ -18,6 +18,7 @@
 #include "sched/scheduler.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
+#include "server/stats_line.h"
 
 namespace rs::app {
 namespace {
@@ -26,6 +27,7 @@ struct ServeOptions {
   std::string model_dir;
   std::string served_model_name;  // empty: the model folder's name
   std::string chat_template;      // a Jinja file replacing the model's chat template
+  int32_t log_stats_interval_s = 10;
   server::ServerConfig http;
   server::RequestLimits limits;
   sched::SchedulerConfig scheduler;
@@ -67,6 +69,39 @@ server::ReasoningTags reasoning_tags(const std::string& parser, const server::Mo
   tags.open_id = *open, tags.close_id = *close;
   return tags;
 }
+
+// Logs server::stats_line every `interval` while the server is busy, until destroyed.
+class PeriodicStats {
+ public:
+  PeriodicStats(const sched::Scheduler& scheduler, std::chrono::seconds interval) {
+    if (interval.count() <= 0) return;
+    thread_ = std::thread([this, &scheduler, interval] {
+      sched::SchedulerStats before = scheduler.stats();
+      auto since = Clock::now();
+      std::unique_lock lock(mutex_);
+      while (!stop_cv_.wait_for(lock, interval, [this] { return stopped_; })) {
+        const sched::SchedulerStats now = scheduler.stats();
+        if (auto line = server::stats_line(before, now, seconds_since(since))) RS_LOG_INFO("{}", *line);
+        before = now;
+        since = Clock::now();
+      }
+    });
+  }
+  ~PeriodicStats() {
+    {
+      std::lock_guard lock(mutex_);
+      stopped_ = true;
+    }
+    stop_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
 
 // The write end of the shutdown pipe. The one global here: a signal handler can reach nothing else.
 int g_shutdown_pipe = -1;
@@ -196,7 +231,10 @@ void run_serve(ServeOptions options) {
   shutdown.set_serving(true);
   RS_LOG_INFO("serving {} (context {} tokens) on {}:{}", model.name, model.max_context, options.http.host, http.port());
 
-  shutdown.wait();
+  {
+    PeriodicStats stats(scheduler, std::chrono::seconds(options.log_stats_interval_s));
+    shutdown.wait();
+  }
   http.begin_drain();
   const auto deadline = Clock::now() + std::chrono::seconds(options.drain_timeout_s);
   while (http.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -282,6 +320,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-queued-requests", options->scheduler.max_queued_requests,
                   "Requests waiting for admission before new ones get 503")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--log-stats-interval", options->log_stats_interval_s,
+                  "Seconds between stats lines (requests, KV use, tok/s) while busy; 0 = none")
+      ->check(CLI::Range(0, 3600))
       ->capture_default_str();
   cmd->add_option("--drain-timeout", options->drain_timeout_s, "Seconds running requests get to finish on SIGTERM")
       ->check(CLI::Range(0, 3600))

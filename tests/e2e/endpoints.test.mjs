@@ -1,6 +1,7 @@
 // The HTTP surface around generation: /version, /tokenize and /detokenize (vLLM's shapes; counts equal what
 // generation bills), 405 for a known route asked with the wrong method, CORS for allowed origins only (preflight
-// included), the API key from RADIXSERVE_API_KEY, one access-log line per request, and --chat-template.
+// included), the API key from RADIXSERVE_API_KEY, one access-log line per request, the periodic stats line, and
+// --chat-template.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -12,8 +13,8 @@ import { post, startServer } from './harness.mjs';
 const MODEL_DIR = 'tests/e2e/fixtures/tiny-chat';
 const DUMMY = ['--load-format', 'dummy'];
 
-test('version, tokenize, detokenize, 405 and the access log', async () => {
-  const server = await startServer({ model: MODEL_DIR, args: DUMMY });
+test('version, tokenize, detokenize, 405, the access log and the stats line', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--log-stats-interval', '1'] });
   try {
     const version = await (await fetch(`${server.baseURL}/version`)).json();
     assert.match(version.version, /^\d+\.\d+\.\d+ \(/);
@@ -58,6 +59,9 @@ test('version, tokenize, detokenize, 405 and the access log', async () => {
     assert.match(log, /cmpl-\S+ \/v1\/completions 200 prompt_tokens=\d+ cached_tokens=\d+ completion_tokens=1 ttft=\S+ total=\S+ finish=length/);
     assert.match(log, /chatcmpl-\S+ \/v1\/chat\/completions 200 prompt_tokens=/);
     assert.ok(!log.includes(text), 'prompt text must not be logged');
+    // The periodic stats line reports the work since the previous one.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.match(server.log(), /running=\d+ waiting=\d+ kv_pages=\d+\/\d+ \(\S+%\) prefill=\S+ tok\/s/);
   } finally {
     await server.stop();
   }
