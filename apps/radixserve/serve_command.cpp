@@ -25,8 +25,8 @@ namespace {
 
 struct ServeOptions {
   std::string model_dir;
-  std::string served_model_name;  // empty: the model folder's name
-  std::string chat_template;      // a Jinja file replacing the model's chat template
+  std::vector<std::string> served_model_names;  // the first is the model's name, the rest aliases; empty: folder
+  std::string chat_template;                    // a Jinja file replacing the model's chat template
   int32_t log_stats_interval_s = 10;
   server::ServerConfig http;
   server::RequestLimits limits;
@@ -165,9 +165,9 @@ class ShutdownSignal {
   std::shared_ptr<State> state_;
 };
 
-// The API's model name: --served-model-name, else the model folder's name.
+// The API's model name: the first --served-model-name, else the model folder's name.
 std::string served_name(const ServeOptions& options) {
-  if (!options.served_model_name.empty()) return options.served_model_name;
+  if (!options.served_model_names.empty()) return options.served_model_names.front();
   std::filesystem::path folder = std::filesystem::absolute(options.model_dir).lexically_normal();
   if (folder.filename().empty()) folder = folder.parent_path();
   return folder.filename().string();
@@ -212,6 +212,8 @@ void run_serve(ServeOptions options) {
 
   server::ServingModel model;
   model.name = served_name(options);
+  if (options.served_model_names.size() > 1)
+    model.aliases.assign(options.served_model_names.begin() + 1, options.served_model_names.end());
   model.max_context = max_request_tokens(engine, pool);
   model.vocab_size = engine.model_config().vocab_size;
   model.eos_token_ids = engine.model_config().eos_token_ids;
@@ -295,7 +297,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--model", options->model_dir, "Model folder (config.json, safetensors, tokenizer.json)")
       ->required()
       ->check(CLI::ExistingDirectory);
-  cmd->add_option("--served-model-name", options->served_model_name, "Model name in the API (default: folder name)");
+  cmd->add_option("--served-model-name", options->served_model_names,
+                  "Model name(s) in the API: the first is reported, all are accepted (default: folder name)")
+      ->delimiter(',');
   cmd->add_option("--chat-template", options->chat_template, "A Jinja chat template file used instead of the model's")
       ->check(CLI::ExistingFile);
   cmd->add_option("--host", options->http.host, "Address to listen on")->capture_default_str();

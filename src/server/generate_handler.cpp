@@ -95,7 +95,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     options.separate_reasoning = model_.reasoning.enabled() || model_.harmony.enabled();
     options.parse_tool_calls = options.parse_tool_calls && (model_.hermes_tool_calls || model_.harmony.enabled());
     if (auto error = check_num_choices(1, options.n)) return *error;
-    if (model_name == model_.name) {
+    if (model_.serves(model_name)) {
       if (!model_.text.has_chat_template())
         return invalid_param("messages",
                              "This model has no tokenizer or chat template; use /v1/completions with "
@@ -121,7 +121,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
       prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
     }
   }
-  if (model_name != model_.name)
+  if (!model_.serves(model_name))
     return api_error(404, "invalid_request_error",
                      fmt::format("The model `{}` does not exist or you do not have access to it.", model_name), "model",
                      "model_not_found");

@@ -2,12 +2,14 @@
 // turns their TokenEvents into text deltas (incremental detokenizing, stop strings), and keeps usage and latency.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/clock.h"
@@ -51,6 +53,7 @@ struct ReasoningTags {
 // The model facts a generation needs; owned by the server, shared by every call.
 struct ServingModel {
   std::string name;                          // the served model name
+  std::vector<std::string> aliases;          // more names requests may use (--served-model-name a b ...)
   int64_t max_context = 0;                   // prompt + output tokens per request
   int32_t vocab_size = 0;                    // token-id prompts must lie in [0, vocab_size)
   std::vector<int32_t> eos_token_ids;        // stop tokens unless ignore_eos
@@ -64,6 +67,10 @@ struct ServingModel {
   HarmonyTokens harmony;
   // Tool calls in the Qwen3 / Hermes <tool_call> format are parsed (--tool-call-parser qwen3); harmony's always are.
   bool hermes_tool_calls = false;
+
+  bool serves(std::string_view requested) const {
+    return requested == name || std::find(aliases.begin(), aliases.end(), requested) != aliases.end();
+  }
 };
 
 class Generation {

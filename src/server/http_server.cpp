@@ -179,11 +179,12 @@ void HttpServer::add_routes() {
                     "text/plain; version=0.0.4");
   });
 
-  auto model_card = [this] {
-    return json{{"id", model_->name},
+  auto model_card = [this](const std::string& id) {
+    return json{{"id", id},
                 {"object", "model"},
                 {"created", 0},
                 {"owned_by", "radixserve"},
+                {"root", model_->name},
                 {"max_model_len", model_->max_context}};
   };
   auto loading = [](httplib::Response& res) {
@@ -191,15 +192,17 @@ void HttpServer::add_routes() {
   };
   http_->Get("/v1/models", [this, model_card, loading](const httplib::Request&, httplib::Response& res) {
     if (!ready_) return loading(res);
-    send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card()})}});
+    json data = json::array({model_card(model_->name)});
+    for (const std::string& alias : model_->aliases) data.push_back(model_card(alias));
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
   });
   http_->Get(R"(/v1/models/(.+))", [this, model_card, loading](const httplib::Request& req, httplib::Response& res) {
     if (!ready_) return loading(res);
-    if (req.matches[1] != model_->name)
+    if (!model_->serves(std::string(req.matches[1])))
       return send_error(res, api_error(404, "invalid_request_error",
                                        "The model `" + std::string(req.matches[1]) + "` does not exist.", "model",
                                        "model_not_found"));
-    send_json(res, 200, model_card());
+    send_json(res, 200, model_card(req.matches[1]));
   });
 
   auto generate = [this, loading](Endpoint endpoint) {

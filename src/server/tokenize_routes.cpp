@@ -23,7 +23,8 @@ std::variant<json, ApiError> parse_object(std::string_view body, const std::set<
 }
 
 std::optional<ApiError> check_model(const ServingModel& model, const json& body) {
-  if (!body.contains("model") || body["model"] == model.name) return std::nullopt;
+  if (!body.contains("model") || (body["model"].is_string() && model.serves(body["model"].get<std::string>())))
+    return std::nullopt;
   return api_error(404, "invalid_request_error",
                    fmt::format("The model `{}` does not exist or you do not have access to it.", body["model"].dump()),
                    "model", "model_not_found");

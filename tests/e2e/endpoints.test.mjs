@@ -96,16 +96,25 @@ test('CORS for allowed origins only, and the API key from the environment', asyn
   }
 });
 
-test('--chat-template replaces the model template', async () => {
+test('--chat-template replaces the model template; --served-model-name aliases', async () => {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'rs-template-')), 'template.jinja');
   fs.writeFileSync(file, '{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}' +
     '{% if add_generation_prompt %}[assistant]{% endif %}');
-  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--chat-template', file] });
+  const server = await startServer({ model: MODEL_DIR,
+    args: [...DUMMY, '--chat-template', file, '--served-model-name', 'main-name,alias-name'] });
   try {
     const tokenized = await post(server.baseURL, '/tokenize', { messages: [{ role: 'user', content: 'hi there' }] });
     assert.equal(tokenized.status, 200, tokenized.text);
     const text = await post(server.baseURL, '/detokenize', { tokens: tokenized.body.tokens });
     assert.equal(text.body.prompt, '[user]hi there[assistant]');
+
+    const models = await server.client().models.list();
+    assert.deepEqual(models.data.map((m) => m.id), ['main-name', 'alias-name']);
+    const byAlias = await post(server.baseURL, '/v1/completions', { model: 'alias-name', prompt: [1, 2], max_tokens: 2 });
+    assert.equal(byAlias.status, 200, byAlias.text);
+    assert.equal((await fetch(`${server.baseURL}/v1/models/alias-name`)).status, 200);
+    const unknown = await post(server.baseURL, '/v1/completions', { model: 'tiny-chat', prompt: [1], max_tokens: 1 });
+    assert.equal(unknown.status, 404);
   } finally {
     await server.stop();
   }
