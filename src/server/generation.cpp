@@ -19,7 +19,13 @@ Generation::Generation(const ServingModel& model, const GenerationOptions& optio
   const size_t count = prompts_.size() * options_.n;
   choices_.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    choices_.push_back(Choice(first_request_id_ + i, model_.text.stream(options_.skip_special_tokens), options_.stop));
+    choices_.push_back(Choice(first_request_id_ + i, model_.text.stream(options_.skip_special_tokens),
+                              StopMatcher(options_.stop, options_.include_stop_str)));
+    if (options_.echo) {
+      TextStream prompt_text = model_.text.stream(options_.skip_special_tokens);
+      for (int32_t token : prompts_[i / options_.n]) choices_.back().echo += prompt_text.push(token);
+      choices_.back().echo += prompt_text.flush();
+    }
     if (options_.parse_tool_calls && model_.hermes_tool_calls && !model_.harmony.enabled())
       choices_.back().tools.emplace();
     if (!options_.separate_reasoning) continue;
@@ -149,6 +155,10 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
   delta.first_tool_index = choice.tool_calls;
   choice.tool_calls += static_cast<int32_t>(delta.tool_calls.size());
   if (delta.finish_reason == "stop" && choice.tool_calls > 0) delta.finish_reason = "tool_calls";
+  if (!choice.echo.empty()) {  // the prompt comes first, outside stop-string matching
+    delta.text = std::move(choice.echo) + delta.text;
+    choice.echo.clear();
+  }
   if (!delta.text.empty() || !delta.reasoning.empty() || !delta.tool_calls.empty() || !delta.token_ids.empty() ||
       !delta.finish_reason.empty())
     deltas.push_back(std::move(delta));

@@ -102,7 +102,7 @@ class Generation {
 
  private:
   struct Choice {
-    Choice(uint64_t id, TextStream stream, std::vector<std::string> stops)
+    Choice(uint64_t id, TextStream stream, StopMatcher stops)
         : request_id(id), text(std::move(stream)), stop(std::move(stops)) {}
     uint64_t request_id = 0;
     TextStream text;
@@ -118,6 +118,7 @@ class Generation {
     bool finished = false;
     bool submitted = false;
     std::string finish_reason;
+    std::string echo;  // completions with echo: the prompt's text, sent before the first output
     Clock::time_point last_token;
   };
 

@@ -94,7 +94,8 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "model", "n", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "presence_penalty",
     "frequency_penalty", "seed", "logit_bias", "logprobs", "user", "metadata", "store", "service_tier",
     // Extensions shared with vLLM and SGLang.
-    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "skip_special_tokens", "return_token_ids"};
+    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "skip_special_tokens", "return_token_ids",
+    "include_stop_str_in_output", "return_tokens_as_token_ids", "priority"};
 const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "max_completion_tokens",
                                                         "top_logprobs",
@@ -216,6 +217,13 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
   options.ignore_eos = reader.boolean("ignore_eos").value_or(false);
   options.skip_special_tokens = reader.boolean("skip_special_tokens").value_or(true);
   options.return_token_ids = reader.boolean("return_token_ids").value_or(false);
+  options.include_stop_str = reader.boolean("include_stop_str_in_output").value_or(false);
+  options.tokens_as_ids = reader.boolean("return_tokens_as_token_ids").value_or(false);
+  // vLLM's semantics without priority scheduling: only the default priority is accepted.
+  if (auto priority = reader.integer("priority", INT32_MIN, INT32_MAX); priority && *priority != 0)
+    reader.fail(invalid_param("priority",
+                              "This server schedules requests first come, first served: 'priority' must be 0.",
+                              "unsupported_value"));
   options.stream = reader.boolean("stream").value_or(false);
   if (const json* stream_options = reader.find("stream_options")) {
     if (!stream_options->is_object()) {
@@ -315,7 +323,14 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
     const json* choice = reader.find("tool_choice");
     request.options.parse_tool_calls = tools->is_array() && !tools->empty() && !(choice && *choice == "none");
   }
-  if (auto effort = reader.string("reasoning_effort")) request.template_extra["reasoning_effort"] = *effort;
+  if (auto effort = reader.string("reasoning_effort")) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high")
+      reader.fail(
+          invalid_param("reasoning_effort",
+                        fmt::format("Invalid 'reasoning_effort': '{}'. Expected 'low', 'medium' or 'high'.", *effort),
+                        "invalid_value"));
+    request.template_extra["reasoning_effort"] = *effort;
+  }
   if (const json* kwargs = reader.find("chat_template_kwargs")) {
     if (!kwargs->is_object())
       reader.fail(wrong_type("chat_template_kwargs", "an object", *kwargs));
@@ -364,8 +379,10 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
     request.options.sampling.logprobs = true;
     request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
   }
-  if (reader.boolean("echo").value_or(false))
-    reader.fail(invalid_param("echo", "'echo' is not supported", "unsupported_parameter"));
+  request.options.echo = reader.boolean("echo").value_or(false);
+  if (request.options.echo && request.options.sampling.logprobs)
+    reader.fail(
+        invalid_param("echo", "'echo' with 'logprobs' (prompt logprobs) is not supported", "unsupported_parameter"));
   if (auto suffix = reader.string("suffix"); suffix && !suffix->empty())
     reader.fail(invalid_param("suffix", "'suffix' is not supported", "unsupported_parameter"));
   if (auto best_of = reader.integer("best_of", 1, limits.max_n); best_of && *best_of != request.options.n)

@@ -62,6 +62,26 @@ TEST(OpenAiRequest, ConfiguredLimitsGiveErrorsThatNameThem) {
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(completion(R"(, "logprobs": 2, "n": 3)")));
 }
 
+TEST(OpenAiRequest, VllmFieldsPriorityAndReasoningEffort) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  auto parsed = parse_chat_request(
+      "{" + messages + R"(, "include_stop_str_in_output": true, "return_tokens_as_token_ids": true, "priority": 0,
+                          "reasoning_effort": "low"})",
+      kDefaults);
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(parsed));
+  const ChatRequest& request = std::get<ChatRequest>(parsed);
+  EXPECT_TRUE(request.options.include_stop_str);
+  EXPECT_TRUE(request.options.tokens_as_ids);
+  EXPECT_EQ(request.template_extra["reasoning_effort"], "low");
+  EXPECT_EQ(chat_error("{" + messages + R"(, "priority": 3})").param, "priority");
+  EXPECT_EQ(chat_error("{" + messages + R"(, "reasoning_effort": "extreme"})").param, "reasoning_effort");
+
+  auto echo = parse_completion_request(R"({"prompt": "x", "echo": true})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(echo));
+  EXPECT_TRUE(std::get<CompletionRequest>(echo).options.echo);
+  EXPECT_EQ(completion_error(R"({"prompt": "x", "echo": true, "logprobs": 2})").param, "echo");
+}
+
 TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
   auto parsed = parse_completion_request(R"({"model": "m", "prompt": [4294967297]})", kDefaults);
   ASSERT_TRUE(std::holds_alternative<ApiError>(parsed));

@@ -53,16 +53,20 @@ json ResponseBuilder::usage_json(const Usage& usage) {
           {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
 }
 
+std::string ResponseBuilder::token_name(int32_t token) const {
+  return options_.tokens_as_ids ? "token_id:" + std::to_string(token) : text_.token_text(token);
+}
+
 json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const {
   if (!options_.sampling.logprobs) return nullptr;
   if (endpoint_ == Endpoint::kChat) {
     json content = json::array();
     for (const auto& token : sampled) {
-      const std::string text = text_.token_text(token.token_id);
+      const std::string text = token_name(token.token_id);
       json top = json::array();
       for (const auto& alt : token.top_logprobs) {
         if (static_cast<int32_t>(top.size()) >= options_.sampling.top_logprobs) break;
-        const std::string alt_text = text_.token_text(alt.token_id);
+        const std::string alt_text = token_name(alt.token_id);
         top.push_back({{"token", alt_text}, {"logprob", alt.logprob}, {"bytes", utf8_bytes(alt_text)}});
       }
       content.push_back(
@@ -72,13 +76,13 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
   }
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
   for (const auto& token : sampled) {
-    const std::string text = text_.token_text(token.token_id);
+    const std::string text = token_name(token.token_id);
     tokens.push_back(text);
     token_logprobs.push_back(token.logprob);
     json top = json::object();
     for (const auto& alt : token.top_logprobs) {
       if (static_cast<int32_t>(top.size()) >= options_.sampling.top_logprobs) break;
-      top[text_.token_text(alt.token_id)] = alt.logprob;
+      top[token_name(alt.token_id)] = alt.logprob;
     }
     top_logprobs.push_back(top);
     offsets.push_back(text_offset);

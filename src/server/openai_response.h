@@ -43,6 +43,8 @@ class ResponseBuilder {
  private:
   nlohmann::json base(const char* object) const;
   nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const;
+  // A token as logprobs name it: its text, or "token_id:N" with return_tokens_as_token_ids.
+  std::string token_name(int32_t token) const;
   static nlohmann::json usage_json(const Usage& usage);
   static nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index);
 

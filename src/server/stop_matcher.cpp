@@ -7,11 +7,16 @@ namespace rs::server {
 std::string StopMatcher::push(const std::string& text) {
   if (stopped_) return {};
   pending_ += text;
-  size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, pending_.find(stop));
+  size_t first = std::string::npos, length = 0;
+  for (const std::string& stop : stops_)
+    if (const size_t at = pending_.find(stop);
+        at < first || (at == first && at != std::string::npos && stop.size() > length)) {
+      first = at;
+      length = stop.size();
+    }
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = pending_.substr(0, first);
+    std::string out = pending_.substr(0, include_stop_ ? first + length : first);
     pending_.clear();
     return out;
   }

@@ -9,10 +9,12 @@ namespace rs::server {
 
 class StopMatcher {
  public:
-  explicit StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
+  // include_stop: a matched stop string is returned too (vLLM's include_stop_str_in_output).
+  explicit StopMatcher(std::vector<std::string> stops, bool include_stop = false)
+      : stops_(std::move(stops)), include_stop_(include_stop) {}
 
   // Appends `text`; returns what may be sent now. After a match, stopped() is true, the text before the stop string
-  // has been returned, and later calls return nothing.
+  // (and the stop string itself with include_stop) has been returned, and later calls return nothing.
   std::string push(const std::string& text);
   // The held-back tail, when the output ends without a match.
   std::string flush();
@@ -20,6 +22,7 @@ class StopMatcher {
 
  private:
   std::vector<std::string> stops_;
+  bool include_stop_ = false;
   std::string pending_;  // text not yet returned
   bool stopped_ = false;
 };

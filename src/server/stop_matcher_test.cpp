@@ -35,5 +35,13 @@ TEST(StopMatcher, EarliestStopWins) {
   EXPECT_EQ(matcher.push("xxabc"), "xx");
 }
 
+TEST(StopMatcher, IncludeStopKeepsTheMatchedStringAndNothingAfter) {
+  StopMatcher matcher({"END", "EN"}, /*include_stop=*/true);
+  EXPECT_EQ(matcher.push("abc E"), "abc ");
+  EXPECT_EQ(matcher.push("NDxyz"), "END");  // both match at the same place: the longer one is the stop
+  EXPECT_TRUE(matcher.stopped());
+  EXPECT_EQ(matcher.flush(), "");
+}
+
 }  // namespace
 }  // namespace rs::server

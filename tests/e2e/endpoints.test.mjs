@@ -119,3 +119,38 @@ test('--chat-template replaces the model template; --served-model-name aliases',
     await server.stop();
   }
 });
+
+test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_token_ids, priority', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: DUMMY });
+  try {
+    const client = server.client();
+    const base = { model: server.model, prompt: 'hello world', temperature: 0, max_tokens: 24, ignore_eos: true };
+    const plain = (await client.completions.create(base)).choices[0].text;
+    assert.ok(plain.length >= 8, `output too short to test stops: ${JSON.stringify(plain)}`);
+
+    const echoed = (await client.completions.create({ ...base, echo: true })).choices[0].text;
+    assert.equal(echoed, 'hello world' + plain);
+
+    // A stop string taken from the greedy output itself: cut before it, or after it when it is to be included.
+    const stop = plain.slice(4, 7);
+    const at = plain.indexOf(stop);
+    const cut = (await client.completions.create({ ...base, stop: [stop] })).choices[0];
+    assert.equal(cut.text, plain.slice(0, at));
+    assert.equal(cut.finish_reason, 'stop');
+    const kept = (await client.completions.create({ ...base, stop: [stop], include_stop_str_in_output: true }))
+      .choices[0];
+    assert.equal(kept.text, plain.slice(0, at + stop.length));
+
+    const ids = (await client.completions.create({ ...base, max_tokens: 4, logprobs: 1,
+      return_tokens_as_token_ids: true })).choices[0].logprobs;
+    assert.equal(ids.tokens.length, 4);
+    for (const token of ids.tokens) assert.match(token, /^token_id:\d+$/);
+
+    assert.equal((await post(server.baseURL, '/v1/completions', { ...base, priority: 0 })).status, 200);
+    const priority = await post(server.baseURL, '/v1/completions', { ...base, priority: 5 });
+    assert.equal(priority.status, 400);
+    assert.equal(priority.body.error.param, 'priority');
+  } finally {
+    await server.stop();
+  }
+});
