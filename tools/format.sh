@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "clang-format not found: run scripts/setup" >&2; exit 2; }
-mapfile -t files < <(find apps bench src tests tools -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
+mapfile -t files < <(find apps bench fuzz src tests tools -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
                        -not -path '*/node_modules/*' | sort)
 if [[ "${1:-}" == "--check" ]]; then
   bad=0
