@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 
 #include "base/error.h"
 
@@ -46,7 +47,11 @@ class Fields {
     if constexpr (std::is_same_v<T, bool>)
       ok = value.is_boolean();
     else if constexpr (std::is_integral_v<T>)
-      ok = value.is_number_integer();
+      ok = value.is_number_integer() &&
+           (value.is_number_unsigned()
+                ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+                : value.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                      value.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max()));
     else if constexpr (std::is_floating_point_v<T>)
       ok = value.is_number();
     else
@@ -134,6 +139,9 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
            "{}: hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads and vocab_size must be "
            "positive",
            source);
+  // Per-layer tables are sized by num_hidden_layers: a corrupt value must not become a multi-GiB allocation.
+  RS_CHECK(config.num_layers <= 4096, "{}: num_hidden_layers {} is not plausible (at most 4096)", source,
+           config.num_layers);
   RS_CHECK(config.num_heads % config.num_kv_heads == 0,
            "{}: num_attention_heads {} is not a multiple of "
            "num_key_value_heads {}",

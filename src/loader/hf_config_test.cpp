@@ -50,6 +50,15 @@ TEST(HfConfig, ErrorsNameTheField) {
   raw = base_config();
   raw["rope_scaling"]["rope_type"] = "dynamic_ntk_foo";
   EXPECT_THROW(parse_model_config(raw, "c"), Error);
+  // Values that do not fit, or are implausible, are refused before anything is sized by them (found by
+  // fuzz_model_config).
+  raw = base_config();
+  raw["num_hidden_layers"] = 607744444444444444LL;
+  EXPECT_THROW(parse_model_config(raw, "c"), Error);
+  raw["num_hidden_layers"] = 2000000000;
+  EXPECT_THROW(parse_model_config(raw, "c"), Error);
+  raw["num_hidden_layers"] = 18446744073709551615ULL;
+  EXPECT_THROW(parse_model_config(raw, "c"), Error);
 }
 
 }  // namespace
