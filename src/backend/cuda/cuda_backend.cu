@@ -402,7 +402,7 @@ class CudaBackend final : public Backend {
     if (!flash_attention_supported(params.num_heads, params.num_kv_heads, params.head_dim, cache_bf16)) return false;
     RS_CHECK(batch.seq_token_start.numel() == int64_t{batch.num_seqs} + 1,
              "attention: seq_token_start {} for {} sequences", batch.seq_token_start.shape_string(), batch.num_seqs);
-    return flash_;
+    return true;
   }
 
   static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {
