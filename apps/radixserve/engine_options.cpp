@@ -54,6 +54,9 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->capture_default_str();
   command.add_flag_callback(
       "--disable-cuda-graph", [&config] { config.cuda_graph_max_batch = 0; }, "GPU: run every step eagerly");
+  command.add_flag_callback(
+      "--disable-pdl", [&config] { config.programmatic_launch = false; },
+      "GPU: launch kernels without programmatic dependent launch (each waits for the previous one to end)");
 }
 
 std::function<void(const std::string&, double)> make_progress_reporter() {

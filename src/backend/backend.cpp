@@ -12,7 +12,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOpti
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
 #ifdef RS_HAVE_CUDA
     const int index = name == "cuda" ? 0 : std::stoi(name.substr(5));
-    return cuda::make_cuda_backend(index, options.exact_f32, options.attention);
+    return cuda::make_cuda_backend(index, options);
 #else
     RS_FAIL("backend '{}' requested but this build has no CUDA support (configure with -DRS_CUDA=ON)", name);
 #endif

@@ -138,6 +138,12 @@ class Backend {
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
   // gate_up [T, 2I] (gate | up halves) -> out [T, I] = silu(gate) * up
   virtual void silu_mul(const Tensor& gate_up, Tensor out) = 0;
+  // out [T, I] = silu_mul(x . gate_up^T), the SwiGLU input of a dense MLP; gate_up_out [T, 2I] is scratch. Backends
+  // may fuse both steps (CUDA: one GEMV pass for decode batches); the default runs linear() then silu_mul().
+  virtual void linear_silu_mul(const Tensor& x, const LinearWeight& gate_up, Tensor gate_up_out, Tensor out) {
+    linear(x, gate_up, Tensor(), gate_up_out);
+    silu_mul(gate_up_out, out);
+  }
   // out [R, H] = x[rows[r]]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) = 0;
   // Router: logits [T, E] -> ids i32 [T, k], weights f32 [T, k] (ties: lower expert id first).
@@ -156,6 +162,9 @@ struct BackendOptions {
   // CUDA attention kernel: "auto" or "flash" (tensor cores wherever they apply: a bf16 cache, head_dim 64/128, not in
   // exact mode) or "cuda-core" (never tensor cores).
   std::string attention = "auto";
+  // CUDA: launch kernels with programmatic dependent launch on sm_90+ (each kernel's launch and weight prefetch overlap
+  // the previous kernel's tail); off only to measure what it buys.
+  bool programmatic_launch = true;
 };
 
 // "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.

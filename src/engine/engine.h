@@ -43,6 +43,7 @@ struct EngineConfig {
   // -1 = max_running_requests, 0 = off. Backends without graphs run every step eagerly.
   int32_t cuda_graph_max_batch = -1;
   std::string attention_backend = "auto";  // CUDA attention kernel: auto | flash | cuda-core (BackendOptions)
+  bool programmatic_launch = true;         // CUDA: BackendOptions::programmatic_launch
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
 

@@ -191,8 +191,7 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
     const int64_t inter = ffn.down.in_features;
     Tensor gate_up = gate_up_.slice_rows(0, tokens).view({tokens, 2 * inter});
     Tensor act = act_.slice_rows(0, tokens).view({tokens, inter});
-    backend_->linear(h, ffn.gate_up, Tensor(), gate_up);
-    backend_->silu_mul(gate_up, act);
+    backend_->linear_silu_mul(h, ffn.gate_up, gate_up, act);
     backend_->linear(act, ffn.down, Tensor(), out);
     return;
   }

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/device_context.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -59,11 +60,13 @@ class CudaGraph final : public BackendGraph {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int index, bool exact_f32, const std::string& attention)
-      : ctx_(std::make_shared<DeviceContext>(index, exact_f32)) {
+  CudaBackend(int index, const BackendOptions& options)
+      : ctx_(std::make_shared<DeviceContext>(index, options.exact_f32)) {
+    const std::string& attention = options.attention;
     RS_CHECK(attention == "auto" || attention == "flash" || attention == "cuda-core",
              "unknown attention backend '{}' (auto, flash, cuda-core)", attention);
     flash_ = attention != "cuda-core";  // auto: tensor cores wherever they apply (measured faster everywhere)
+    set_programmatic_launch(options.programmatic_launch && ctx_->compute_major() >= 9);
   }
 
   Device device() const override { return Device{DeviceKind::kCuda, ctx_->index()}; }
@@ -176,6 +179,10 @@ class CudaBackend final : public Backend {
 
   void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) override {
     run_linear(*ctx_, x, w, bias, out);
+  }
+
+  void linear_silu_mul(const Tensor& x, const LinearWeight& gate_up, Tensor gate_up_out, Tensor out) override {
+    if (!run_linear_silu_mul(*ctx_, x, gate_up, out)) Backend::linear_silu_mul(x, gate_up, gate_up_out, out);
   }
 
   void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override {
@@ -425,8 +432,8 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int index, bool exact_f32, const std::string& attention) {
-  return std::make_unique<CudaBackend>(index, exact_f32, attention);
+std::unique_ptr<Backend> make_cuda_backend(int index, const BackendOptions& options) {
+  return std::make_unique<CudaBackend>(index, options);
 }
 
 int cuda_device_count() {

@@ -9,9 +9,9 @@
 namespace rs::cuda {
 
 // The CUDA backend on device `index` (one stream, cuBLAS, kernels in kernels/*.cu). Throws rs::Error when the device
-// is absent or CUDA fails to initialise. exact_f32: bf16 GEMMs keep f32 activations (hi/lo split) instead of rounding
-// them to bf16 once. attention: "auto", "flash" or "cuda-core" (BackendOptions::attention).
-std::unique_ptr<Backend> make_cuda_backend(int index, bool exact_f32 = false, const std::string& attention = "auto");
+// is absent or CUDA fails to initialise. Uses options.exact_f32 (bf16 GEMMs keep f32 activations, hi/lo split, instead
+// of rounding them to bf16 once), options.attention and options.programmatic_launch.
+std::unique_ptr<Backend> make_cuda_backend(int index, const BackendOptions& options = {});
 
 // Number of usable CUDA devices; 0 when there is no driver or no device (never throws).
 int cuda_device_count();

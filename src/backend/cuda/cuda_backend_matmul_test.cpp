@@ -49,7 +49,8 @@ TEST_F(CudaParity, Linear) {
                         : variant == 2 ? DType::kF16
                                        : DType::kU8;
     const std::vector<Shape> shapes =
-        mxfp4 ? std::vector<Shape>{{256, 96}, {96, 37}} : std::vector<Shape>{{256, 96}, {100, 37}};
+        mxfp4 ? std::vector<Shape>{{256, 96}, {96, 37}}
+              : std::vector<Shape>{{256, 96}, {100, 37}, {4096, 40}};  // the last: K split across warps
     for (const Shape s : shapes) {
       const LinearWeight wh = random_weight(rng_, dtype, mxfp4, s.out, s.in, host_);
       const LinearWeight wd = dev_weight(wh);
@@ -77,6 +78,39 @@ TEST_F(CudaParity, Linear) {
       }
     }
   }
+}
+
+// The fused SwiGLU input (one GEMV pass over gate | up for decode batches; linear + silu_mul beyond) against the CPU's
+// unfused steps, and bit for bit against the same backend's unfused ops (the fused kernel sums in the same order).
+TEST_F(CudaParity, LinearSiluMul) {
+  // 100 features: the last block has idle warps; in 4096: K split across warps.
+  for (const auto& [in, inter] : {std::pair<int64_t, int64_t>{264, 100}, std::pair<int64_t, int64_t>{4096, 36}})
+    for (const DType dtype : {DType::kBF16, DType::kF32}) {
+      const LinearWeight wh = random_weight(rng_, dtype, false, 2 * inter, in, host_);
+      const LinearWeight wd = dev_weight(wh);
+      for (int64_t tokens : {1, 2, 3, 8, 9}) {
+        const Tensor xh = host(normal(rng_, tokens * in), DType::kF32, {tokens, in});
+        Tensor gate_up_h = host_zeros(DType::kF32, {tokens, 2 * inter}), ref = host_zeros(DType::kF32, {tokens, inter});
+        cpu_->linear(xh, wh, Tensor(), gate_up_h);
+        cpu_->silu_mul(gate_up_h, ref);
+        const std::string what =
+            fmt::format("linear_silu_mul {} [{}x{}] T={}", dtype_name(dtype), 2 * inter, in, tokens);
+        for (Backend* backend : {gpu_.get(), fast_.get()}) {
+          const Tensor x_d = dev(xh);
+          Tensor scratch = dev(host_zeros(DType::kF32, {tokens, 2 * inter}));
+          Tensor fused = dev(host_zeros(DType::kF32, {tokens, inter})),
+                 plain = dev(host_zeros(DType::kF32, {tokens, inter}));
+          gpu_->synchronize();  // dev() copies on gpu_'s stream
+          backend->linear_silu_mul(x_d, wd, scratch, fused);
+          backend->linear(x_d, wd, Tensor(), scratch);
+          backend->silu_mul(scratch, plain);
+          backend->synchronize();
+          EXPECT_EQ(fetch<float>(fused), fetch<float>(plain)) << what;
+          const bool rounded = backend == fast_.get() && dtype == DType::kBF16 && tokens > kFastGemvRows;
+          EXPECT_PARITY(fetch<float>(fused), as_floats(ref), rounded ? kBf16Fast : kF32Dot + kElementwise, what);
+        }
+      }
+    }
 }
 
 TEST_F(CudaParity, MoeRoute) {

@@ -22,7 +22,3 @@
       ::rs::throw_error(__FILE__, __LINE__,                                                                     \
                         ::fmt::format("cuBLAS error {} in {}", cublasGetStatusName(rs_cublas_status_), #expr)); \
   } while (0)
-
-// Checks the launch of the kernel just enqueued (bad configuration, missing image); asynchronous faults surface at
-// the next synchronising call.
-#define RS_CUDA_CHECK_LAUNCH() RS_CUDA_CHECK(cudaGetLastError())

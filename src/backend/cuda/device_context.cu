@@ -22,6 +22,7 @@ DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f
   cudaDeviceProp prop{};
   RS_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
   num_sms_ = prop.multiProcessorCount;
+  compute_major_ = prop.major;
   device_name_ = prop.name;
   total_memory_ = prop.totalGlobalMem;
   RS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

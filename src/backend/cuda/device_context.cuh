@@ -46,6 +46,7 @@ class DeviceContext {
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
   int num_sms() const { return num_sms_; }
+  int compute_major() const { return compute_major_; }
   const std::string& device_name() const { return device_name_; }
   size_t total_memory() const { return total_memory_; }
   uint32_t* error_flags() const { return error_flags_; }
@@ -82,6 +83,7 @@ class DeviceContext {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   int num_sms_ = 0;
+  int compute_major_ = 0;
   std::string device_name_;
   size_t total_memory_ = 0;
   uint32_t* error_flags_ = nullptr;       // device word
@@ -95,6 +97,9 @@ ElemType elem_type(DType dtype);
 
 // Linear layers and MoE experts (linear.cu): GEMV, tiled GEMM or cuBLAS by shape and format.
 void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
+// out [T, I] = silu(x . gate^T) * (x . up^T) in one GEMV pass over gate_up [2I, in] when the GEMV applies (few rows);
+// returns false, doing nothing, otherwise.
+bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out);
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
                      const MoeWeights& experts, Tensor out);
 

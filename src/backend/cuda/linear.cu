@@ -78,35 +78,48 @@ WeightFormat expert_format(const std::vector<LinearWeight>& list, int64_t out, i
   return format;
 }
 
-}  // namespace
-
-void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
-  const int64_t tokens = x.rows();
-  RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
-           "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
-  RS_CHECK(x.dtype() == DType::kF32 && out.dtype() == DType::kF32, "linear activations must be f32");
+// Arguments of a dense linear out [T, out_width] = x [T, in] . W^T over x's rows (implicit row chunks).
+LinearArgs dense_args(const DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias,
+                      Tensor out) {
   check_on_device(ctx, x, "linear input"), check_on_device(ctx, out, "linear output");
   check_on_device(ctx, w.weight, "linear weight"), check_on_device(ctx, bias, "linear bias");
-  if (tokens == 0 || w.out_features == 0) return;
-  ctx.activate();
+  RS_CHECK(x.dtype() == DType::kF32 && out.dtype() == DType::kF32, "linear activations must be f32");
   const WeightFormat format = weight_format(w);
   LinearArgs args{};
   args.x = x.data_as<float>();
   args.x_stride = w.in_features;
   args.out = out.data_as<float>();
-  args.out_stride = w.out_features;
+  args.out_stride = out.dim(-1);
   args.in_features = w.in_features;
   args.out_features = w.out_features;
   args.format = format;
   args.w.weight = w.weight.data();
   args.w.scales = format == WeightFormat::kMxfp4 ? w.scales.data_as<uint8_t>() : nullptr;
   set_bias(args.w, bias, 0);
-  args.rows.total_rows = tokens;
-  // The GEMV re-reads every activation row per pair of output features from L1: past a couple of rows (fast path)
-  // the rows no longer fit L1 and a tensor-core GEMM reading the weights once is faster. Exact mode keeps the GEMV's
-  // f32 products for up to kGemvMaxRows rows.
+  args.rows.total_rows = x.rows();
+  return args;
+}
+
+// The GEMV re-reads every activation row per pair of output features from L1: past a couple of rows (fast path) the
+// rows no longer fit L1 and a tensor-core GEMM reading the weights once is faster. Exact mode keeps the GEMV's f32
+// products for up to kGemvMaxRows rows.
+bool gemv_applies(const DeviceContext& ctx, const LinearArgs& args) {
   const int64_t gemv_rows = ctx.exact_f32() ? kGemvMaxRows : kGemvFastMaxRows;
-  if (tokens <= gemv_rows && gemv_supported(format, w.in_features, args.x, args.x_stride, args.w.weight)) {
+  return args.rows.total_rows <= gemv_rows &&
+         gemv_supported(args.format, args.in_features, args.x, args.x_stride, args.w.weight);
+}
+
+}  // namespace
+
+void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
+  const int64_t tokens = x.rows();
+  RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
+           "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
+  LinearArgs args = dense_args(ctx, x, w, bias, out);
+  if (tokens == 0 || w.out_features == 0) return;
+  ctx.activate();
+  const WeightFormat format = args.format;
+  if (gemv_applies(ctx, args)) {
     args.rows.chunk_rows = static_cast<int32_t>(tokens);
     launch_gemv(args, args.rows.chunk_rows, ctx.stream());
   } else if (format == WeightFormat::kF32 || format == WeightFormat::kBF16) {
@@ -116,6 +129,23 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
     args.rows.chunk_rows = kTiledRows;
     launch_gemm_tiled(args, ctx.stream());
   }
+}
+
+bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out) {
+  const int64_t tokens = x.rows(), inter = gate_up.out_features / 2;
+  RS_CHECK(
+      x.dim(-1) == gate_up.in_features && gate_up.out_features % 2 == 0 && out.dim(-1) == inter && out.rows() == tokens,
+      "linear_silu_mul: x {} . W [{}, {}] -> out {}", x.shape_string(), gate_up.out_features, gate_up.in_features,
+      out.shape_string());
+  LinearArgs args = dense_args(ctx, x, gate_up, Tensor(), out);
+  if (!gemv_applies(ctx, args)) return false;
+  if (tokens == 0 || inter == 0) return true;
+  ctx.activate();
+  args.out_features = inter;
+  args.glu_offset = inter;
+  args.rows.chunk_rows = static_cast<int32_t>(tokens);
+  launch_gemv(args, args.rows.chunk_rows, ctx.stream());
+  return true;
 }
 
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,

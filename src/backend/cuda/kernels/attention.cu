@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -44,6 +45,7 @@ __device__ __forceinline__ const CacheT* a_cache_tag() {
 template <typename CacheT>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_width, const int32_t* slots,
                                 int64_t cache_rows, CacheT* k_cache, CacheT* v_cache, uint32_t* error_flags) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
   if (slot < 0) return;
@@ -59,6 +61,7 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_widt
 
 template <int kDimsPerLane, typename CacheT>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
+  pdl_enter();
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int t = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
@@ -193,6 +196,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 
 // Merges the key splits of one (token, head) and adds the sink term.
 __global__ void attention_combine_kernel(AttentionArgs a) {
+  pdl_enter();
   const int t = blockIdx.x, h = blockIdx.y, hd = a.head_dim, stride = hd + 2;
   const float* part = a.partial + (static_cast<int64_t>(t) * a.num_heads + h) * a.splits * stride;
   float sink = -INFINITY, max_all = -INFINITY;
@@ -220,11 +224,10 @@ void launch_attention_for(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.num_tokens, a.num_heads, a.splits);
   const size_t smem = (((a.head_dim + 3) & ~3) + kWarps * (a.head_dim + 2)) * sizeof(float);
   if (a.cache_bf16) {
-    attention_kernel<kDimsPerLane, uint16_t><<<grid, kWarps * 32, smem, stream>>>(a);
+    launch_kernel(attention_kernel<kDimsPerLane, uint16_t>, grid, kWarps * 32, smem, stream, a);
   } else {
-    attention_kernel<kDimsPerLane, float><<<grid, kWarps * 32, smem, stream>>>(a);
+    launch_kernel(attention_kernel<kDimsPerLane, float>, grid, kWarps * 32, smem, stream, a);
   }
-  RS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -234,13 +237,12 @@ void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t
                      cudaStream_t stream) {
   if (num_tokens == 0) return;
   if (cache_bf16) {
-    store_kv_kernel<<<num_tokens, 256, 0, stream>>>(k, v, row_width, slots, cache_rows, static_cast<uint16_t*>(k_cache),
-                                                    static_cast<uint16_t*>(v_cache), error_flags);
+    launch_kernel(store_kv_kernel<uint16_t>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
+                  static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), error_flags);
   } else {
-    store_kv_kernel<<<num_tokens, 256, 0, stream>>>(k, v, row_width, slots, cache_rows, static_cast<float*>(k_cache),
-                                                    static_cast<float*>(v_cache), error_flags);
+    launch_kernel(store_kv_kernel<float>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
+                  static_cast<float*>(k_cache), static_cast<float*>(v_cache), error_flags);
   }
-  RS_CUDA_CHECK_LAUNCH();
 }
 
 int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
@@ -269,8 +271,7 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream) {
 }
 
 void launch_attention_combine(const AttentionArgs& args, cudaStream_t stream) {
-  attention_combine_kernel<<<dim3(args.num_tokens, args.num_heads), 128, 0, stream>>>(args);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(attention_combine_kernel, dim3(args.num_tokens, args.num_heads), 128, 0, stream, args);
 }
 
 }  // namespace rs::cuda

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -16,6 +17,7 @@ int grid_for(int64_t count, int per_thread = 1) {
 
 __global__ void embedding_kernel(const void* table, ElemType type, int64_t vocab, int64_t hidden, const int32_t* ids,
                                  float* out, uint32_t* error_flags) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   const bool valid = id >= 0 && id < vocab;
@@ -28,6 +30,7 @@ __global__ void embedding_kernel(const void* table, ElemType type, int64_t vocab
 template <bool kWarpPerRow>
 __global__ void rms_norm_kernel(const float* x, const void* weight, ElemType type, int64_t rows, int64_t width,
                                 float eps, bool add_one, float* out) {
+  pdl_enter();
   const int64_t row = kWarpPerRow ? blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
   if (row >= rows) return;  // whole warps leave together; block_sum is not used in this mode
   const int step = kWarpPerRow ? 32 : blockDim.x;
@@ -49,11 +52,13 @@ __global__ void rms_norm_kernel(const float* x, const void* weight, ElemType typ
 }
 
 __global__ void add_kernel(const float* a, const float* b, float* out, int64_t count) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = a[i] + b[i];
 }
 
 __global__ void add4_kernel(const float4* a, const float4* b, float4* out, int64_t count4) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count4; i += int64_t{gridDim.x} * blockDim.x) {
     const float4 x = a[i], y = b[i];
     out[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
@@ -61,16 +66,18 @@ __global__ void add4_kernel(const float4* a, const float4* b, float4* out, int64
 }
 
 __global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+  pdl_enter();
   const int64_t count = rows * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
     const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
-    out[i] = g / (1.0f + expf(-g)) * u;
+    out[i] = silu_times(g, u);
   }
 }
 
 __global__ void gpt_oss_glu_kernel(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit,
                                    float* out) {
+  pdl_enter();
   const int64_t count = rows * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
@@ -82,18 +89,21 @@ __global__ void gpt_oss_glu_kernel(const float* gate_up, int64_t rows, int64_t i
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t width, float* out) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const int64_t src = rows[r];
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[r * width + i] = x[src * width + i];
 }
 
 __global__ void add_bias_kernel(float* out, int64_t rows, int64_t features, const void* bias, ElemType type) {
+  pdl_enter();
   const int64_t count = rows * features;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x)
     out[i] += load_elem(bias, type, i % features);
 }
 
 __global__ void split_bf16_kernel(const float* x, int64_t count, __nv_bfloat16* hi, __nv_bfloat16* lo) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const float v = x[i];
     const __nv_bfloat16 h = __float2bfloat16_rn(v);
@@ -107,8 +117,8 @@ __global__ void split_bf16_kernel(const float* x, int64_t count, __nv_bfloat16* 
 void launch_embedding(const void* table, ElemType table_type, int64_t vocab, int64_t hidden, const int32_t* ids,
                       int64_t num_tokens, float* out, uint32_t* error_flags, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  embedding_kernel<<<num_tokens, kThreads, 0, stream>>>(table, table_type, vocab, hidden, ids, out, error_flags);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(embedding_kernel, num_tokens, kThreads, 0, stream, table, table_type, vocab, hidden, ids, out,
+                error_flags);
 }
 
 void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width, float eps,
@@ -116,12 +126,12 @@ void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, i
   if (rows == 0) return;
   if (width <= 512) {
     const int rows_per_block = kThreads / 32;
-    rms_norm_kernel<true><<<ceil_div(rows, rows_per_block), kThreads, 0, stream>>>(x, weight, weight_type, rows, width,
-                                                                                   eps, add_one, out);
+    launch_kernel(rms_norm_kernel<true>, ceil_div(rows, rows_per_block), kThreads, 0, stream, x, weight, weight_type,
+                  rows, width, eps, add_one, out);
   } else {
-    rms_norm_kernel<false><<<rows, kThreads * 2, 0, stream>>>(x, weight, weight_type, rows, width, eps, add_one, out);
+    launch_kernel(rms_norm_kernel<false>, rows, kThreads * 2, 0, stream, x, weight, weight_type, rows, width, eps,
+                  add_one, out);
   }
-  RS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_add(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
@@ -130,47 +140,41 @@ void launch_add(const float* a, const float* b, float* out, int64_t count, cudaS
       count % 4 == 0 &&
       (reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
   if (aligned) {
-    add4_kernel<<<grid_for(count / 4), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(a),
-                                                              reinterpret_cast<const float4*>(b),
-                                                              reinterpret_cast<float4*>(out), count / 4);
+    launch_kernel(add4_kernel, grid_for(count / 4), kThreads, 0, stream, reinterpret_cast<const float4*>(a),
+                  reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(out), count / 4);
   } else {
-    add_kernel<<<grid_for(count), kThreads, 0, stream>>>(a, b, out, count);
+    launch_kernel(add_kernel, grid_for(count), kThreads, 0, stream, a, b, out, count);
   }
-  RS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out, cudaStream_t stream) {
   if (rows * inter == 0) return;
-  silu_mul_kernel<<<grid_for(rows * inter), kThreads, 0, stream>>>(gate_up, rows, inter, out);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(silu_mul_kernel, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows, inter, out);
 }
 
 void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
                         cudaStream_t stream) {
   if (rows * inter == 0) return;
-  gpt_oss_glu_kernel<<<grid_for(rows * inter), kThreads, 0, stream>>>(gate_up, rows, inter, alpha, limit, out);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(gpt_oss_glu_kernel, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows, inter, alpha, limit,
+                out);
 }
 
 void launch_gather_rows(const float* x, const int32_t* rows, int64_t num_rows, int64_t width, float* out,
                         cudaStream_t stream) {
   if (num_rows == 0) return;
-  gather_rows_kernel<<<num_rows, kThreads, 0, stream>>>(x, rows, width, out);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(gather_rows_kernel, num_rows, kThreads, 0, stream, x, rows, width, out);
 }
 
 void launch_add_bias(float* out, int64_t rows, int64_t features, const void* bias, ElemType bias_type,
                      cudaStream_t stream) {
   if (rows * features == 0) return;
-  add_bias_kernel<<<grid_for(rows * features), kThreads, 0, stream>>>(out, rows, features, bias, bias_type);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(add_bias_kernel, grid_for(rows * features), kThreads, 0, stream, out, rows, features, bias, bias_type);
 }
 
 void launch_split_bf16(const float* x, int64_t count, void* hi, void* lo, cudaStream_t stream) {
   if (count == 0) return;
-  split_bf16_kernel<<<grid_for(count), kThreads, 0, stream>>>(x, count, static_cast<__nv_bfloat16*>(hi),
-                                                              static_cast<__nv_bfloat16*>(lo));
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(split_bf16_kernel, grid_for(count), kThreads, 0, stream, x, count, static_cast<__nv_bfloat16*>(hi),
+                static_cast<__nv_bfloat16*>(lo));
 }
 
 }  // namespace rs::cuda

@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -145,6 +146,7 @@ __device__ __forceinline__ RowDestination row_destination(const AttentionArgs& a
 // all 64 keys.
 template <int D, int kWarps, bool kSplitKeys>
 __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kernel(AttentionArgs a) {
+  pdl_enter();
   constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;  // query rows per tile
   constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   constexpr int kTiles = kSplitKeys ? 2 : kKeys / 8;    // 8-key n-tiles of S per warp
@@ -395,9 +397,8 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   }();
   (void)configured;
   const int tiles = flash_attention_tiles(a.num_tokens, a.num_seqs, a.num_heads, a.num_kv_heads, kRows);
-  flash_attention_kernel<D, kWarps, kSplitKeys>
-      <<<dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream>>>(a);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys>, dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem,
+                stream, a);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/weight_decode.cuh"
 
 namespace rs::cuda {
@@ -56,6 +57,7 @@ __device__ __forceinline__ void load_weight8(const void* weight, const uint8_t* 
 
 template <WeightFormat F>
 __global__ void __launch_bounds__(kThreads) gemm_tiled_kernel(LinearArgs a) {
+  pdl_enter();
   __shared__ __align__(16) float xs[kBK][kBM + 4];
   __shared__ __align__(16) float ws[kBK][kBN + 4];
   int group, count;
@@ -124,8 +126,7 @@ void launch_for_format(const LinearArgs& a, cudaStream_t stream) {
   const dim3 grid(
       static_cast<unsigned>(ceil_div(a.out_features, kBN)),
       static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows)));
-  gemm_tiled_kernel<F><<<grid, kThreads, 0, stream>>>(a);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(gemm_tiled_kernel<F>, grid, kThreads, 0, stream, a);
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
-// GEMV for few activation rows (decode): each warp streams two weight rows once, 16 bytes per lane per step, decoding
-// f32/bf16/f16/MXFP4 in registers, and dots them with up to 8 activation rows of its chunk. f32 accumulation.
-// Memory-bound: the weight bytes are read once per chunk, activations come from L1/L2.
+// GEMV for few activation rows (decode): each warp streams two weight rows (a K-slice of them when the block splits K),
+// 16 bytes per lane per step, decoding f32/bf16/f16/MXFP4 in registers, and dots them with up to 8 activation rows of
+// its chunk. f32 accumulation. Memory-bound: the weight bytes are read once per chunk, activations come from L1/L2.
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/weight_decode.cuh"
 
 namespace rs::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kRowsPerWarp = 2;  // output features per warp
+constexpr int kRowsPerWarp = 2;  // weight rows per warp: two output features, or one gated (gate, up) feature
 
 // 16-byte vectors per row a lane has in flight. MXFP4 packs 32 weights per vector (decode-heavy, register-hungry).
 template <WeightFormat F, int NT>
@@ -16,26 +19,61 @@ constexpr int kUnroll = F != WeightFormat::kMxfp4 ? 4
                         : NT >= 4                 ? 1
                                                   : 2;
 
-template <WeightFormat F, int NT>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a) {
+// KS warps of a block share the same rows, each reading one K-slice; their partial sums are added in slice order
+// (deterministic). Splitting K puts more warps (bytes in flight) on each SM and shortens each warp's serial chain of
+// loads when a layer has few output features (o_proj, down_proj at batch 1).
+template <WeightFormat F, int NT, int KS>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_kernel(LinearArgs a) {
   using Traits = WeightTraits<F>;
-  constexpr int kPerWord = Traits::kPerWord, kPerVec = Traits::kPerVec;
-  int group, count;
-  int64_t first_row;
-  if (!block_chunk(a.rows, group, first_row, count)) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t o0 = (static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp) * kRowsPerWarp;
-  if (o0 >= a.out_features) return;
-  const bool has1 = o0 + 1 < a.out_features;
-  const int64_t o1 = has1 ? o0 + 1 : o0;
+  constexpr int kPerWord = Traits::kPerWord, kPerVec = Traits::kPerVec, kU = kUnroll<F, NT>;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, part = warp % KS;
+  // Plain: a warp computes features o0, o0 + 1. Gated (glu_offset > 0): one feature o0 from weight rows o0 (gate) and
+  // o0 + glu_offset (up).
+  const bool gated = a.glu_offset > 0;
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / KS) + warp / KS;
+  const int64_t o0 = gated ? unit : unit * kRowsPerWarp;
+  const bool active = o0 < a.out_features;
+  const bool has1 = gated || o0 + 1 < a.out_features;
+  const int64_t o1 = gated ? o0 + a.glu_offset : has1 ? o0 + 1 : o0;
   const int64_t vecs = a.in_features / kPerVec;
-  const uint4* w0 = static_cast<const uint4*>(group_weight(a.w, group)) + o0 * vecs;
-  const uint4* w1 = static_cast<const uint4*>(group_weight(a.w, group)) + o1 * vecs;
+  const int64_t slice = (vecs + KS - 1) / KS, v_begin = part * slice, v_end = min(vecs, v_begin + slice);
+  const uint4* w0 = nullptr;
+  const uint4* w1 = nullptr;
   const uint8_t* s0 = nullptr;
   const uint8_t* s1 = nullptr;
-  if constexpr (F == WeightFormat::kMxfp4) {
-    s0 = group_scales(a.w, group) + o0 * vecs;
-    s1 = group_scales(a.w, group) + o1 * vecs;
+  const auto bind_rows = [&](int group) {
+    w0 = static_cast<const uint4*>(group_weight(a.w, group)) + o0 * vecs;
+    w1 = static_cast<const uint4*>(group_weight(a.w, group)) + o1 * vecs;
+    if constexpr (F == WeightFormat::kMxfp4) {
+      s0 = group_scales(a.w, group) + o0 * vecs;
+      s1 = group_scales(a.w, group) + o1 * vecs;
+    }
+  };
+  uint4 r0[kU], r1[kU];
+  const auto load_batch = [&](int64_t v0) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t v = v0 + 32 * u;
+      if (v < v_end) {
+        r0[u] = __ldg(w0 + v);
+        r1[u] = __ldg(w1 + v);
+      }
+    }
+  };
+  // One weight group (dense layers): the rows are known before the previous kernel ends, and weights are constant,
+  // so the first batch is loaded before waiting for the activations (overlaps that kernel's tail under PDL).
+  const bool dense = a.rows.list == nullptr;
+  if (dense && active) {
+    bind_rows(0);
+    load_batch(v_begin + lane);
+  }
+  pdl_enter();
+  int group, count;
+  int64_t first_row;
+  if (!block_chunk(a.rows, group, first_row, count)) return;  // the whole block: no barrier below is skipped
+  if (!dense && active) {
+    bind_rows(group);
+    load_batch(v_begin + lane);
   }
   const float* xr[NT];
 #pragma unroll
@@ -47,21 +85,13 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a)
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
 
-  // kUnroll vectors of each row are loaded before any is used: enough bytes in flight per SM to cover HBM latency.
-  for (int64_t v0 = lane; v0 < vecs; v0 += 32 * kUnroll<F, NT>) {
-    uint4 r0[kUnroll<F, NT>], r1[kUnroll<F, NT>];
+  // kU vectors of each row are loaded before any is used: enough bytes in flight per SM to cover HBM latency.
+  for (int64_t v0 = v_begin + lane; active && v0 < v_end; v0 += 32 * kU) {
+    if (v0 != v_begin + lane) load_batch(v0);  // the first batch is already in flight
 #pragma unroll
-    for (int u = 0; u < kUnroll<F, NT>; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int64_t v = v0 + 32 * u;
-      if (v < vecs) {
-        r0[u] = __ldg(w0 + v);
-        r1[u] = __ldg(w1 + v);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll<F, NT>; ++u) {
-      const int64_t v = v0 + 32 * u;
-      if (v >= vecs) break;
+      if (v >= v_end) break;
       const uint32_t words0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w};
       const uint32_t words1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
       float p0[NT], p1[NT];
@@ -100,34 +130,85 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_kernel(LinearArgs a)
     acc0[t] = warp_sum(acc0[t]);
     acc1[t] = warp_sum(acc1[t]);
   }
-  if (lane == 0) {
+  if constexpr (KS > 1) {
+    __shared__ float partial[kWarpsPerBlock][2][NT];
+    if (lane == 0) {
+#pragma unroll
+      for (int t = 0; t < NT; ++t) partial[warp][0][t] = acc0[t], partial[warp][1][t] = acc1[t];
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+#pragma unroll
+      for (int p = 1; p < KS; ++p) acc0[t] += partial[warp + p][0][t], acc1[t] += partial[warp + p][1][t];
+    }
+  }
+  if (lane == 0 && active) {
     const float b0 = group_bias(a.w, group, o0), b1 = group_bias(a.w, group, o1);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= count) break;
       float* out = a.out + (first_row + t) * a.out_stride;
-      out[o0] = acc0[t] + b0;
-      if (has1) out[o1] = acc1[t] + b1;
+      if (gated) {
+        out[o0] = silu_times(acc0[t] + b0, acc1[t] + b1);
+      } else {
+        out[o0] = acc0[t] + b0;
+        if (has1) out[o1] = acc1[t] + b1;
+      }
     }
   }
 }
 
+// Blocks of gemv_kernel<F, NT, KS> resident on the device at once (all SMs), measured once.
+template <WeightFormat F, int NT, int KS>
+int64_t resident_blocks() {
+  static const int64_t blocks = [] {
+    int device = 0, sms = 0, per_sm = 0;
+    RS_CUDA_CHECK(cudaGetDevice(&device));
+    RS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    RS_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_kernel<F, NT, KS>, kWarpsPerBlock * 32, 0));
+    return static_cast<int64_t>(sms) * std::max(per_sm, 1);
+  }();
+  return blocks;
+}
+
+template <WeightFormat F, int NT, int KS>
+void launch_split(const LinearArgs& a, int64_t units, unsigned chunks, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(ceil_div(units, kWarpsPerBlock / KS)), chunks);
+  launch_kernel(gemv_kernel<F, NT, KS>, grid, kWarpsPerBlock * 32, 0, stream, a);
+}
+
+// Batch-1/2 rows of dense layers split K when one K-slice per warp leaves the SMs under-filled: the largest split whose
+// blocks still fit one wave, with at least one full batch of loads per warp.
+template <WeightFormat F, int NT>
+void launch_rows(const LinearArgs& a, unsigned chunks, cudaStream_t stream) {
+  const int64_t units = a.glu_offset > 0 ? a.out_features : ceil_div(a.out_features, kRowsPerWarp);
+  if constexpr (NT <= 2 && F != WeightFormat::kMxfp4) {
+    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = 32LL * kUnroll<F, NT>;
+    const int64_t wave = resident_blocks<F, NT, 2>();
+    if (ceil_div(units, kWarpsPerBlock / 4) * chunks <= wave && vecs >= 4 * batch)
+      return launch_split<F, NT, 4>(a, units, chunks, stream);
+    if (ceil_div(units, kWarpsPerBlock / 2) * chunks <= wave && vecs >= 2 * batch)
+      return launch_split<F, NT, 2>(a, units, chunks, stream);
+  }
+  launch_split<F, NT, 1>(a, units, chunks, stream);
+}
+
 template <WeightFormat F>
 void launch_for_format(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
-  const dim3 grid(
-      static_cast<unsigned>(ceil_div(a.out_features, kWarpsPerBlock * kRowsPerWarp)),
-      static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows)));
-  const int threads = kWarpsPerBlock * 32;
+  const auto chunks =
+      static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows));
   if (rows_per_chunk <= 1) {
-    gemv_kernel<F, 1><<<grid, threads, 0, stream>>>(a);
+    launch_rows<F, 1>(a, chunks, stream);
   } else if (rows_per_chunk <= 2) {
-    gemv_kernel<F, 2><<<grid, threads, 0, stream>>>(a);
+    launch_rows<F, 2>(a, chunks, stream);
   } else if (rows_per_chunk <= 4) {
-    gemv_kernel<F, 4><<<grid, threads, 0, stream>>>(a);
+    launch_rows<F, 4>(a, chunks, stream);
   } else {
-    gemv_kernel<F, 8><<<grid, threads, 0, stream>>>(a);
+    launch_rows<F, 8>(a, chunks, stream);
   }
-  RS_CUDA_CHECK_LAUNCH();
 }
 
 int elements_per_vector(WeightFormat format) {

@@ -156,6 +156,9 @@ struct LinearArgs {
   WeightFormat format;
   GroupedWeights w;
   RowChunks rows;
+  // GEMV only, > 0: gated output out[o] = silu(x . W[o]) * (x . W[o + glu_offset]) for o < out_features (SwiGLU's
+  // gate | up halves in one weight; out_features = glu_offset).
+  int64_t glu_offset = 0;
 };
 
 // Rows per chunk the GEMV kernel handles (weights are read once per chunk); dense linears in the bf16 fast path use it

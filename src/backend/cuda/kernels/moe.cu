@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -16,6 +17,7 @@ constexpr int kMaxTopK = 32;
 // One warp per token; the logits row is staged in shared memory.
 __global__ void moe_route_kernel(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
                                  bool softmax_first, bool renormalize, int32_t* ids, float* weights) {
+  pdl_enter();
   extern __shared__ float rows[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
@@ -73,6 +75,7 @@ __global__ void moe_route_kernel(const float* logits, int64_t num_tokens, int32_
 __global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts,
                                 int32_t chunk_rows, int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks,
                                 int32_t* num_chunks, uint32_t* error_flags) {
+  pdl_enter();
   extern __shared__ int32_t counts[];  // counts[E] | cursor[E] | chunk_first[E + 1]
   int32_t* cursor = counts + num_experts;
   int32_t* chunk_first = cursor + num_experts;
@@ -119,6 +122,7 @@ __global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t t
 
 __global__ void moe_combine_kernel(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
                                    int32_t top_k, int64_t hidden, float* out) {
+  pdl_enter();
   __shared__ int32_t order[kMaxTopK];
   const int64_t t = blockIdx.x;
   if (threadIdx.x == 0) {  // insertion sort of the token's slots by expert id
@@ -151,9 +155,8 @@ void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_exper
   const size_t smem = sizeof(float) * kRouteWarps * num_experts;
   RS_CHECK(smem <= 48 * 1024, "{} experts exceed the router kernel's shared memory", num_experts);
   if (num_tokens == 0) return;
-  moe_route_kernel<<<ceil_div(num_tokens, kRouteWarps), kRouteWarps * 32, smem, stream>>>(
-      logits, num_tokens, num_experts, top_k, softmax_first, renormalize, ids, weights);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_route_kernel, ceil_div(num_tokens, kRouteWarps), kRouteWarps * 32, smem, stream, logits, num_tokens,
+                num_experts, top_k, softmax_first, renormalize, ids, weights);
 }
 
 void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts, int32_t chunk_rows,
@@ -161,17 +164,15 @@ void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32
                      uint32_t* error_flags, cudaStream_t stream) {
   const size_t smem = sizeof(int32_t) * (3 * num_experts + 1);
   RS_CHECK(smem <= 48 * 1024, "{} experts exceed the MoE sort kernel's shared memory", num_experts);
-  moe_sort_kernel<<<1, 1024, smem, stream>>>(ids, num_slots, top_k, num_experts, chunk_rows, pos_of_slot, x_row_of_pos,
-                                             chunks, num_chunks, error_flags);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_sort_kernel, 1, 1024, smem, stream, ids, num_slots, top_k, num_experts, chunk_rows, pos_of_slot,
+                x_row_of_pos, chunks, num_chunks, error_flags);
 }
 
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
                         int64_t num_tokens, int32_t top_k, int64_t hidden, float* out, cudaStream_t stream) {
   RS_CHECK(top_k <= kMaxTopK, "moe top-k {} exceeds {}", top_k, kMaxTopK);
   if (num_tokens == 0) return;
-  moe_combine_kernel<<<num_tokens, 256, 0, stream>>>(y, ids, weights, pos_of_slot, top_k, hidden, out);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_combine_kernel, num_tokens, 256, 0, stream, y, ids, weights, pos_of_slot, top_k, hidden, out);
 }
 
 }  // namespace rs::cuda

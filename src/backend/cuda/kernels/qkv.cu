@@ -3,6 +3,7 @@
 // launches (and round trips of the activations through memory) per layer of a decode step.
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -13,6 +14,7 @@ constexpr int kMaxHeadDim = 512;
 // One block per row: x += delta (stored), out = x * rsqrt(mean(x^2) + eps) * w.
 __global__ void add_rms_norm_kernel(float* x, const float* delta, const void* weight, ElemType type, int64_t width,
                                     float eps, bool add_one, float* out) {
+  pdl_enter();
   const int64_t row = blockIdx.x;
   float* xr = x + row * width;
   const float* dr = delta + row * width;
@@ -44,6 +46,7 @@ __device__ __forceinline__ void store_cache(CacheT* p, float x) {
 // warp-per-row path does (the same sums in the same order), staged in shared memory, then rotated as rope() does.
 template <typename CacheT>
 __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
+  pdl_enter();
   __shared__ float staged[kThreads / 32][kMaxHeadDim];
   const int64_t t = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -102,19 +105,18 @@ __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
 void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
                          int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
   if (rows == 0) return;
-  add_rms_norm_kernel<<<rows, kThreads * 2, 0, stream>>>(x, delta, weight, weight_type, width, eps, add_one, out);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(add_rms_norm_kernel, rows, kThreads * 2, 0, stream, x, delta, weight, weight_type, width, eps, add_one,
+                out);
 }
 
 void launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream) {
   if (args.num_tokens == 0) return;
   RS_CHECK(args.head_dim <= kMaxHeadDim, "qkv_prepare: head_dim {} above {}", args.head_dim, kMaxHeadDim);
   if (args.cache_bf16) {
-    qkv_prepare_kernel<uint16_t><<<args.num_tokens, kThreads, 0, stream>>>(args);
+    launch_kernel(qkv_prepare_kernel<uint16_t>, args.num_tokens, kThreads, 0, stream, args);
   } else {
-    qkv_prepare_kernel<float><<<args.num_tokens, kThreads, 0, stream>>>(args);
+    launch_kernel(qkv_prepare_kernel<float>, args.num_tokens, kThreads, 0, stream, args);
   }
-  RS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace rs::cuda

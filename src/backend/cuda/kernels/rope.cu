@@ -2,6 +2,7 @@
 // rotated in place with a cos|sin row per position (scaling folded into the table by model/rope_table).
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -9,6 +10,7 @@ namespace {
 // One block per token; threads stride over (head, pair).
 __global__ void rope_kernel(float* x, int64_t heads, int64_t head_dim, const int32_t* positions, const float* cos_sin,
                             int64_t max_positions, int32_t rotary_dim, uint32_t* error_flags) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int32_t pos = positions[t];
   if (pos < 0 || pos >= max_positions) {
@@ -34,9 +36,8 @@ void launch_rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, 
                  const float* cos_sin, int64_t max_positions, int32_t rotary_dim, uint32_t* error_flags,
                  cudaStream_t stream) {
   if (num_tokens == 0) return;
-  rope_kernel<<<num_tokens, 256, 0, stream>>>(x, heads, head_dim, positions, cos_sin, max_positions, rotary_dim,
-                                              error_flags);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(rope_kernel, num_tokens, 256, 0, stream, x, heads, head_dim, positions, cos_sin, max_positions,
+                rotary_dim, error_flags);
 }
 
 }  // namespace rs::cuda

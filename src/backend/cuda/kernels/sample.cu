@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
+#include "backend/cuda/kernels/launch.cuh"
 #include "backend/sampling.h"
 
 namespace rs::cuda {
@@ -756,6 +757,7 @@ template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     sample_simple_kernel(float* logits, int32_t vocab, const SampleRowSpec* specs, const int2* penalties,
                          SampleRowResult* results, float* saved_raw) {
+  pdl_enter();
   const SampleRowSpec s = specs[blockIdx.x];
   if (is_truncated(s)) return;
   float* x = logits + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -773,6 +775,7 @@ template <int kThreads>
 __global__ void __launch_bounds__(kThreads)
     sample_truncated_kernel(float* logits, int32_t vocab, const SampleRowSpec* specs, const int2* penalties,
                             SampleRowResult* results, float* saved_raw) {
+  pdl_enter();
   __shared__ TruncatedShared sh;
   const SampleRowSpec s = specs[blockIdx.x];
   if (!is_truncated(s)) return;
@@ -795,12 +798,10 @@ void launch_sample(float* logits, int32_t rows, int32_t vocab, const SampleRowSp
                    SampleRowResult* results, void* scratch, cudaStream_t stream) {
   if (rows <= 0 || vocab <= 0) return;
   float* saved_raw = static_cast<float*>(scratch);
-  sample_simple_kernel<kSimpleThreads>
-      <<<rows, kSimpleThreads, 0, stream>>>(logits, vocab, specs, penalties, results, saved_raw);
-  RS_CUDA_CHECK_LAUNCH();
-  sample_truncated_kernel<kTruncatedThreads>
-      <<<rows, kTruncatedThreads, 0, stream>>>(logits, vocab, specs, penalties, results, saved_raw);
-  RS_CUDA_CHECK_LAUNCH();
+  launch_kernel(sample_simple_kernel<kSimpleThreads>, rows, kSimpleThreads, 0, stream, logits, vocab, specs, penalties,
+                results, saved_raw);
+  launch_kernel(sample_truncated_kernel<kTruncatedThreads>, rows, kTruncatedThreads, 0, stream, logits, vocab, specs,
+                penalties, results, saved_raw);
 }
 
 }  // namespace rs::cuda
