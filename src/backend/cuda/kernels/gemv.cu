@@ -2,6 +2,7 @@
 // 16 bytes per lane per step, decoding f32/bf16/f16/MXFP4 in registers, and dots them with up to 8 activation rows of
 // its chunk. f32 accumulation. Memory-bound: the weight bytes are read once per chunk, activations come from L1/L2.
 #include <algorithm>
+#include <cstdint>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/launch.cuh"
@@ -35,8 +36,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   const bool active = o0 < a.out_features;
   const bool has1 = gated || o0 + 1 < a.out_features;
   const int64_t o1 = gated ? o0 + a.glu_offset : has1 ? o0 + 1 : o0;
-  const int64_t vecs = a.in_features / kPerVec;
-  const int64_t slice = (vecs + KS - 1) / KS, v_begin = part * slice, v_end = min(vecs, v_begin + slice);
+  const int vecs = static_cast<int>(a.in_features / kPerVec);  // vectors per row (< 2^31: in_features is checked)
+  const int slice = (vecs + KS - 1) / KS, v_begin = part * slice, v_end = min(vecs, v_begin + slice);
   const uint4* w0 = nullptr;
   const uint4* w1 = nullptr;
   const uint8_t* s0 = nullptr;
@@ -50,10 +51,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
     }
   };
   uint4 r0[kU], r1[kU];
-  const auto load_batch = [&](int64_t v0) {
+  const auto load_batch = [&](int v0) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int64_t v = v0 + 32 * u;
+      const int v = v0 + 32 * u;
       if (v < v_end) {
         r0[u] = __ldg(w0 + v);
         r1[u] = __ldg(w1 + v);
@@ -86,11 +87,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
 
   // kU vectors of each row are loaded before any is used: enough bytes in flight per SM to cover HBM latency.
-  for (int64_t v0 = v_begin + lane; active && v0 < v_end; v0 += 32 * kU) {
+  for (int v0 = v_begin + lane; active && v0 < v_end; v0 += 32 * kU) {
     if (v0 != v_begin + lane) load_batch(v0);  // the first batch is already in flight
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
-      const int64_t v = v0 + 32 * u;
+      const int v = v0 + 32 * u;
       if (v >= v_end) break;
       const uint32_t words0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w};
       const uint32_t words1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
@@ -223,8 +224,8 @@ int elements_per_vector(WeightFormat format) {
 
 bool gemv_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride, const void* weight) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return in_features % elements_per_vector(format) == 0 && x_stride % 4 == 0 && aligned(x) &&
-         (weight == nullptr || aligned(weight));
+  return in_features % elements_per_vector(format) == 0 && in_features <= INT32_MAX && x_stride % 4 == 0 &&
+         aligned(x) && (weight == nullptr || aligned(weight));
 }
 
 void launch_gemv(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
