@@ -48,7 +48,7 @@ void HttpServer::set_ready(const ServingModel& model, sched::Scheduler& schedule
   model_ = &model;
   scheduler_ = &scheduler;
   page_size_ = page_size;
-  handler_ = std::make_unique<GenerateHandler>(model, scheduler, metrics_);
+  handler_ = std::make_unique<GenerateHandler>(model, scheduler, metrics_, config_.log_requests);
   ready_ = true;
 }
 

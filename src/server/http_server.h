@@ -32,7 +32,8 @@ struct ServerConfig {
   int write_timeout_s = 30;              // a client not reading for this long is dropped
   // Browser origins allowed to call the API (CORS); empty = none (no CORS headers), "*" = any.
   std::vector<std::string> allowed_origins;
-  std::string version;  // reported by GET /version
+  std::string version;        // reported by GET /version
+  bool log_requests = false;  // also log each accepted call's prompt or messages, truncated (--log-requests)
 };
 
 class HttpServer {
