@@ -1,7 +1,8 @@
 // The HTTP surface around generation: /version, /tokenize and /detokenize (vLLM's shapes; counts equal what
 // generation bills), 405 for a known route asked with the wrong method, CORS for allowed origins only (preflight
 // included), the API key from RADIXSERVE_API_KEY, one access-log line per request (prompts only with --log-requests),
-// the periodic stats line, and --chat-template.
+// the periodic stats line, the chat page at GET / (--no-web-ui drops it; the page itself is tested in
+// web_chat.test.mjs), and --chat-template.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -53,6 +54,11 @@ test('version, tokenize, detokenize, 405, the access log and the stats line', as
     assert.equal(wrongMethod.headers.get('allow'), 'POST');
     assert.equal((await fetch(`${server.baseURL}/health`, { method: 'POST' })).status, 405);
     assert.equal((await fetch(`${server.baseURL}/no/such/route`)).status, 404);
+    const pageResponse = await fetch(`${server.baseURL}/`);
+    assert.equal(pageResponse.status, 200);
+    assert.equal(pageResponse.headers.get('content-type'), 'text/html; charset=utf-8');
+    assert.match(await pageResponse.text(), /^<!doctype html>/);
+    assert.equal((await fetch(`${server.baseURL}/`, { method: 'POST' })).headers.get('allow'), 'GET');
 
     // One access line per request: id, route, status, token counts, latency, finish reason; no prompt text.
     const log = server.log();
@@ -68,8 +74,8 @@ test('version, tokenize, detokenize, 405, the access log and the stats line', as
   }
 });
 
-test('--log-requests logs prompts and messages, truncated', async () => {
-  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--log-requests'] });
+test('--log-requests logs prompts and messages, truncated; --no-web-ui drops the page', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--log-requests', '--no-web-ui'] });
   try {
     const client = server.client();
     const chat = await client.chat.completions.create({ model: server.model, max_tokens: 1,
@@ -86,6 +92,8 @@ test('--log-requests logs prompts and messages, truncated', async () => {
     assert.ok(!longLine.includes('marker-end') && longLine.length < 2300, 'a long prompt is cut at 2000 bytes');
     assert.match(longLine, /\.\.\. \(\d+ bytes in all\)$/);
     assert.ok(log.includes(`${tokens.id} /v1/completions prompt=[[5,6,7]]`), log);
+
+    assert.equal((await fetch(`${server.baseURL}/`)).status, 404);
   } finally {
     await server.stop();
   }
