@@ -311,6 +311,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--allowed-origins", options->http.allowed_origins,
                   "Browser origins allowed to call the API (CORS), e.g. http://localhost:3000 or '*'; default none")
       ->delimiter(',');
+  cmd->add_flag_callback(
+      "--no-web-ui", [options] { options->http.web_ui = false; }, "Do not serve the chat page at GET /");
+  cmd->add_flag("--log-requests", options->http.log_requests,
+                "Also log each call's prompt or messages (first 2000 bytes) at info level");
   cmd->add_option("--max-running-requests", options->scheduler.max_running_requests, "Sequences in the running batch")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();

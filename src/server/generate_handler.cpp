@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "base/utf8.h"
 #include "server/peer_connection.h"
 #include "server/sse.h"
 
@@ -15,6 +16,19 @@ using namespace std::chrono_literals;
 constexpr auto kPollInterval = 100ms;    // how often a waiting handler wakes to check its client
 constexpr auto kKeepAliveEvery = 1s;     // SSE comment cadence while no token arrives
 constexpr auto kPeerCheckEvery = 250ms;  // how often a non-streaming handler checks that its client is still there
+constexpr size_t kMaxLoggedInputBytes = 2000;  // --log-requests: a longer prompt is cut here
+
+// A request's prompt or messages for the log: JSON (so newlines cannot forge log lines), cut to kMaxLoggedInputBytes
+// at a character boundary.
+template <typename Json>
+std::string logged_json(const char* key, const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  const size_t total = text.size();
+  if (total <= kMaxLoggedInputBytes) return fmt::format("{}={}", key, text);
+  text.resize(kMaxLoggedInputBytes);
+  text.resize(text.size() - utf8::incomplete_tail(text));
+  return fmt::format("{}={}... ({} bytes in all)", key, text, total);
+}
 
 // Counts a call in flight for as long as it lives (a streamed response outlives its handler).
 class InFlight {
@@ -41,8 +55,9 @@ struct StreamState {
 
 }  // namespace
 
-GenerateHandler::GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics)
-    : model_(model), scheduler_(scheduler), metrics_(metrics) {}
+GenerateHandler::GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics,
+                                 bool log_requests)
+    : model_(model), scheduler_(scheduler), metrics_(metrics), log_requests_(log_requests) {}
 
 static const char* route_of(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
@@ -83,13 +98,15 @@ std::optional<ApiError> GenerateHandler::check_num_choices(size_t num_prompts, i
 
 std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build_prompts(Endpoint endpoint,
                                                                                          const std::string& body,
-                                                                                         GenerationOptions& options) {
+                                                                                         GenerationOptions& options,
+                                                                                         std::string& logged_input) {
   std::vector<std::vector<int32_t>> prompts;
   std::string model_name;
   if (endpoint == Endpoint::kChat) {
     auto parsed = parse_chat_request(body, model_.sampling_defaults, model_.limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<ChatRequest>(parsed);
+    if (log_requests_) logged_input = logged_json("messages", request.messages);
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     options.separate_reasoning = model_.reasoning.enabled() || model_.harmony.enabled();
@@ -109,6 +126,9 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     auto parsed = parse_completion_request(body, model_.sampling_defaults, model_.limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<CompletionRequest>(parsed);
+    if (log_requests_)
+      logged_input = request.token_prompts.empty() ? logged_json("prompt", nlohmann::json(request.text_prompts))
+                                                   : logged_json("prompt", nlohmann::json(request.token_prompts));
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     // Before tokenizing anything: one call must not build (or queue) more choices than the server allows.
@@ -181,7 +201,8 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
 void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   GenerationOptions options;
-  auto prompts = build_prompts(endpoint, req.body, options);
+  std::string logged_input;
+  auto prompts = build_prompts(endpoint, req.body, options, logged_input);
   if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(res, *error, endpoint);
   auto& prompt_ids = std::get<std::vector<std::vector<int32_t>>>(prompts);
   auto max_new = max_new_tokens(prompt_ids, options, endpoint);
@@ -202,6 +223,7 @@ void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, htt
         endpoint);
   }
   auto builder = std::make_unique<ResponseBuilder>(endpoint, model_.name, options, model_.text);
+  if (log_requests_) RS_LOG_INFO("{} {} {}", builder->id(), route_of(endpoint), logged_input);
 
   if (!options.stream) {
     std::vector<ChoiceResult> results(generation->num_choices());

@@ -20,8 +20,9 @@ namespace rs::server {
 
 class GenerateHandler {
  public:
-  // model, scheduler and metrics must outlive every call.
-  GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics);
+  // model, scheduler and metrics must outlive every call. log_requests: each accepted call also logs its prompt or
+  // messages (truncated) at info level.
+  GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics, bool log_requests);
 
   // Any HTTP thread. Fills `res` (status, body or chunked SSE provider).
   void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
@@ -29,19 +30,23 @@ class GenerateHandler {
   int32_t in_flight() const { return in_flight_.load(); }
 
  private:
+  // Parses the body into prompt ids and options; with log_requests_, also the request's prompt or messages as JSON
+  // in `logged_input`.
   std::variant<std::vector<std::vector<int32_t>>, ApiError> build_prompts(Endpoint endpoint, const std::string& body,
-                                                                          GenerationOptions& options);
+                                                                          GenerationOptions& options,
+                                                                          std::string& logged_input);
   // A 400 when num_prompts x n exceeds model_.max_choices_per_call.
   std::optional<ApiError> check_num_choices(size_t num_prompts, int32_t n) const;
   std::variant<int32_t, ApiError> max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,
                                                  const GenerationOptions& options, Endpoint endpoint) const;
   void respond_error(httplib::Response& res, const ApiError& error, Endpoint endpoint);
-  // One access-log line per call (never prompt or output text).
+  // One access-log line per call (never prompt or output text; --log-requests logs the prompt on a line of its own).
   static void log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation);
 
   const ServingModel& model_;
   sched::Scheduler& scheduler_;
   ServerMetrics& metrics_;
+  const bool log_requests_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<int32_t> in_flight_{0};
 };

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "server/tokenize_routes.h"
+#include "server/web_page.h"
 
 namespace rs::server {
 namespace {
@@ -48,7 +49,7 @@ void HttpServer::set_ready(const ServingModel& model, sched::Scheduler& schedule
   model_ = &model;
   scheduler_ = &scheduler;
   page_size_ = page_size;
-  handler_ = std::make_unique<GenerateHandler>(model, scheduler, metrics_);
+  handler_ = std::make_unique<GenerateHandler>(model, scheduler, metrics_, config_.log_requests);
   ready_ = true;
 }
 
@@ -97,9 +98,9 @@ void HttpServer::allow_origin(const httplib::Request& req, httplib::Response& re
 }
 
 // Known routes and their methods: a known path asked with another method gets 405 with Allow, not 404.
-static const char* allowed_methods(const std::string& path) {
-  if (path == "/health" || path == "/metrics" || path == "/version" || path == "/v1/models" ||
-      path.rfind("/v1/models/", 0) == 0)
+static const char* allowed_methods(const std::string& path, bool web_ui) {
+  if ((web_ui && path == "/") || path == "/health" || path == "/metrics" || path == "/version" ||
+      path == "/v1/models" || path.rfind("/v1/models/", 0) == 0)
     return "GET";
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize" ||
       path == "/flush_cache")
@@ -111,7 +112,7 @@ void HttpServer::add_routes() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     allow_origin(req, res);
     if (req.method == "OPTIONS") {  // CORS preflight: no credentials are sent with it
-      const char* methods = allowed_methods(req.path);
+      const char* methods = allowed_methods(req.path, config_.web_ui);
       res.status = methods ? 204 : 404;
       if (methods) res.set_header("Allow", std::string(methods) + ", OPTIONS");
       if (methods && res.has_header("Access-Control-Allow-Origin")) {
@@ -137,8 +138,8 @@ void HttpServer::add_routes() {
     std::string message = "HTTP error " + std::to_string(status);
     if (status == 404) message = "Unknown route: " + req.method + " " + req.path;
     if (status >= 400 && status < 500)
-      metrics_.count_client_error(status == 404 && allowed_methods(req.path) ? 405 : status);
-    if (const char* methods = status == 404 ? allowed_methods(req.path) : nullptr) {
+      metrics_.count_client_error(status == 404 && allowed_methods(req.path, config_.web_ui) ? 405 : status);
+    if (const char* methods = status == 404 ? allowed_methods(req.path, config_.web_ui) : nullptr) {
       res.status = 405;
       res.set_header("Allow", methods);
       return send_error(
@@ -170,6 +171,16 @@ void HttpServer::add_routes() {
     if (!ready_) return send_json(res, 503, {{"status", "loading"}});
     send_json(res, 200, {{"status", "ok"}});
   });
+  if (config_.web_ui)  // public: the page holds no secrets, and its API calls carry the key the user enters
+    http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+      // The page loads nothing from elsewhere and talks only to this server.
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; "
+                     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'");
+      res.set_header("Cache-Control", "no-cache");
+      const std::string_view page = chat_page_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
   http_->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", config_.version}});
   });

@@ -1,5 +1,5 @@
-// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib worker threads). Serves /health and /metrics from the
-// start, generation routes once the model is ready, checks Bearer auth, and drains on shutdown.
+// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib worker threads). Serves /health, /metrics and the chat
+// page (GET /) from the start, generation routes once the model is ready, checks Bearer auth, and drains on shutdown.
 #pragma once
 
 #include <atomic>
@@ -32,7 +32,9 @@ struct ServerConfig {
   int write_timeout_s = 30;              // a client not reading for this long is dropped
   // Browser origins allowed to call the API (CORS); empty = none (no CORS headers), "*" = any.
   std::vector<std::string> allowed_origins;
-  std::string version;  // reported by GET /version
+  std::string version;        // reported by GET /version
+  bool web_ui = true;         // serve the chat page at GET / (--no-web-ui turns it off)
+  bool log_requests = false;  // also log each accepted call's prompt or messages, truncated (--log-requests)
 };
 
 class HttpServer {

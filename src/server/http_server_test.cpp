@@ -1,4 +1,4 @@
-// HttpServer start-up: one server per port.
+// HttpServer start-up: one server per port; limits and routes that answer before the model is ready.
 #include "server/http_server.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +40,26 @@ TEST(HttpServer, OversizedBodyGetsA413ThatNamesTheLimit) {
   EXPECT_NE(large->body.find("limit of 2048 bytes"), std::string::npos) << large->body;
   EXPECT_EQ(client.Get("/health")->status, 503);  // still serving (loading) after the refusal
   server.stop();
+}
+
+TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
+  HttpServer server(ServerConfig{.port = 0, .api_key = "sk-test", .num_threads = 2});
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  const auto page = client.Get("/");  // no Authorization: the page is public, its API calls carry the key
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(page->body.rfind("<!doctype html>", 0), 0u);
+  EXPECT_NE(page->body.find("/chat/completions"), std::string::npos);
+  EXPECT_EQ(client.Get("/v1/models")->status, 401);
+  server.stop();
+
+  HttpServer no_page(ServerConfig{.port = 0, .num_threads = 2, .web_ui = false});
+  no_page.start();
+  httplib::Client other("127.0.0.1", no_page.port());
+  EXPECT_EQ(other.Get("/")->status, 404);
+  no_page.stop();
 }
 
 }  // namespace

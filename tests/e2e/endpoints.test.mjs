@@ -1,7 +1,8 @@
 // The HTTP surface around generation: /version, /tokenize and /detokenize (vLLM's shapes; counts equal what
 // generation bills), 405 for a known route asked with the wrong method, CORS for allowed origins only (preflight
-// included), the API key from RADIXSERVE_API_KEY, one access-log line per request, the periodic stats line, and
-// --chat-template.
+// included), the API key from RADIXSERVE_API_KEY, one access-log line per request (prompts only with --log-requests),
+// the periodic stats line, the chat page at GET / (--no-web-ui drops it; the page itself is tested in
+// web_chat.test.mjs), and --chat-template.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -53,15 +54,46 @@ test('version, tokenize, detokenize, 405, the access log and the stats line', as
     assert.equal(wrongMethod.headers.get('allow'), 'POST');
     assert.equal((await fetch(`${server.baseURL}/health`, { method: 'POST' })).status, 405);
     assert.equal((await fetch(`${server.baseURL}/no/such/route`)).status, 404);
+    const pageResponse = await fetch(`${server.baseURL}/`);
+    assert.equal(pageResponse.status, 200);
+    assert.equal(pageResponse.headers.get('content-type'), 'text/html; charset=utf-8');
+    assert.match(await pageResponse.text(), /^<!doctype html>/);
+    assert.equal((await fetch(`${server.baseURL}/`, { method: 'POST' })).headers.get('allow'), 'GET');
 
     // One access line per request: id, route, status, token counts, latency, finish reason; no prompt text.
     const log = server.log();
     assert.match(log, /cmpl-\S+ \/v1\/completions 200 prompt_tokens=\d+ cached_tokens=\d+ completion_tokens=1 ttft=\S+ total=\S+ finish=length/);
     assert.match(log, /chatcmpl-\S+ \/v1\/chat\/completions 200 prompt_tokens=/);
-    assert.ok(!log.includes(text), 'prompt text must not be logged');
+    assert.ok(!log.includes(text), 'prompt text must not be logged without --log-requests');
+    assert.doesNotMatch(log, /messages=|prompt=/);
     // The periodic stats line reports the work since the previous one.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     assert.match(server.log(), /running=\d+ waiting=\d+ kv_pages=\d+\/\d+ \(\S+%\) prefill=\S+ tok\/s/);
+  } finally {
+    await server.stop();
+  }
+});
+
+test('--log-requests logs prompts and messages, truncated; --no-web-ui drops the page', async () => {
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--log-requests', '--no-web-ui'] });
+  try {
+    const client = server.client();
+    const chat = await client.chat.completions.create({ model: server.model, max_tokens: 1,
+      messages: [{ role: 'user', content: 'first line\nsecond "quoted" line' }] });
+    const long = `marker-start ${'word '.repeat(450)}marker-end`;
+    const completion = await client.completions.create({ model: server.model, prompt: long, max_tokens: 1 });
+    const tokens = await client.completions.create({ model: server.model, prompt: [5, 6, 7], max_tokens: 1 });
+    const log = server.log();
+    // The messages as JSON on the call's own line (a newline in them cannot start a forged log line).
+    assert.ok(log.includes(`${chat.id} /v1/chat/completions messages=[{"role":"user","content":"first line\\nsecond ` +
+      '\\"quoted\\" line"}]'), log);
+    const longLine = log.split('\n').find((line) => line.includes(`${completion.id} /v1/completions prompt=`));
+    assert.ok(longLine?.includes('["marker-start word'), log);
+    assert.ok(!longLine.includes('marker-end') && longLine.length < 2300, 'a long prompt is cut at 2000 bytes');
+    assert.match(longLine, /\.\.\. \(\d+ bytes in all\)$/);
+    assert.ok(log.includes(`${tokens.id} /v1/completions prompt=[[5,6,7]]`), log);
+
+    assert.equal((await fetch(`${server.baseURL}/`)).status, 404);
   } finally {
     await server.stop();
   }

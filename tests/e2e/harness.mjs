@@ -1,19 +1,30 @@
 // Shared e2e plumbing: start `radixserve serve` on a free port, wait for /health, hand out an openai client, and
 // read /metrics. The openai package must be installed (scripts/setup); without it these tests fail, never skip.
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const repoRoot = path.resolve(here, '..', '..');
-const requireFromNpm = createRequire(path.join(repoRoot, 'tests', 'npm', 'package.json'));
+// Loads a package from tests/npm/node_modules (the pinned reference packages).
+export const requireFromNpm = createRequire(path.join(repoRoot, 'tests', 'npm', 'package.json'));
 export const { OpenAI } = requireFromNpm('openai');
 
 // The server binary: --server PATH on the command line, else build/bin/radixserve.
 export function serverBinary() {
   const index = process.argv.indexOf('--server');
   return index > 0 ? path.resolve(process.argv[index + 1]) : path.join(repoRoot, 'build', 'bin', 'radixserve');
+}
+
+// Where a test leaves files for people to look at (screenshots): --artifacts DIR (CTest passes
+// BUILD_DIR/test-artifacts), else build/test-artifacts. Created on first use.
+export function artifactsDir() {
+  const index = process.argv.indexOf('--artifacts');
+  const dir = index > 0 ? path.resolve(process.argv[index + 1]) : path.join(repoRoot, 'build', 'test-artifacts');
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
