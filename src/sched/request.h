@@ -24,6 +24,7 @@ struct TokenEvent {
   std::string error;          // set with kError
   int32_t prompt_tokens = 0;  // filled on the first event
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  double queue_seconds = -1;  // first event of an admitted request: seconds from arrival to its first admission
   int32_t choice_index = 0;   // Request::choice_index of the request it belongs to
 };
 

@@ -224,6 +224,7 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
   if (!seq.admitted_before) {
     seq.admitted_before = true;
     seq.cached_tokens = static_cast<int32_t>(reused);
+    seq.queue_seconds = std::chrono::duration<double>(Clock::now() - seq.request->arrival).count();
     never_admitted_.fetch_sub(1);
     counters_.prompt_tokens += seq.num_prompt;
     counters_.cached_prompt_tokens += std::min<int64_t>(reused, seq.num_prompt);
@@ -268,6 +269,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
       seq.first_event_sent = true;
       event.prompt_tokens = seq.num_prompt;
       event.cached_tokens = seq.cached_tokens;
+      event.queue_seconds = seq.queue_seconds;
     }
     event.finish_reason = stop_reason(seq, sampled.token_id);
     event.finished = event.finish_reason != FinishReason::kNone;

@@ -34,6 +34,7 @@ struct Submitted {
   std::vector<int32_t> output;
   FinishReason reason = FinishReason::kNone;
   int32_t cached_tokens = -1;
+  int32_t events_with_queue_time = 0;  // must be exactly one (the first) for a request that produced tokens
   std::string error;
 };
 
@@ -81,6 +82,10 @@ class SchedulerTest : public ::testing::Test {
     for (auto& s : submitted_)
       while (auto event = s->stream->events.try_pop()) {
         if (s->cached_tokens < 0) s->cached_tokens = event->cached_tokens;
+        if (event->queue_seconds >= 0) {
+          EXPECT_TRUE(s->output.empty()) << "queue time reported after the first token";
+          ++s->events_with_queue_time;
+        }
         for (const auto& token : event->tokens) s->output.push_back(token.token_id);
         if (event->finished) {
           s->reason = event->finish_reason;
@@ -130,6 +135,7 @@ TEST_F(SchedulerTest, SingleRequestMatchesReference) {
   EXPECT_EQ(s->reason, FinishReason::kLength);
   EXPECT_EQ(s->output, model_->reference(s->prompt, 12));
   EXPECT_EQ(s->cached_tokens, 0);
+  EXPECT_EQ(s->events_with_queue_time, 1);
   expect_no_leaks();
 }
 

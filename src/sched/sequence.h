@@ -19,6 +19,7 @@ struct Sequence {
   SeqPages kv;
   int32_t cached_tokens = 0;     // prompt tokens reused at first admission (reported to the client)
   bool admitted_before = false;  // true after the first admission (a preempted sequence is readmitted)
+  double queue_seconds = 0;      // arrival to first admission (reported with the first event)
   bool first_event_sent = false;
   bool finished = false;     // set by Scheduler::finish; the sequence leaves the running batch after the step
   uint64_t admit_order = 0;  // larger = admitted later; the newest is preempted first

@@ -118,7 +118,8 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
                              "This model has no tokenizer or chat template; use /v1/completions with "
                              "token-id prompts.",
                              "chat_unsupported");
-      auto ids = model_.text.chat_prompt(request.messages, request.add_generation_prompt, request.template_extra);
+      auto ids = model_.text.chat_prompt(request.messages, request.add_generation_prompt, request.template_extra,
+                                         request.continue_final_message);
       if (auto* error = std::get_if<ApiError>(&ids)) return *error;
       prompts.push_back(std::move(std::get<std::vector<int32_t>>(ids)));
     }

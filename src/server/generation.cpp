@@ -99,6 +99,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
     choice.prompt_tokens = event.prompt_tokens;
     choice.cached_tokens = event.cached_tokens;
   }
+  if (event.queue_seconds >= 0) metrics_.queue_time.observe(event.queue_seconds);
   ChoiceDelta delta;
   delta.index = event.choice_index;
   const auto now = Clock::now();

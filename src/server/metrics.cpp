@@ -69,7 +69,8 @@ void ServerMetrics::count_client_error(int status) {
 ServerMetrics::ServerMetrics()
     : time_to_first_token(latency_buckets()),
       inter_token_latency(latency_buckets()),
-      request_latency(latency_buckets()) {}
+      request_latency(latency_buckets()),
+      queue_time(latency_buckets()) {}
 
 std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t page_size,
                                   const std::string& model_name) const {
@@ -136,6 +137,8 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
                              model);
   inter_token_latency.render("radixserve_inter_token_latency_seconds", "Time between consecutive tokens.", out, model);
   request_latency.render("radixserve_e2e_request_latency_seconds", "Time from arrival to the last token.", out, model);
+  queue_time.render("radixserve_request_queue_time_seconds", "Time from arrival to the first admission into a batch.",
+                    out, model);
   return out;
 }
 

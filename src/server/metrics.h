@@ -37,6 +37,7 @@ class ServerMetrics {
   Histogram time_to_first_token;         // seconds from arrival to a choice's first token
   Histogram inter_token_latency;         // seconds between consecutive tokens of a choice
   Histogram request_latency;             // seconds from arrival to the last token of an API call
+  Histogram queue_time;                  // seconds from arrival to a choice's first admission into a batch
   std::atomic<uint64_t> requests_ok{0};  // API calls answered successfully
   std::atomic<uint64_t> requests_client_error{0};
   std::atomic<uint64_t> requests_server_error{0};

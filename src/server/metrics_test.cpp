@@ -42,6 +42,7 @@ TEST(ServerMetrics, EverySeriesCarriesTheModelNameAnd4xxAreCountedByStatus) {
   metrics.count_client_error(413);
   metrics.requests_rejected++;
   metrics.time_to_first_token.observe(0.2);
+  metrics.queue_time.observe(0.03);
   sched::SchedulerStats stats;
   stats.kv = {{.window = 0, .num_pages = 10, .used_pages = 4, .cached_pages = 3}};
   const std::string out = metrics.render(stats, 16, "qwen");
@@ -60,6 +61,7 @@ TEST(ServerMetrics, EverySeriesCarriesTheModelNameAnd4xxAreCountedByStatus) {
   EXPECT_NE(out.find("radixserve_requests_total{model_name=\"qwen\",outcome=\"server_error\"} 0\n"), std::string::npos);
   EXPECT_NE(out.find("radixserve_time_to_first_token_seconds_bucket{model_name=\"qwen\",le=\"0.25\"} 1\n"),
             std::string::npos);
+  EXPECT_NE(out.find("radixserve_request_queue_time_seconds_count{model_name=\"qwen\"} 1\n"), std::string::npos);
 }
 
 }  // namespace

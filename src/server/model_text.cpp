@@ -56,7 +56,8 @@ std::variant<std::vector<int32_t>, ApiError> ModelText::encode_prompt(std::strin
 
 std::variant<std::vector<int32_t>, ApiError> ModelText::chat_prompt(const nlohmann::ordered_json& messages,
                                                                     bool add_generation_prompt,
-                                                                    const nlohmann::ordered_json& extra) const {
+                                                                    const nlohmann::ordered_json& extra,
+                                                                    bool continue_final_message) const {
   std::string prompt;
   try {
     prompt = chat_template_->render(messages, add_generation_prompt, extra);
@@ -65,6 +66,19 @@ std::variant<std::vector<int32_t>, ApiError> ModelText::chat_prompt(const nlohma
   } catch (const rs::Error& e) {
     return invalid_param("messages", fmt::format("The chat template failed on these messages: {}", e.what()),
                          "chat_template_error");
+  }
+  if (continue_final_message) {
+    // Cut what the template wrote after the final message's text (its end-of-turn), as transformers does.
+    const auto& last = messages.back();
+    const std::string text =
+        last.contains("content") && last["content"].is_string() ? last["content"].get<std::string>() : "";
+    const size_t at = text.empty() ? std::string::npos : prompt.rfind(text);
+    if (at == std::string::npos)
+      return invalid_param("continue_final_message",
+                           "continue_final_message needs a final message with text that the chat template keeps "
+                           "verbatim.",
+                           "invalid_value");
+    prompt.resize(at + text.size());
   }
   try {
     // The template already wrote BOS and friends, as transformers' apply_chat_template assumes.

@@ -58,10 +58,12 @@ class ModelText {
   // Prompt ids of a completion prompt (the tokenizer's default special tokens added). Needs a tokenizer.
   std::variant<std::vector<int32_t>, ApiError> encode_prompt(std::string_view text) const;
   // Renders a chat (messages plus extra template variables such as tools) and encodes it. A template that refuses
-  // the input (raise_exception) or fails gives a 400.
+  // the input (raise_exception) or fails gives a 400. continue_final_message: the prompt ends right after the final
+  // message's text (no end-of-turn), so the model continues it (vLLM's and transformers' meaning).
   std::variant<std::vector<int32_t>, ApiError> chat_prompt(const nlohmann::ordered_json& messages,
                                                            bool add_generation_prompt,
-                                                           const nlohmann::ordered_json& extra) const;
+                                                           const nlohmann::ordered_json& extra,
+                                                           bool continue_final_message = false) const;
   // The id of a token given by its text (e.g. "<think>"), if the tokenizer has it.
   std::optional<int32_t> token_id(std::string_view token) const;
   // One token's text for logprobs, or "token_id:N" without a tokenizer.

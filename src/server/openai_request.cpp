@@ -111,7 +111,8 @@ const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "function_call",
                                                         "web_search_options",
                                                         "chat_template_kwargs",
-                                                        "add_generation_prompt"};
+                                                        "add_generation_prompt",
+                                                        "continue_final_message"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
 
 std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields) {
@@ -337,7 +338,13 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
     else
       request.template_extra.update(*kwargs);
   }
-  request.add_generation_prompt = reader.boolean("add_generation_prompt").value_or(true);
+  request.continue_final_message = reader.boolean("continue_final_message").value_or(false);
+  const std::optional<bool> generation_prompt = reader.boolean("add_generation_prompt");
+  if (request.continue_final_message && generation_prompt.value_or(false) && !reader.error)
+    reader.fail(invalid_param("continue_final_message",
+                              "'continue_final_message' and 'add_generation_prompt' cannot both be true.",
+                              "invalid_value"));
+  request.add_generation_prompt = generation_prompt.value_or(!request.continue_final_message);
   if (reader.error) return *reader.error;
   return request;
 }

@@ -41,6 +41,7 @@ struct ChatRequest {
   nlohmann::ordered_json messages;  // validated and normalised for the chat template (chat_messages.h)
   nlohmann::ordered_json template_extra = nlohmann::ordered_json::object();  // tools, reasoning_effort, kwargs
   bool add_generation_prompt = true;
+  bool continue_final_message = false;  // the prompt ends inside the final message (then no generation prompt)
   GenerationOptions options;
 };
 

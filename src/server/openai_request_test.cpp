@@ -82,6 +82,25 @@ TEST(OpenAiRequest, VllmFieldsPriorityAndReasoningEffort) {
   EXPECT_EQ(completion_error(R"({"prompt": "x", "echo": true, "logprobs": 2})").param, "echo");
 }
 
+TEST(OpenAiRequest, ContinueFinalMessageTurnsTheGenerationPromptOff) {
+  const std::string messages =
+      R"("messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "The answer is"}])";
+  const auto chat = [&](const std::string& extra) {
+    auto parsed = parse_chat_request("{" + messages + extra + "}", kDefaults);
+    EXPECT_TRUE(std::holds_alternative<ChatRequest>(parsed)) << extra;
+    return std::holds_alternative<ChatRequest>(parsed) ? std::get<ChatRequest>(parsed) : ChatRequest{};
+  };
+  EXPECT_FALSE(chat("").continue_final_message);
+  EXPECT_TRUE(chat("").add_generation_prompt);
+  const ChatRequest open = chat(R"(, "continue_final_message": true)");
+  EXPECT_TRUE(open.continue_final_message);
+  EXPECT_FALSE(open.add_generation_prompt);
+  EXPECT_FALSE(chat(R"(, "continue_final_message": true, "add_generation_prompt": false)").add_generation_prompt);
+  EXPECT_EQ(chat_error("{" + messages + R"(, "continue_final_message": true, "add_generation_prompt": true})").param,
+            "continue_final_message");
+  EXPECT_EQ(chat_error("{" + messages + R"(, "continue_final_message": "yes"})").param, "continue_final_message");
+}
+
 TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
   auto parsed = parse_completion_request(R"({"model": "m", "prompt": [4294967297]})", kDefaults);
   ASSERT_TRUE(std::holds_alternative<ApiError>(parsed));

@@ -33,8 +33,8 @@ std::optional<ApiError> check_model(const ServingModel& model, const json& body)
 }  // namespace
 
 std::variant<json, ApiError> tokenize_request(const ServingModel& model, std::string_view body) {
-  auto parsed = parse_object(body, {"model", "prompt", "messages", "add_generation_prompt", "add_special_tokens",
-                                    "tools", "chat_template_kwargs"});
+  auto parsed = parse_object(body, {"model", "prompt", "messages", "add_generation_prompt", "continue_final_message",
+                                    "add_special_tokens", "tools", "chat_template_kwargs"});
   if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
   const json& request = std::get<json>(parsed);
   if (auto error = check_model(model, request)) return *error;
@@ -53,15 +53,15 @@ std::variant<json, ApiError> tokenize_request(const ServingModel& model, std::st
   } else {
     // The chat request's own validation and normalisation, so /tokenize counts exactly what generation would.
     json chat = {{"messages", request["messages"]}};
-    for (const char* key : {"add_generation_prompt", "tools", "chat_template_kwargs"})
+    for (const char* key : {"add_generation_prompt", "continue_final_message", "tools", "chat_template_kwargs"})
       if (request.contains(key)) chat[key] = request[key];
     auto parsed_chat = parse_chat_request(chat.dump(), model.sampling_defaults, model.limits);
     if (auto* error = std::get_if<ApiError>(&parsed_chat)) return *error;
     const ChatRequest& chat_request = std::get<ChatRequest>(parsed_chat);
     if (!model.text.has_chat_template())
       return invalid_param("messages", "This model has no chat template.", "unsupported_parameter");
-    ids =
-        model.text.chat_prompt(chat_request.messages, chat_request.add_generation_prompt, chat_request.template_extra);
+    ids = model.text.chat_prompt(chat_request.messages, chat_request.add_generation_prompt, chat_request.template_extra,
+                                 chat_request.continue_final_message);
   }
   if (auto* error = std::get_if<ApiError>(&ids)) return *error;
   const auto& tokens = std::get<std::vector<int32_t>>(ids);

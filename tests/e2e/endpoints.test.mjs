@@ -152,7 +152,8 @@ test('--chat-template replaces the model template; --served-model-name aliases',
   }
 });
 
-test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_token_ids, priority', async () => {
+test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_token_ids, continue_final_message, priority',
+  async () => {
   const server = await startServer({ model: MODEL_DIR, args: DUMMY });
   try {
     const client = server.client();
@@ -177,6 +178,30 @@ test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_to
       return_tokens_as_token_ids: true })).choices[0].logprobs;
     assert.equal(ids.tokens.length, 4);
     for (const token of ids.tokens) assert.match(token, /^token_id:\d+$/);
+
+    // continue_final_message: the prompt stops inside the final assistant message (no end-of-turn), so the prompt is
+    // the generation-prompt chat plus the partial answer, and the chat completion continues that text.
+    const partial = 'The answer is';
+    const chatBase = [{ role: 'user', content: 'hello world' }];
+    const open = await post(server.baseURL, '/tokenize',
+      { messages: [...chatBase, { role: 'assistant', content: partial }], continue_final_message: true });
+    assert.equal(open.status, 200, open.text);
+    const openText = (await post(server.baseURL, '/detokenize', { tokens: open.body.tokens })).body.prompt;
+    assert.ok(openText.endsWith(`<|im_start|>assistant\n${partial}`), openText);
+    const closed = await post(server.baseURL, '/tokenize',
+      { messages: [...chatBase, { role: 'assistant', content: partial }], add_generation_prompt: false });
+    assert.ok((await post(server.baseURL, '/detokenize', { tokens: closed.body.tokens })).body.prompt
+      .endsWith(`${partial}<|im_end|>\n`));
+    const continued = await client.chat.completions.create({ model: server.model, max_tokens: 4, temperature: 0,
+      messages: [...chatBase, { role: 'assistant', content: partial }], continue_final_message: true });
+    assert.equal(continued.usage.prompt_tokens, open.body.count);
+    for (const [extra, param] of [[{ add_generation_prompt: true }, 'continue_final_message'],
+      [{ messages: [...chatBase, { role: 'assistant', content: '' }] }, 'continue_final_message']]) {
+      const bad = await post(server.baseURL, '/v1/chat/completions', { model: server.model, max_tokens: 2,
+        messages: [...chatBase, { role: 'assistant', content: partial }], continue_final_message: true, ...extra });
+      assert.equal(bad.status, 400, bad.text);
+      assert.equal(bad.body.error.param, param);
+    }
 
     assert.equal((await post(server.baseURL, '/v1/completions', { ...base, priority: 0 })).status, 200);
     const priority = await post(server.baseURL, '/v1/completions', { ...base, priority: 5 });

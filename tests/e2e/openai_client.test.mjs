@@ -31,7 +31,7 @@ test('health, models and metrics', async () => {
   for (const name of ['radixserve_num_requests_running', 'radixserve_num_requests_waiting', 'radixserve_kv_pages_used',
     'radixserve_kv_pages_free', 'radixserve_prefix_cache_hit_rate', 'radixserve_prompt_tokens_total',
     'radixserve_generation_tokens_total', 'radixserve_time_to_first_token_seconds_bucket',
-    'radixserve_inter_token_latency_seconds_bucket']) {
+    'radixserve_inter_token_latency_seconds_bucket', 'radixserve_request_queue_time_seconds_bucket']) {
     assert.ok(text.includes(name), `metrics lack ${name}`);
   }
 });
