@@ -214,9 +214,23 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   std::vector<SampleSpec> specs;
   specs.reserve(batch.sampling.size());
   for (size_t r = 0; r < batch.sampling.size(); ++r) specs.push_back(make_sample_spec(batch.sampling[r], penalties[r]));
+  adjust_logits(logits, batch.sampling);
   output.tokens.resize(specs.size());
   backend_->sample(logits, specs, output.tokens);
   return output;
+}
+
+void Engine::adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows) {
+  const int64_t vocab = logits.dim(1);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!logit_adjustment(rows[r], vocab, adjustment_host_)) continue;
+    // A dense row through the backend's own copy and add: rare (only requests that ask for it), and no new kernel.
+    if (adjustment_row_.bytes() == 0) adjustment_row_ = backend_->alloc(static_cast<size_t>(vocab) * sizeof(float));
+    const Tensor device_row(adjustment_row_.data(), DType::kF32, {1, vocab}, backend_->device());
+    backend_->copy(device_row, Tensor(adjustment_host_.data(), DType::kF32, {1, vocab}));
+    Tensor row = logits.slice_rows(static_cast<int64_t>(r), static_cast<int64_t>(r) + 1);
+    backend_->add(row, device_row, row);
+  }
 }
 
 }  // namespace rs::engine

@@ -85,6 +85,8 @@ class Engine {
   void run_largest_step();  // eagerly, before recording graphs (sizes the backend's scratch)
   // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
   int32_t graph_size_for(const ForwardBatch& batch) const;
+  // Adds each row's logit_bias / min_tokens ban (engine/sampler.h) to its logits, rows without one untouched.
+  void adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows);
 
   EngineConfig config_;
   loader::ModelConfig model_config_;
@@ -101,6 +103,8 @@ class Engine {
   std::vector<int32_t> graph_sizes_;
   std::map<int32_t, std::unique_ptr<BackendGraph>> graphs_;
   uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded
+  Buffer adjustment_row_;      // [vocab] f32 on the device, allocated on first use
+  std::vector<float> adjustment_host_;
 };
 
 }  // namespace rs::engine

@@ -16,6 +16,7 @@ struct SamplingRow {
   std::span<const int32_t> prompt_ids;  // for repetition_penalty
   std::span<const int32_t> output_ids;  // generated so far, for all penalties
   uint64_t rng_seed = 0;                // per request; combined with output_ids.size() -> deterministic
+  std::span<const int32_t> stop_ids;    // banned while output_ids.size() < params->min_tokens
 };
 
 struct ForwardBatch {

@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace rs::engine {
 
@@ -35,7 +36,23 @@ SampleSpec make_sample_spec(const SamplingRow& row, std::vector<PenaltyToken>& p
   return spec;
 }
 
+bool logit_adjustment(const SamplingRow& row, int64_t vocab, std::vector<float>& dense) {
+  const SamplingParams& p = *row.params;
+  const bool ban_stops = static_cast<int64_t>(row.output_ids.size()) < p.min_tokens && !row.stop_ids.empty();
+  if (p.logit_bias.empty() && !ban_stops) return false;
+  dense.assign(static_cast<size_t>(vocab), 0.0f);
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= 0 && id < vocab) dense[id] += bias;
+  if (ban_stops)
+    for (int32_t id : row.stop_ids)
+      if (id >= 0 && id < vocab) dense[id] = -std::numeric_limits<float>::infinity();
+  return true;
+}
+
 SampledToken sample_token(std::span<float> logits, const SamplingRow& row) {
+  std::vector<float> adjustment;
+  if (logit_adjustment(row, static_cast<int64_t>(logits.size()), adjustment))
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] += adjustment[i];
   std::vector<PenaltyToken> penalties;
   return sample_on_host(logits, make_sample_spec(row, penalties));
 }

@@ -13,6 +13,10 @@ namespace rs::engine {
 // the spec points into: it must outlive the spec and not grow while it is used.
 SampleSpec make_sample_spec(const SamplingRow& row, std::vector<PenaltyToken>& penalty_storage);
 
+// Whether `row` changes its logits before sampling (logit_bias, or stop tokens banned below min_tokens); if so, `dense`
+// becomes the [vocab] row to add: the biases, and -inf on banned ids (ids outside the vocabulary are ignored).
+bool logit_adjustment(const SamplingRow& row, int64_t vocab, std::vector<float>& dense);
+
 // Picks the next token for `row` from `logits` (f32 [vocab], modified in place as scratch).
 // Deterministic: the random draw depends only on (row.rng_seed, row.output_ids.size()).
 SampledToken sample_token(std::span<float> logits, const SamplingRow& row);

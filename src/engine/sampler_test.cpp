@@ -19,6 +19,27 @@ TEST(Sampler, GreedyTakesFirstMaximum) {
   EXPECT_EQ(run({1, 5, 5, 2}, greedy).token_id, 1);
 }
 
+TEST(Sampler, LogitBiasAndMinTokensBanStopTokens) {
+  SamplingParams p{.temperature = 0.0f};
+  p.logit_bias = {{2, 10.0f}, {99, 5.0f}};  // 99: outside the vocabulary, ignored
+  EXPECT_EQ(run({1, 5, 0, 2}, p).token_id, 2);
+  std::vector<float> dense;
+  const std::vector<int32_t> stops = {1, 3};
+  SamplingParams q{.temperature = 0.0f};
+  q.min_tokens = 2;
+  const std::vector<int32_t> one = {7};
+  SamplingRow row{&q, {}, one, 1, stops};
+  ASSERT_TRUE(logit_adjustment(row, 4, dense));  // 1 token so far < 2: stops banned
+  EXPECT_EQ(dense[0], 0.0f);
+  EXPECT_TRUE(std::isinf(dense[1]) && dense[1] < 0);
+  EXPECT_TRUE(std::isinf(dense[3]) && dense[3] < 0);
+  std::vector<float> logits = {1, 5, 0, 9};
+  EXPECT_EQ(sample_token(logits, row).token_id, 0);  // 1 and 3 are banned
+  const std::vector<int32_t> two = {7, 7};
+  EXPECT_FALSE(logit_adjustment(SamplingRow{&q, {}, two, 1, stops}, 4, dense));  // min_tokens reached
+  EXPECT_FALSE(logit_adjustment(SamplingRow{&q, {}, one, 1, {}}, 4, dense));     // no stop tokens to ban
+}
+
 TEST(Sampler, SameSeedSameTokensDifferentSeedsDiffer) {
   SamplingParams p{.temperature = 1.0f};
   std::vector<float> flat(50, 0.0f);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace rs::engine {
@@ -18,6 +19,10 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // same seed, same tokens
   int32_t top_logprobs = 0;      // number of alternatives to report (0 = none)
   bool logprobs = false;         // report the chosen token's logprob
+  // Added to the logits of these token ids before sampling (OpenAI's logit_bias; ids below the vocabulary size).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // The request's stop tokens cannot be sampled before this many tokens have been generated (vLLM's min_tokens).
+  int32_t min_tokens = 0;
 
   // Temperatures below 1e-5 are greedy in effect (dividing logits by them would overflow float), as in vLLM.
   bool greedy() const { return temperature < 1e-5f || top_k == 1; }

@@ -30,7 +30,8 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
       batch.sampling.push_back(engine::SamplingRow{.params = &seq.request->sampling,
                                                    .prompt_ids = seq.prompt_ids(),
                                                    .output_ids = seq.output_ids(),
-                                                   .rng_seed = sampling_seed(*seq.request)});
+                                                   .rng_seed = sampling_seed(*seq.request),
+                                                   .stop_ids = seq.request->stop_token_ids});
     }
   }
   batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));

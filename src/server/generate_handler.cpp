@@ -158,6 +158,11 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
   if (!options.stop.empty() && !model_.text.has_tokenizer())
     return invalid_param("stop", "Stop strings need a tokenizer, which this model lacks; use stop_token_ids.",
                          "unsupported_parameter");
+  for (const auto& [id, bias] : options.sampling.logit_bias)
+    if (id >= model_.vocab_size)
+      return invalid_param("logit_bias",
+                           fmt::format("Token id {} is outside the vocabulary [0, {}).", id, model_.vocab_size),
+                           "invalid_token_id");
   return prompts;
 }
 

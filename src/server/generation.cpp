@@ -166,14 +166,17 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
 }
 
 void Generation::add_token_text(Choice& choice, int32_t token, ChoiceDelta& delta) {
+  // Below min_tokens no stop applies (vLLM): stop strings are matched in the text of later tokens.
+  const bool match_stops = choice.completion_tokens >= options_.sampling.min_tokens;
   if (!choice.harmony) {
-    delta.text += choice.stop.push(choice.text.push(token));
+    const std::string text = choice.text.push(token);
+    delta.text += match_stops ? choice.stop.push(text) : text;
     return;
   }
   // Stop strings apply to the reply (content), not to the reasoning.
   auto route_text = [&](HarmonyParser::Route route, const std::string& text) {
     if (route == HarmonyParser::Route::kReasoning) delta.reasoning += text;
-    if (route == HarmonyParser::Route::kContent) delta.text += choice.stop.push(text);
+    if (route == HarmonyParser::Route::kContent) delta.text += match_stops ? choice.stop.push(text) : text;
     if (route == HarmonyParser::Route::kToolCall) choice.tool_arguments += text;
   };
   const HarmonyParser::Route route =

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <set>
 
@@ -94,8 +95,8 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "model", "n", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "presence_penalty",
     "frequency_penalty", "seed", "logit_bias", "logprobs", "user", "metadata", "store", "service_tier",
     // Extensions shared with vLLM and SGLang.
-    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "skip_special_tokens", "return_token_ids",
-    "include_stop_str_in_output", "return_tokens_as_token_ids", "priority"};
+    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens", "skip_special_tokens",
+    "return_token_ids", "include_stop_str_in_output", "return_tokens_as_token_ids", "priority"};
 const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "max_completion_tokens",
                                                         "top_logprobs",
@@ -162,6 +163,23 @@ std::variant<json, ApiError> parse_body(std::string_view body, int max_depth) {
 std::optional<std::string> read_model(FieldReader& reader) {
   if (!reader.body.contains("model")) return std::string();
   return reader.string("model");
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}; ids are checked against the vocabulary by the handler.
+void read_logit_bias(FieldReader& reader, const json& bias, std::vector<std::pair<int32_t, float>>& out) {
+  if (!bias.is_object()) return reader.fail(wrong_type("logit_bias", "an object", bias));
+  for (const auto& [key, value] : bias.items()) {
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX)
+      return reader.fail(invalid_param(
+          "logit_bias", fmt::format("logit_bias keys must be token ids (non-negative integers), not '{}'.", key),
+          "invalid_value"));
+    if (!value.is_number() || value.get<double>() < -100.0 || value.get<double>() > 100.0)
+      return reader.fail(invalid_param(
+          "logit_bias", fmt::format("logit_bias[{}] must be a number in [-100, 100].", key), "invalid_value"));
+    out.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
 }
 
 // Options both endpoints share. Endpoint-specific logprobs and max_tokens aliases are read by the callers.
@@ -240,8 +258,12 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
       if (inner.error) reader.fail(*inner.error);
     }
   }
-  if (const json* bias = reader.find("logit_bias"); bias && !(bias->is_object() && bias->empty()))
-    reader.fail(invalid_param("logit_bias", "'logit_bias' is not supported", "unsupported_parameter"));
+  if (const json* bias = reader.find("logit_bias")) read_logit_bias(reader, *bias, options.sampling.logit_bias);
+  if (auto v = reader.integer("min_tokens", 0, INT32_MAX)) {
+    options.sampling.min_tokens = static_cast<int32_t>(*v);
+    if (options.max_tokens && *v > *options.max_tokens)
+      reader.fail(invalid_param("min_tokens", "'min_tokens' must not exceed 'max_tokens'.", "invalid_value"));
+  }
   return options;
 }
 

@@ -101,6 +101,23 @@ TEST(OpenAiRequest, ContinueFinalMessageTurnsTheGenerationPromptOff) {
   EXPECT_EQ(chat_error("{" + messages + R"(, "continue_final_message": "yes"})").param, "continue_final_message");
 }
 
+TEST(OpenAiRequest, LogitBiasAndMinTokens) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "hi"}])";
+  auto parsed =
+      parse_chat_request("{" + messages + R"(, "logit_bias": {"5": 2.5, "17": -100}, "min_tokens": 3})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(parsed));
+  const engine::SamplingParams& sampling = std::get<ChatRequest>(parsed).options.sampling;
+  ASSERT_EQ(sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(sampling.logit_bias[0], (std::pair<int32_t, float>{5, 2.5f}));
+  EXPECT_EQ(sampling.logit_bias[1], (std::pair<int32_t, float>{17, -100.0f}));
+  EXPECT_EQ(sampling.min_tokens, 3);
+  for (const char* bad : {R"("logit_bias": [1])", R"("logit_bias": {"x": 1})", R"("logit_bias": {"-1": 1})",
+                          R"("logit_bias": {"3": 101})", R"("logit_bias": {"3": "1"})"})
+    EXPECT_EQ(chat_error("{" + messages + ", " + bad + "}").param, "logit_bias") << bad;
+  EXPECT_EQ(chat_error("{" + messages + R"(, "min_tokens": 5, "max_tokens": 4})").param, "min_tokens");
+  EXPECT_EQ(chat_error("{" + messages + R"(, "min_tokens": -1})").param, "min_tokens");
+}
+
 TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
   auto parsed = parse_completion_request(R"({"model": "m", "prompt": [4294967297]})", kDefaults);
   ASSERT_TRUE(std::holds_alternative<ApiError>(parsed));
@@ -193,7 +210,7 @@ TEST(OpenAiRequest, RejectsBadInputWithOpenAiStyleErrors) {
   EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "stream_options": {"include_usage": true}})").param,
             "stream_options");
   EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "stop": ["a", "b", "c", "d", "e"]})").param, "stop");
-  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "logit_bias": {"1": 5}})").param, "logit_bias");
+  EXPECT_EQ(chat_error(R"({"model": "m", )" + ok_messages + R"(, "logit_bias": {"1": 500}})").param, "logit_bias");
   EXPECT_EQ(completion_error(R"({"model": "m"})").param, "prompt");
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": []})").param, "prompt");
   EXPECT_EQ(completion_error(R"({"model": "m", "prompt": [1, "a"]})").param, "prompt");

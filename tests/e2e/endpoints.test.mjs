@@ -152,7 +152,8 @@ test('--chat-template replaces the model template; --served-model-name aliases',
   }
 });
 
-test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_token_ids, continue_final_message, priority',
+test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_token_ids, continue_final_message, ' +
+  'logit_bias, min_tokens, priority',
   async () => {
   const server = await startServer({ model: MODEL_DIR, args: DUMMY });
   try {
@@ -199,6 +200,29 @@ test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_to
       [{ messages: [...chatBase, { role: 'assistant', content: '' }] }, 'continue_final_message']]) {
       const bad = await post(server.baseURL, '/v1/chat/completions', { model: server.model, max_tokens: 2,
         messages: [...chatBase, { role: 'assistant', content: partial }], continue_final_message: true, ...extra });
+      assert.equal(bad.status, 400, bad.text);
+      assert.equal(bad.body.error.param, param);
+    }
+
+    // logit_bias: +100 on one token makes greedy decoding pick it every time; min_tokens: a stop token that would end
+    // the answer at once (the greedy first token) is banned until min_tokens tokens exist.
+    const first = (await client.completions.create({ ...base, max_tokens: 1, return_token_ids: true })).choices[0];
+    const firstId = first.token_ids[0];
+    const favourite = firstId === 7 ? 8 : 7;
+    const biased = (await client.completions.create({ ...base, max_tokens: 5, return_token_ids: true,
+      logit_bias: { [favourite]: 100 } })).choices[0];
+    assert.deepEqual(biased.token_ids, Array(5).fill(favourite));
+    const { ignore_eos: _ignore, ...stoppable } = base;
+    const stopped = await client.completions.create({ ...stoppable, max_tokens: 8, stop_token_ids: [firstId] });
+    assert.equal(stopped.choices[0].finish_reason, 'stop');
+    assert.equal(stopped.choices[0].text, '');
+    const atLeast = await client.completions.create({ ...stoppable, max_tokens: 8, stop_token_ids: [firstId],
+      min_tokens: 5, return_token_ids: true });
+    assert.ok(atLeast.usage.completion_tokens >= 5, JSON.stringify(atLeast));
+    assert.ok(!atLeast.choices[0].token_ids.slice(0, 5).includes(firstId));
+    for (const [extra, param] of [[{ logit_bias: { 1000000: 1 } }, 'logit_bias'],
+      [{ min_tokens: 30 }, 'min_tokens']]) {
+      const bad = await post(server.baseURL, '/v1/completions', { ...base, ...extra });
       assert.equal(bad.status, 400, bad.text);
       assert.equal(bad.body.error.param, param);
     }
