@@ -283,6 +283,7 @@ void Loop::on_readable(Connection& c) {
       if (!c.http.feed(std::string_view(buffer, got), [&](std::string_view body) { on_body(c, body); }))
         return fail(c, ErrorKind::kMalformed, "HTTP: " + c.http.error());
       if (c.http.done()) return complete(c, !c.http.keep_alive());
+      if (static_cast<size_t>(got) < sizeof(buffer)) return;  // drained: spare the recv that would say EAGAIN
       continue;
     }
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
