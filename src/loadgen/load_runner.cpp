@@ -1,11 +1,9 @@
 #include "loadgen/load_runner.h"
 
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include "base/error.h"
 #include "loadgen/completion_stream.h"
 #include "loadgen/http_response_parser.h"
+#include "loadgen/net_util.h"
 #include "loadgen/sse_parser.h"
 
 namespace rs::loadgen {
@@ -26,41 +25,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 constexpr size_t kMaxErrorBody = 300;  // bytes of a non-200 body kept for the report
-
-struct Address {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  int family = AF_INET;
-};
-
-Address resolve(const BaseUrl& url) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(url.host.c_str(), std::to_string(url.port).c_str(), &hints, &found);
-  RS_CHECK(rc == 0 && found != nullptr, "cannot resolve {}: {}", url.host, ::gai_strerror(rc));
-  Address address;
-  std::memcpy(&address.storage, found->ai_addr, found->ai_addrlen);
-  address.length = found->ai_addrlen;
-  address.family = found->ai_family;
-  ::freeaddrinfo(found);
-  return address;
-}
-
-void raise_open_file_limit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &limit);
-}
-
-double thread_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_THREAD, &usage);
-  const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
 
 // One TCP connection and the request it carries.
 struct Connection {
