@@ -16,6 +16,7 @@ ALLOWED = {
     "spec": {"engine", "model", "backend", "loader", "kv", "tensor", "base"},
     "tokenizer": {"base"},
     "chat": {"base"},
+    "loadgen": {"base"},
     "sched": {"engine", "spec", "model", "backend", "loader", "kv", "tensor", "base"},
     "server": {"sched", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "tensor", "base"},
 }

@@ -1,6 +1,7 @@
 // `radixserve bench`: engine-level prefill and decode throughput of one sequence, beside the memory-bandwidth bound
-// (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object. Its subcommand `bench
-// one-batch` (bench_one_batch_command.cpp) measures static batches.
+// (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object. Its subcommands: `bench
+// one-batch` (static batches), `bench throughput` (offline, through the scheduler) and `bench serve` (load on a
+// running server).
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -87,10 +88,12 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   add_engine_options(*cmd, options->engine);
-  CLI::App* one_batch = add_bench_one_batch_command(*cmd);
+  add_bench_one_batch_command(*cmd);
+  add_bench_throughput_command(*cmd);
+  add_bench_serve_command(*cmd);
   // Subcommand callbacks run before their parent's: plain `bench` runs only when no subcommand was given.
-  cmd->callback([options, one_batch] {
-    if (one_batch->parsed()) return;
+  cmd->callback([options, cmd] {
+    if (!cmd->get_subcommands().empty()) return;
     if (options->model_dir.empty()) throw CLI::RequiredError("--model");
     run_bench(*options);
   });

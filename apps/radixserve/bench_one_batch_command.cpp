@@ -2,16 +2,15 @@
 // and llama-batched-bench): B random prompts prefilled together, then decode steps of one token per sequence, beside
 // the memory-bandwidth bound of a decode step (weight bytes + KV bytes read / measured bandwidth). A table on stdout;
 // --json FILE also writes every figure with the command line, device, model config and the build's git revision.
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "apps/radixserve/batch_bench.h"
+#include "apps/radixserve/bench_report.h"
 #include "apps/radixserve/bench_util.h"
 #include "apps/radixserve/commands.h"
 #include "base/log.h"
-#include "radixserve_git_revision.h"  // generated at build time by cmake/git_revision.cmake
 
 namespace rs::app {
 namespace {
@@ -26,26 +25,6 @@ struct OneBatchOptions {
   std::string json_path;
   engine::EngineConfig engine;
 };
-
-// This process's command line, shell-quoted where needed (from /proc/self/cmdline; empty where that is unknown).
-std::string command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string arg, line;
-  while (std::getline(in, arg, '\0')) {
-    if (!line.empty()) line += ' ';
-    const bool plain = !arg.empty() && arg.find_first_not_of(
-                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                           "0123456789-_./,=:+@%") == std::string::npos;
-    if (plain) {
-      line += arg;
-      continue;
-    }
-    line += '\'';
-    for (char c : arg) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    line += '\'';
-  }
-  return line;
-}
 
 // Sizes the engine for the largest batch: its requests, their context, their KV pages (unless --kv-cache-gb).
 engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t max_batch) {
@@ -68,22 +47,6 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
   }
   config.progress = make_progress_reporter();
   return config;
-}
-
-nlohmann::json model_json(const std::string& dir, const loader::ModelConfig& mc) {
-  return {{"dir", dir},
-          {"architecture", mc.architecture},
-          {"hidden_size", mc.hidden_size},
-          {"num_layers", mc.num_layers},
-          {"num_heads", mc.num_heads},
-          {"num_kv_heads", mc.num_kv_heads},
-          {"head_dim", mc.head_dim},
-          {"vocab_size", mc.vocab_size},
-          {"dtype", std::string(dtype_name(mc.dtype))},
-          {"quant_method", mc.quant_method},
-          {"num_experts", mc.num_experts},
-          {"num_experts_per_tok", mc.num_experts_per_tok},
-          {"layer_windows", mc.layer_windows}};
 }
 
 void run_one_batch(const OneBatchOptions& options) {
@@ -152,7 +115,7 @@ void run_one_batch(const OneBatchOptions& options) {
   std::cout.flush();
   if (options.json_path.empty()) return;
   const nlohmann::json report = {{"command_line", command_line()},
-                                 {"git_revision", RS_GIT_REVISION},
+                                 {"git_revision", git_revision()},
                                  {"backend", engine.config().backend},
                                  {"device", engine.backend().name()},
                                  {"model", model_json(options.model_dir, mc)},
@@ -168,10 +131,7 @@ void run_one_batch(const OneBatchOptions& options) {
                                  {"bandwidth_gb_per_s", bandwidth},
                                  {"bandwidth_method", bandwidth_method},
                                  {"results", results}};
-  std::ofstream out(options.json_path);
-  RS_CHECK(out, "cannot write {}", options.json_path);
-  out << report.dump(2) << '\n';
-  RS_CHECK(out.good(), "writing {} failed", options.json_path);
+  write_json_report(options.json_path, report);
 }
 
 }  // namespace

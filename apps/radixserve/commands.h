@@ -11,6 +11,9 @@ void add_generate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 // `bench one-batch`, a subcommand of `bench` (returned so that plain `bench` can tell it ran).
 CLI::App* add_bench_one_batch_command(CLI::App& bench);
+// `bench throughput` (offline, in-process) and `bench serve` (a load generator for a running server).
+void add_bench_throughput_command(CLI::App& bench);
+void add_bench_serve_command(CLI::App& bench);
 void add_serve_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_chat_template_command(CLI::App& app);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "kv/kv_footprint.h"
@@ -185,14 +186,6 @@ void log_kv_plan(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
                 pool.groups[g].layers.size(), pool.groups[g].num_pages, pool.page_size);
 }
 
-// Tokens one request may span: the context, and no more than the full-attention pages can hold.
-int64_t max_request_tokens(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
-  int64_t limit = engine.context_length();
-  for (const kv::KvGroup& group : pool.groups)
-    if (group.window == 0) limit = std::min(limit, group.num_pages * pool.page_size);
-  return limit;
-}
-
 void run_serve(ServeOptions options) {
   ShutdownSignal shutdown;
   if (options.http.api_key.empty())
@@ -203,10 +196,9 @@ void run_serve(ServeOptions options) {
   server::HttpServer http(options.http);
   http.start();  // /health says "loading" from here on
 
-  options.engine.max_running_requests = options.scheduler.max_running_requests;
-  options.engine.max_step_tokens = options.scheduler.max_prefill_tokens + options.scheduler.max_running_requests;
   options.engine.progress = make_progress_reporter();
-  engine::Engine engine(options.model_dir, options.engine);
+  ServingStack stack(options.model_dir, options.engine, options.scheduler);
+  engine::Engine& engine = stack.engine();
   const kv::KvPoolConfig& pool = engine.kv_pool().config();
   log_kv_plan(engine, pool);
 
@@ -214,7 +206,7 @@ void run_serve(ServeOptions options) {
   model.name = served_name(options);
   if (options.served_model_names.size() > 1)
     model.aliases.assign(options.served_model_names.begin() + 1, options.served_model_names.end());
-  model.max_context = max_request_tokens(engine, pool);
+  model.max_context = stack.max_request_tokens();
   model.vocab_size = engine.model_config().vocab_size;
   model.eos_token_ids = engine.model_config().eos_token_ids;
   model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
@@ -225,10 +217,7 @@ void run_serve(ServeOptions options) {
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
   model.limits = options.limits;
 
-  options.scheduler.context_length = model.max_context;
-  sched::Scheduler scheduler(options.scheduler, pool,
-                             [&engine](const engine::ForwardBatch& batch) { return engine.forward(batch); });
-  std::thread scheduler_thread([&scheduler] { scheduler.run(); });
+  sched::Scheduler& scheduler = stack.scheduler();
   http.set_ready(model, scheduler, pool.page_size);
   shutdown.set_serving(true);
   RS_LOG_INFO("serving {} (context {} tokens) on {}:{}", model.name, model.max_context, options.http.host, http.port());
@@ -241,8 +230,7 @@ void run_serve(ServeOptions options) {
   const auto deadline = Clock::now() + std::chrono::seconds(options.drain_timeout_s);
   while (http.in_flight() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   if (http.in_flight() > 0) RS_LOG_WARN("drain timeout: aborting {} call(s) still running", http.in_flight());
-  scheduler.stop();  // aborts what is left; their handlers answer and return
-  scheduler_thread.join();
+  stack.stop();  // aborts what is left; their handlers answer and return
   const auto grace = Clock::now() + std::chrono::seconds(2);
   while (http.in_flight() > 0 && Clock::now() < grace) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   http.stop();
@@ -315,20 +303,7 @@ void add_serve_command(CLI::App& app) {
       "--no-web-ui", [options] { options->http.web_ui = false; }, "Do not serve the chat page at GET /");
   cmd->add_flag("--log-requests", options->http.log_requests,
                 "Also log each call's prompt or messages (first 2000 bytes) at info level");
-  cmd->add_option("--max-running-requests", options->scheduler.max_running_requests, "Sequences in the running batch")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd->add_option("--max-prefill-tokens", options->scheduler.max_prefill_tokens, "Prefill tokens per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--chunked-prefill-size", options->scheduler.chunked_prefill_size,
-                  "Prefill tokens of one request per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd->add_option("--max-queued-requests", options->scheduler.max_queued_requests,
-                  "Requests waiting for admission before new ones get 503")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
+  add_scheduler_options(*cmd, options->scheduler);
   cmd->add_option("--log-stats-interval", options->log_stats_interval_s,
                   "Seconds between stats lines (requests, KV use, tok/s) while busy; 0 = none")
       ->check(CLI::Range(0, 3600))

@@ -7,7 +7,8 @@
 
 namespace rs::sched {
 
-KvManager::KvManager(const kv::KvPoolConfig& geometry) : page_size_(geometry.page_size) {
+KvManager::KvManager(const kv::KvPoolConfig& geometry, bool prefix_cache)
+    : page_size_(geometry.page_size), prefix_cache_(prefix_cache) {
   RS_CHECK(!geometry.groups.empty(), "KV pool has no groups");
   for (const kv::KvGroup& group : geometry.groups) {
     windows_.push_back(group.window);
@@ -18,6 +19,7 @@ KvManager::KvManager(const kv::KvPoolConfig& geometry) : page_size_(geometry.pag
 
 int64_t KvManager::match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens) {
   RS_CHECK(seq.pages.empty() && seq.locked == nullptr, "match on a sequence that already holds pages");
+  if (!prefix_cache_) return 0;
   kv::PrefixMatch match = cache_->match_prefix(tokens, max_tokens);
   seq.pages = std::move(match.pages);
   for (int g = 0; g < num_groups(); ++g)
@@ -55,7 +57,7 @@ int64_t KvManager::reserve(SeqPages& seq, int64_t begin, int64_t end) {
 
 void KvManager::cache(SeqPages& seq, std::span<const int32_t> tokens, int64_t kv_len) {
   const int64_t num_pages = kv_len / page_size_;
-  if (num_pages == 0) return;
+  if (num_pages == 0 || !prefix_cache_) return;
   std::vector<std::vector<int32_t>> pages(num_groups());
   for (int g = 0; g < num_groups(); ++g) pages[g].assign(seq.pages[g].begin(), seq.pages[g].begin() + num_pages);
   kv::RadixNode* node = cache_->insert(tokens.first(num_pages * page_size_), pages);

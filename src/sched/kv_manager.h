@@ -28,8 +28,9 @@ struct KvGroupStats {
 
 class KvManager {
  public:
-  // geometry: page size and groups with their num_pages (KvPool::config()).
-  explicit KvManager(const kv::KvPoolConfig& geometry);
+  // geometry: page size and groups with their num_pages (KvPool::config()). Without `prefix_cache` (serve's
+  // --disable-radix-cache) nothing is ever matched or cached: every page is freed when its sequence releases it.
+  explicit KvManager(const kv::KvPoolConfig& geometry, bool prefix_cache = true);
 
   int32_t page_size() const { return page_size_; }
   int num_groups() const { return static_cast<int>(windows_.size()); }
@@ -60,6 +61,7 @@ class KvManager {
 
  private:
   int32_t page_size_;
+  bool prefix_cache_;
   std::vector<int32_t> windows_;               // [group]
   std::vector<kv::PageAllocator> allocators_;  // [group]
   std::unique_ptr<kv::RadixCache> cache_;      // refers to allocators_

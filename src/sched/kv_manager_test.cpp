@@ -71,5 +71,22 @@ TEST(KvManager, CachedPrefixIsMatchedAndEvictedUnderPressure) {
   kv.release(big);
 }
 
+TEST(KvManager, WithoutPrefixCacheNothingIsCachedOrMatched) {
+  KvManager kv(geometry(8, 16, 8), /*prefix_cache=*/false);
+  auto prompt = tokens(16);
+  SeqPages first;
+  kv.reserve(first, 0, 16);
+  kv.cache(first, prompt, 16);
+  kv.release(first);
+  EXPECT_EQ(kv.stats()[0].cached_pages, 0);
+  EXPECT_EQ(kv.stats()[0].used_pages, 0);
+
+  SeqPages second;
+  EXPECT_EQ(kv.match(second, prompt, 15), 0);
+  EXPECT_EQ(kv.reserve(second, 0, 16), 16);
+  kv.release(second);
+  EXPECT_EQ(kv.stats()[0].used_pages, 0);
+}
+
 }  // namespace
 }  // namespace rs::sched

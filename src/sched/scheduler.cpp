@@ -9,7 +9,7 @@
 namespace rs::sched {
 
 Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward)
-    : config_(config), forward_(std::move(forward)), kv_(kv_geometry) {
+    : config_(config), forward_(std::move(forward)), kv_(kv_geometry, config.prefix_cache) {
   RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");

@@ -27,6 +27,7 @@ struct SchedulerConfig {
   int32_t chunked_prefill_size = 2048;  // prefill tokens of one sequence per step
   int32_t max_queued_requests = 256;    // submitted but never admitted; submit() refuses beyond this
   int64_t context_length = 0;           // positions per sequence (prompt + output)
+  bool prefix_cache = true;             // reuse cached prompt prefixes (the radix cache); off: recompute every prompt
 };
 
 // A snapshot for /metrics, taken after every step.

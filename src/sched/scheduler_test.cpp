@@ -207,6 +207,21 @@ TEST_F(SchedulerTest, SecondRequestReusesASharedPrefix) {
   expect_no_leaks();
 }
 
+TEST_F(SchedulerTest, WithoutPrefixCacheSharedPrefixesAreRecomputed) {
+  make(geometry({{0, 256}, {8, 256}}), SchedulerConfig{.prefix_cache = false});
+  std::mt19937 rng(7);
+  const auto prompt = random_prompt(rng, 50);
+  Submitted* a = submit(prompt, 5);
+  run_to_completion();
+  Submitted* b = submit(prompt, 5);
+  run_to_completion();
+  EXPECT_EQ(a->cached_tokens, 0);
+  EXPECT_EQ(b->cached_tokens, 0);
+  EXPECT_EQ(b->output, model_->reference(prompt, 5));
+  for (const auto& group : scheduler_->stats().kv) EXPECT_EQ(group.cached_pages, 0) << "window " << group.window;
+  expect_no_leaks();
+}
+
 // Shared prefixes of many lengths while the window pool is too small to keep every tail: whatever the cache
 // reuses must be exactly what the window layers read, so every output still matches its reference.
 TEST_F(SchedulerTest, WindowPrefixReuseUnderWindowPressure) {
