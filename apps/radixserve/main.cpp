@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const rs::Error& e) {
+    RS_LOG_DEBUG("error raised at {}", e.location());
+    std::fprintf(stderr, "radixserve: error: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "radixserve: error: %s\n", e.what());
     return 1;

@@ -1,23 +1,31 @@
-// rs::Error and the check macros: cold-path failures throw with file:line and a formatted message.
+// rs::Error and the check macros: cold-path failures throw a formatted message; the check's file:line travels beside it
+// (location()) for debug logs, so users and API clients see the message alone.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace rs {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message, std::string location = {})
+      : std::runtime_error(message), location_(std::move(location)) {}
+  // "file.cpp:123" of the failed check, or empty.
+  const std::string& location() const { return location_; }
+
+ private:
+  std::string location_;
 };
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 
 }  // namespace rs
 
-// RS_CHECK(cond, "fmt", args...): throws rs::Error("file:line: message") when cond is false.
+// RS_CHECK(cond, "fmt", args...): throws rs::Error(message) located at file:line when cond is false.
 #define RS_CHECK(cond, ...)                                              \
   do {                                                                   \
     if (!(cond)) [[unlikely]]                                            \

@@ -160,6 +160,9 @@ void HttpServer::add_routes() {
     std::string what = "unknown error";
     try {
       std::rethrow_exception(ep);
+    } catch (const rs::Error& e) {
+      what = e.what();
+      RS_LOG_DEBUG("{} {}: error raised at {}", req.method, req.path, e.location());
     } catch (const std::exception& e) {
       what = e.what();
     } catch (...) {

@@ -95,8 +95,9 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "model", "n", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "presence_penalty",
     "frequency_penalty", "seed", "logit_bias", "logprobs", "user", "metadata", "store", "service_tier",
     // Extensions shared with vLLM and SGLang.
-    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens", "skip_special_tokens",
-    "return_token_ids", "include_stop_str_in_output", "return_tokens_as_token_ids", "priority"};
+    "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens",
+    "spaces_between_special_tokens", "skip_special_tokens", "return_token_ids", "include_stop_str_in_output",
+    "return_tokens_as_token_ids", "priority"};
 const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "max_completion_tokens",
                                                         "top_logprobs",
@@ -235,6 +236,9 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
   }
   options.ignore_eos = reader.boolean("ignore_eos").value_or(false);
   options.skip_special_tokens = reader.boolean("skip_special_tokens").value_or(true);
+  // Checked and accepted: byte-level BPE tokenizers (all this server loads) decode special tokens without spaces
+  // between them, as vLLM's fast-tokenizer path does whatever this flag says.
+  (void)reader.boolean("spaces_between_special_tokens");
   options.return_token_ids = reader.boolean("return_token_ids").value_or(false);
   options.include_stop_str = reader.boolean("include_stop_str_in_output").value_or(false);
   options.tokens_as_ids = reader.boolean("return_tokens_as_token_ids").value_or(false);

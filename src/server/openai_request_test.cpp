@@ -116,6 +116,10 @@ TEST(OpenAiRequest, LogitBiasAndMinTokens) {
     EXPECT_EQ(chat_error("{" + messages + ", " + bad + "}").param, "logit_bias") << bad;
   EXPECT_EQ(chat_error("{" + messages + R"(, "min_tokens": 5, "max_tokens": 4})").param, "min_tokens");
   EXPECT_EQ(chat_error("{" + messages + R"(, "min_tokens": -1})").param, "min_tokens");
+  EXPECT_TRUE(std::holds_alternative<ChatRequest>(
+      parse_chat_request("{" + messages + R"(, "spaces_between_special_tokens": false})", kDefaults)));
+  EXPECT_EQ(chat_error("{" + messages + R"(, "spaces_between_special_tokens": 1})").param,
+            "spaces_between_special_tokens");
 }
 
 TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
