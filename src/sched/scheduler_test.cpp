@@ -396,5 +396,47 @@ TEST_F(SchedulerTest, RunsOnItsOwnThreadAndStops) {
   EXPECT_EQ(last, FinishReason::kAbort);
 }
 
+// Client threads submit, abort, flush and read stats while run() steps on its own thread, as HTTP handlers do: every
+// request still ends exactly once and no page leaks. scripts/test-tsan runs this under ThreadSanitizer.
+TEST_F(SchedulerTest, ConcurrentClientsWhileRunning) {
+  make(geometry({{0, 64}}));
+  std::thread thread([&] { scheduler_->run(); });
+  constexpr int kClients = 4;
+  constexpr int kRequestsPerClient = 12;
+  std::atomic<int> finished{0};
+  std::vector<std::thread> clients;
+  for (int client = 0; client < kClients; ++client)
+    clients.emplace_back([&, client] {
+      std::mt19937 rng(static_cast<uint32_t>(client));
+      for (int i = 0; i < kRequestsPerClient; ++i) {
+        auto stream = std::make_shared<TokenStream>();
+        auto request = std::make_unique<Request>();
+        request->id = static_cast<uint64_t>(1000 * (client + 1) + i);
+        request->prompt_ids = random_prompt(rng, 3 + static_cast<int>(rng() % 12), 7);  // shared first token
+        request->max_new_tokens = 1 + static_cast<int32_t>(rng() % 8);
+        request->sampling.temperature = 0.0f;
+        request->stream = stream;
+        const uint64_t id = request->id;
+        ASSERT_TRUE(scheduler_->submit(std::move(request)));
+        if (i % 3 == 1) scheduler_->abort(id);
+        if (i % 5 == 2) scheduler_->flush_cache();
+        (void)scheduler_->stats();
+        int ends = 0;
+        while (auto event = stream->events.pop())
+          if (event->finished && ++ends == 1) break;
+        EXPECT_EQ(ends, 1);
+        finished.fetch_add(1);
+      }
+    });
+  for (auto& client : clients) client.join();
+  scheduler_->stop();
+  thread.join();
+  EXPECT_EQ(finished.load(), kClients * kRequestsPerClient);
+  SchedulerStats stats = scheduler_->stats();  // stop() closed the inbox, so expect_no_leaks() cannot flush
+  EXPECT_EQ(stats.num_running, 0);
+  EXPECT_EQ(stats.num_queued, 0);
+  for (const auto& group : stats.kv) EXPECT_EQ(group.used_pages, group.cached_pages);
+}
+
 }  // namespace
 }  // namespace rs::sched
