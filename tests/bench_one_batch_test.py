@@ -14,15 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def fail(message: str) -> None:
-    print(f"FAIL: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        fail(message)
+from test_checks import check
 
 
 def arg_value(args: list, name: str) -> str:

@@ -17,15 +17,7 @@ import tempfile
 import time
 import urllib.request
 
-
-def fail(message: str) -> None:
-    print(f"FAIL: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def check(condition: bool, message: str) -> None:
-    if not condition:
-        fail(message)
+from test_checks import check, fail
 
 
 class Server:
