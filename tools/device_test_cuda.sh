@@ -107,6 +107,10 @@ if [[ -x "$app" ]]; then
     gpu_fast=$(run --backend cuda || echo cuda-failed)
     [[ "$cpu_ids" == "$gpu_fast" ]] && echo "    (bf16 fast path: identical too)" || echo "    bf16 fast path: $gpu_fast"
   done
+  # The server on CUDA: logit_bias and min_tokens (applied on the device between forward and sampling), streaming.
+  log "tools/serve_check.py --backend cuda (tiny-chat fixture)"
+  timeout 300 python3 tools/serve_check.py "$app" tests/e2e/fixtures/tiny-chat --backend cuda --load-format dummy \
+    --kv-cache-gb 0.2 2>&1 || status=1
   log "radixserve bench --backend cuda (Qwen3-0.6B, dummy weights)"
   timeout 180 "$app" bench --model configs/Qwen3-0.6B --load-format dummy --backend cuda --kv-cache-gb 2 \
     --prompt-tokens 512 --decode-tokens 64 --repeats 2 2>>"$logs/generate.log" || echo "  bench failed"
