@@ -81,6 +81,15 @@ struct MemoryInfo {
   size_t total_bytes = 0;
 };
 
+// An RMS norm a linear op applies to its input (Backend::linear_normed): weight [in], and scratch [T, in] for backends
+// that normalise into memory first.
+struct InputNorm {
+  Tensor weight;
+  float eps = 0.0f;
+  bool add_one = false;
+  Tensor scratch;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -143,6 +152,26 @@ class Backend {
   virtual void linear_silu_mul(const Tensor& x, const LinearWeight& gate_up, Tensor gate_up_out, Tensor out) {
     linear(x, gate_up, Tensor(), gate_up_out);
     silu_mul(gate_up_out, out);
+  }
+  // The linear ops below with an RMS norm on their input first (rms_norm(x, norm.weight, norm.eps, norm.add_one)); x
+  // itself is not modified. The defaults normalise into norm.scratch [T, in] and run the plain op; backends may
+  // normalise on the fly instead (CUDA: inside the decode GEMV, saving the norm kernel).
+  virtual void linear_normed(const Tensor& x, const InputNorm& norm, const LinearWeight& w, const Tensor& bias,
+                             Tensor out) {
+    rms_norm(x, norm.weight, norm.eps, norm.add_one, norm.scratch);
+    linear(norm.scratch, w, bias, out);
+  }
+  virtual void linear_silu_mul_normed(const Tensor& x, const InputNorm& norm, const LinearWeight& gate_up,
+                                      Tensor gate_up_out, Tensor out) {
+    rms_norm(x, norm.weight, norm.eps, norm.add_one, norm.scratch);
+    linear_silu_mul(norm.scratch, gate_up, gate_up_out, out);
+  }
+  // residual [T, out] += x . W^T (+ bias), a residual connection; `scratch` [T, out] holds the product where the
+  // backend does not add it in the GEMM's epilogue (the default: linear() then add()).
+  virtual void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor scratch,
+                          Tensor residual) {
+    linear(x, w, bias, scratch);
+    add(residual, scratch, residual);
   }
   // out [R, H] = x[rows[r]]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) = 0;

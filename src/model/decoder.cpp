@@ -185,16 +185,20 @@ void DecoderModel::ensure_workspace(int64_t tokens) {
   workspace_tokens_ = tokens;
 }
 
-void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out) {
-  const int64_t tokens = h.dim(0);
+void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const InputNorm& norm, Tensor x, Tensor scratch) {
+  const int64_t tokens = x.dim(0);
   if (!ffn.is_moe) {
     const int64_t inter = ffn.down.in_features;
     Tensor gate_up = gate_up_.slice_rows(0, tokens).view({tokens, 2 * inter});
     Tensor act = act_.slice_rows(0, tokens).view({tokens, inter});
-    backend_->linear_silu_mul(h, ffn.gate_up, gate_up, act);
-    backend_->linear(act, ffn.down, Tensor(), out);
+    backend_->linear_silu_mul_normed(x, norm, ffn.gate_up, gate_up, act);
+    backend_->linear_add(act, ffn.down, Tensor(), scratch, x);
     return;
   }
+  // The router and the experts both read the normalised rows.
+  const Tensor& h = norm.scratch;
+  backend_->rms_norm(x, norm.weight, norm.eps, norm.add_one, h);
+  Tensor out = scratch;
   const int64_t experts = ffn.router.out_features, topk = config_.num_experts_per_tok;
   Tensor logits = router_logits_.slice_rows(0, tokens).view({tokens, experts});
   Tensor ids = topk_ids_.slice_rows(0, tokens).view({tokens, topk});
@@ -202,6 +206,7 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
   backend_->linear(h, ffn.router, ffn.router_bias, logits);
   backend_->moe_route(logits, options_.routing, config_.norm_topk_prob, ids, weights);
   backend_->moe_experts(h, ids, weights, ffn.experts, out);
+  backend_->add(x, out, x);
 }
 
 void DecoderModel::forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) {
@@ -214,31 +219,27 @@ void DecoderModel::forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logi
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
+  // x is the residual stream. Each norm belongs to the projection that reads it (linear_normed: fused into the
+  // decode GEMV on CUDA, else written to h first) and each output projection adds into x (linear_add).
   backend_->embedding(embed_tokens_, inputs.token_ids, x);
-  backend_->rms_norm(x, layers_[0].input_norm, eps, false, h);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& lw = layers_[layer];
     const AttentionWeights& a = lw.attention;
     const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
-    backend_->linear(h, a.qkv, a.qkv_bias, qkv);
+    backend_->linear_normed(x, InputNorm{lw.input_norm, eps, false, h}, a.qkv, a.qkv_bias, qkv);
     backend_->qkv_prepare(qkv, a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_, kv.k_cache(layer), kv.v_cache(layer),
                           view, q3);
     const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(config_.num_kv_heads),
                                  static_cast<int32_t>(hd),     scale,
                                  config_.layer_windows[layer], a.sinks};
     backend_->attention(q3, kv.k_cache(layer), kv.v_cache(layer), view, params, attn);
-    backend_->linear(attn, a.o, a.o_bias, proj);
-    backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
-    run_ffn(lw.ffn, h, proj);
-    if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
+    backend_->linear_add(attn, a.o, a.o_bias, proj, x);
+    run_ffn(lw.ffn, InputNorm{lw.post_attention_norm, eps, false, h}, x, proj);
   }
-  backend_->add(x, proj, x);
   const int64_t rows = inputs.logit_rows.numel();
-  Tensor last = h_.slice_rows(0, rows);
+  Tensor last = proj_.slice_rows(0, rows);
   backend_->gather_rows(x, inputs.logit_rows, last);
-  backend_->rms_norm(last, final_norm_, eps, false, last);
-  backend_->linear(last, lm_head_, Tensor(), logits);
+  backend_->linear_normed(last, InputNorm{final_norm_, eps, false, h_.slice_rows(0, rows)}, lm_head_, Tensor(), logits);
 }
 
 }  // namespace rs::model

@@ -64,7 +64,8 @@ class DecoderModel : public Model {
  private:
   void load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn);
   void ensure_workspace(int64_t tokens);
-  void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
+  // x += ffn(norm(x)); scratch [T, hidden] is free for the op's temporaries.
+  void run_ffn(const FeedForwardWeights& ffn, const InputNorm& norm, Tensor x, Tensor scratch);
 
   Tensor embed_tokens_, final_norm_;
   LinearWeight lm_head_;

@@ -185,6 +185,11 @@ class CudaBackend final : public Backend {
     if (!run_linear_silu_mul(*ctx_, x, gate_up, out)) Backend::linear_silu_mul(x, gate_up, gate_up_out, out);
   }
 
+  void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor scratch,
+                  Tensor residual) override {
+    if (!run_linear_add(*ctx_, x, w, bias, residual)) Backend::linear_add(x, w, bias, scratch, residual);
+  }
+
   void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override {
     RS_CHECK(x.ndim() == 3 && rotary_dim <= x.dim(2) && rotary_dim % 2 == 0 && cos_sin.dim(1) == rotary_dim &&
                  positions.numel() == x.dim(0),
@@ -248,6 +253,8 @@ class CudaBackend final : public Backend {
           flash_attention_partial_floats(tokens, batch.num_seqs, params.num_heads, params.num_kv_heads, params.head_dim,
                                          batch.max_kv_len, params.window, ctx_->num_sms(), &a.splits);
       if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
+      a.split_counters = ctx_->split_counters();
+      a.split_counter_words = DeviceContext::kSplitCounters;
       launch_flash_attention(a, ctx_->stream());
       return;
     }

@@ -113,6 +113,71 @@ TEST_F(CudaParity, LinearSiluMul) {
     }
 }
 
+// linear_normed / linear_silu_mul_normed (the input normalised into scratch, then the plain op; x must stay as it was)
+// and linear_add (residual add in the GEMV epilogue or cuBLAS beta = 1, else linear + add) against the CPU's unfused
+// steps.
+TEST_F(CudaParity, LinearNormedAndLinearAdd) {
+  struct Case {
+    int64_t in, out;
+    DType dtype;
+    bool mxfp4;
+  };
+  // 264 x 100: idle warps in the last block; 4096: K split across warps; MXFP4 and f16 rows past the GEMV: linear + add.
+  for (const Case& c : {Case{264, 100, DType::kBF16, false}, Case{4096, 72, DType::kBF16, false},
+                        Case{4096, 72, DType::kF32, false}, Case{264, 100, DType::kF16, false},
+                        Case{256, 64, DType::kU8, true}}) {
+    const LinearWeight wh = random_weight(rng_, c.dtype, c.mxfp4, c.out, c.in, host_);
+    const LinearWeight wd = dev_weight(wh);
+    const Tensor bias = host(normal(rng_, c.out), DType::kF32, {c.out});
+    const Tensor norm_w = host(to_bf16(normal(rng_, c.in)), DType::kBF16, {c.in});
+    for (int64_t tokens : {1, 2, 3, 9}) {
+      const bool add_one = tokens % 2 == 1;
+      const Tensor xh = host(normal(rng_, tokens * c.in, 3.0f), DType::kF32, {tokens, c.in});
+      const Tensor res_h = host(normal(rng_, tokens * c.out), DType::kF32, {tokens, c.out});
+      Tensor h = host_zeros(DType::kF32, {tokens, c.in}), ref = host_zeros(DType::kF32, {tokens, c.out});
+      cpu_->rms_norm(xh, norm_w, 1e-6f, add_one, h);
+      cpu_->linear(h, wh, bias, ref);
+      Tensor plain = host_zeros(DType::kF32, {tokens, c.out}), added = host_zeros(DType::kF32, {tokens, c.out});
+      cpu_->linear(xh, wh, bias, plain);
+      cpu_->add(res_h, plain, added);
+      const std::string what = fmt::format("{} [{}x{}] T={} add_one={}", c.mxfp4 ? "mxfp4" : dtype_name(c.dtype),
+                                           c.out, c.in, tokens, add_one);
+      for (Backend* backend : {gpu_.get(), fast_.get()}) {
+        const bool rounded = backend == fast_.get() && !c.mxfp4 && c.dtype != DType::kF32 && tokens > kFastGemvRows;
+        const double tolerance = rounded ? kBf16Fast : c.mxfp4 ? kMoe : kF32Dot + kElementwise;
+        const Tensor x_d = dev(xh), norm_d = dev(norm_w), bias_d = dev(bias);
+        Tensor scratch = dev(host_zeros(DType::kF32, {tokens, c.in})), out = dev(host_zeros(DType::kF32, {tokens, c.out}));
+        Tensor residual = dev(res_h), product = dev(host_zeros(DType::kF32, {tokens, c.out}));
+        gpu_->synchronize();  // dev() copies on gpu_'s stream
+        backend->linear_normed(x_d, InputNorm{norm_d, 1e-6f, add_one, scratch}, wd, bias_d, out);
+        backend->linear_add(x_d, wd, bias_d, product, residual);
+        backend->synchronize();
+        EXPECT_EQ(fetch<float>(x_d), as_floats(xh)) << what << ": the input must stay unnormalised";
+        EXPECT_PARITY(fetch<float>(out), as_floats(ref), tolerance, "linear_normed " + what);
+        EXPECT_PARITY(fetch<float>(residual), as_floats(added), tolerance, "linear_add " + what);
+      }
+      if (c.out % 2 != 0 || c.mxfp4) continue;
+      // Gated: the weight's halves are gate | up.
+      const int64_t inter = c.out / 2;
+      Tensor gate_up = host_zeros(DType::kF32, {tokens, c.out}), act = host_zeros(DType::kF32, {tokens, inter});
+      cpu_->linear(h, wh, Tensor(), gate_up);
+      cpu_->silu_mul(gate_up, act);
+      for (Backend* backend : {gpu_.get(), fast_.get()}) {
+        const bool rounded = backend == fast_.get() && c.dtype != DType::kF32 && tokens > kFastGemvRows;
+        Tensor scratch = dev(host_zeros(DType::kF32, {tokens, c.in}));
+        Tensor gate_up_d = dev(host_zeros(DType::kF32, {tokens, c.out})), out = dev(host_zeros(DType::kF32, {tokens, inter}));
+        const Tensor x_d = dev(xh), norm_d = dev(norm_w);
+        gpu_->synchronize();
+        backend->linear_silu_mul_normed(x_d, InputNorm{norm_d, 1e-6f, add_one, scratch}, wd, gate_up_d, out);
+        backend->synchronize();
+        // Rounded: bf16(x) before the GEMM, then silu(gate) * up multiplies two rounded products.
+        EXPECT_PARITY(fetch<float>(out), as_floats(act), rounded ? 2 * kBf16Fast : kF32Dot + kElementwise,
+                      "linear_silu_mul_normed " + what);
+      }
+    }
+  }
+}
+
 TEST_F(CudaParity, MoeRoute) {
   for (int32_t experts : {8, 128}) {
     for (int32_t k : {2, 4}) {

@@ -41,6 +41,8 @@ DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f
   RS_CUDA_CHECK(cudaMemset(error_flags_, 0, sizeof(uint32_t)));
   RS_CUDA_CHECK(cudaMallocHost(&error_flags_host_, sizeof(uint32_t)));
   *error_flags_host_ = 0;
+  RS_CUDA_CHECK(cudaMalloc(&split_counters_, kSplitCounters * sizeof(uint32_t)));
+  RS_CUDA_CHECK(cudaMemset(split_counters_, 0, kSplitCounters * sizeof(uint32_t)));
 }
 
 DeviceContext::~DeviceContext() {
@@ -52,6 +54,7 @@ DeviceContext::~DeviceContext() {
   for (auto& [key, table] : expert_tables_) (void)cudaFree(table.device);
   (void)cudaFree(error_flags_);
   (void)cudaFreeHost(error_flags_host_);
+  (void)cudaFree(split_counters_);
   if (cublas_) (void)cublasDestroy(cublas_);
   if (cublas_workspace_) (void)cudaFree(cublas_workspace_);
   if (stream_) (void)cudaStreamDestroy(stream_);

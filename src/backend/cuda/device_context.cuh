@@ -50,6 +50,10 @@ class DeviceContext {
   const std::string& device_name() const { return device_name_; }
   size_t total_memory() const { return total_memory_; }
   uint32_t* error_flags() const { return error_flags_; }
+  // Zeroed arrival counters for kernels whose last block merges the others' results (flash attention's key splits);
+  // each user leaves its counters at zero again, so graphs replay over the same words.
+  uint32_t* split_counters() const { return split_counters_; }
+  static constexpr int64_t kSplitCounters = 1 << 16;
   // Exact mode: bf16 GEMMs on hi/lo splits of f32 activations (reference numerics); otherwise activations are
   // rounded to bf16 once.
   bool exact_f32() const { return exact_f32_; }
@@ -88,6 +92,7 @@ class DeviceContext {
   size_t total_memory_ = 0;
   uint32_t* error_flags_ = nullptr;       // device word
   uint32_t* error_flags_host_ = nullptr;  // pinned mirror read at synchronize()
+  uint32_t* split_counters_ = nullptr;    // [kSplitCounters] device words, zero between kernels
   std::array<void*, static_cast<size_t>(ScratchSlot::kCount)> scratch_{};
   std::array<size_t, static_cast<size_t>(ScratchSlot::kCount)> scratch_bytes_{};
   std::unordered_map<const void*, CachedTable> expert_tables_;
@@ -97,6 +102,9 @@ ElemType elem_type(DType dtype);
 
 // Linear layers and MoE experts (linear.cu): GEMV, tiled GEMM or cuBLAS by shape and format.
 void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
+// residual += x . W^T (+ bias) with the add in the GEMV's epilogue or cuBLAS's beta = 1; returns false, doing
+// nothing, where neither applies (the tiled GEMM).
+bool run_linear_add(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor residual);
 // out [T, I] = silu(x . gate^T) * (x . up^T) in one GEMV pass over gate_up [2I, in] when the GEMV applies (few rows);
 // returns false, doing nothing, otherwise.
 bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out);

@@ -128,7 +128,7 @@ void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, i
     const int rows_per_block = kThreads / 32;
     launch_kernel(rms_norm_kernel<true>, ceil_div(rows, rows_per_block), kThreads, 0, stream, x, weight, weight_type,
                   rows, width, eps, add_one, out);
-  } else {
+  } else if (!launch_rms_norm_vec(x, weight, weight_type, rows, width, eps, add_one, out, stream)) {
     launch_kernel(rms_norm_kernel<false>, rows, kThreads * 2, 0, stream, x, weight, weight_type, rows, width, eps,
                   add_one, out);
   }

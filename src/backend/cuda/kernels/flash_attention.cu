@@ -4,10 +4,11 @@
 // A block owns one tile of query rows and one KV head. A tile packs the query heads of that KV head for consecutive
 // tokens of one sequence (row = token * group + head in group), so the heads of a GQA group share every K/V load, and a
 // decode token is one tile of `group` rows. Each of the 4 warps owns 16 rows; K/V tiles of 64 keys are read straight
-// from the paged cache through the page table (cp.async, double-buffered, XOR-swizzled shared memory read by ldmatrix)
-// and the online softmax runs in f32 in the exp2 domain. Key tiles wholly outside every row's causal window are never
-// loaded; only tiles that cross a row's window edge or its own position are masked. With several key splits (few
-// blocks, long contexts) the rows go to `partial` and attention_combine_kernel merges them and adds the sinks.
+// from the paged cache through the page table (cp.async, double-buffered, or three stages for decode, XOR-swizzled
+// shared memory read by ldmatrix) and the online softmax runs in f32 in the exp2 domain. Key tiles wholly outside every
+// row's causal window are never loaded; only tiles that cross a row's window edge or its own position are masked. With
+// several key splits (few blocks, long contexts) the rows go to `partial`, and the last split of a tile to finish
+// (an arrival counter per tile) merges them and adds the sinks: no second kernel.
 //
 // Numerics match the CUDA-core kernel for a bf16 cache: q and the probabilities are rounded to bf16 before they
 // multiply K and V; the softmax sums stay f32.
@@ -35,6 +36,11 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int byte
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+// Waits until at most `kPending` of this thread's newest commit groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
@@ -141,6 +147,64 @@ __device__ __forceinline__ RowDestination row_destination(const AttentionArgs& a
   return {part + 2, 1.0f};
 }
 
+// Called by every thread of a block after its partial rows are written: the last of the tile's `splits` blocks to
+// arrive merges all splits of the tile's rows into the output (the combine kernel's arithmetic) and re-zeroes the
+// counter. `scratch` holds rows x splits floats (the idle K/V tiles).
+template <int D>
+__device__ void merge_splits_if_last(const AttentionArgs& a, const TileSlot& tile, int kvh, int group, int rows,
+                                     float* scratch) {
+  __shared__ bool last;
+  __threadfence();  // this thread's partial rows are visible device-wide before the block counts itself in
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t* counter = a.split_counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + kvh;
+    last = atomicAdd(counter, 1u) == static_cast<uint32_t>(a.splits - 1);
+    if (last) *counter = 0;  // no other block of this launch touches it again
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const auto record = [&](int r) {
+    const int token = tile.first_token + r / group, head = kvh * group + r % group;
+    return a.partial + (static_cast<int64_t>(token) * a.num_heads + head) * a.splits * (D + 2);
+  };
+  // Per row: the weight of each split, exp(m_s - max) / denominator (the sink joins max and denominator).
+  for (int r = warp; r < rows; r += warps) {
+    const float* part = record(r);
+    const int head = kvh * group + r % group;
+    const float sink = a.sinks ? load_elem(a.sinks, a.sinks_type, head) : -INFINITY;
+    float top = sink;
+    for (int s = lane; s < a.splits; s += 32) top = fmaxf(top, __ldcg(part + s * (D + 2)));
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, offset));
+    float denom = 0.0f;
+    for (int s = lane; s < a.splits; s += 32) {
+      const float ms = __ldcg(part + s * (D + 2));
+      const float w = ms == -INFINITY ? 0.0f : expf(ms - top);
+      scratch[r * a.splits + s] = w;
+      denom += __ldcg(part + s * (D + 2) + 1) * w;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) denom += __shfl_xor_sync(0xffffffffu, denom, offset);
+    if (a.sinks) denom += expf(sink - top);
+    const float inv = 1.0f / denom;
+    __syncwarp();
+    for (int s = lane; s < a.splits; s += 32) scratch[r * a.splits + s] *= inv;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    const float* part = record(r) + 2 + d;
+    const float* w = scratch + r * a.splits;
+    float value = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < a.splits; ++s) value += __ldcg(part + s * (D + 2)) * w[s];
+    const int token = tile.first_token + r / group, head = kvh * group + r % group;
+    a.out[(static_cast<int64_t>(token) * a.num_heads + head) * D + d] = value;
+  }
+}
+
 // kSplitKeys (decode): one 16-row tile, and each warp takes its own 16 keys of every 64-key tile (a quarter of the
 // mma work), the four partial softmaxes merged through shared memory at the end. Otherwise each warp owns 16 rows and
 // all 64 keys.
@@ -150,10 +214,12 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;  // query rows per tile
   constexpr int kChunks = D / 8;                        // 16-byte chunks per row
   constexpr int kTiles = kSplitKeys ? 2 : kKeys / 8;    // 8-key n-tiles of S per warp
+  // Decode has few blocks per SM and little math per tile: a third buffer keeps two tiles in flight per block.
+  constexpr int kStages = kSplitKeys ? 3 : 2;
   extern __shared__ uint4 smem_raw[];
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);  // [kRows][D]
-  uint16_t* k_s = q_s + kRows * D;                        // [2][kKeys][D]
-  uint16_t* v_s = k_s + 2 * kKeys * D;                    // [2][kKeys][D]
+  uint16_t* k_s = q_s + kRows * D;                        // [kStages][kKeys][D]
+  uint16_t* v_s = k_s + kStages * kKeys * D;              // [kStages][kKeys][D]
   __shared__ int range[4];                                // min first key, max position, max first key, min position
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -252,13 +318,16 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
       ldmatrix_x4(qf[kk], q_s + swizzled<D>(row0 + (lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4)));
   }
 
-  if (kt_begin < kt_end) load_kv(kt_begin, 0);
-  cp_async_commit();
+#pragma unroll
+  for (int stage = 0; stage < kStages - 1; ++stage) {
+    if (kt_begin + stage < kt_end) load_kv(kt_begin + stage, stage);
+    cp_async_commit();  // empty groups keep the count uniform
+  }
   for (int kt = kt_begin; kt < kt_end; ++kt) {
-    const int buf = (kt - kt_begin) & 1;
-    cp_async_wait_all();
-    __syncthreads();  // tile kt is in; every warp is done with the buffer the next load overwrites
-    if (kt + 1 < kt_end) load_kv(kt + 1, buf ^ 1);
+    const int step = kt - kt_begin, buf = step % kStages;
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile kt is in; every warp is done with the buffer the next load overwrites (step - 1's)
+    if (kt + kStages - 1 < kt_end) load_kv(kt + kStages - 1, (step + kStages - 1) % kStages);
     cp_async_commit();
     if (!warp_active) continue;
 
@@ -369,27 +438,33 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
           row_destination<D>(a, static_cast<int64_t>(token) * a.num_heads + head, head, split, top, l_all, d == 0);
       dst.values[d] = value * dst.factor;
     }
+    // The merge scratch (rows x splits floats) goes past the warps' records in the idle K/V tiles.
+    if (a.splits > 1) merge_splits_if_last<D>(a, tile, kvh, group, rows, merge + kWarps * 16 * kStride);
     return;
   }
-  if (!warp_active) return;
+  if (warp_active) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if (!row_valid[i]) continue;
-    const int r = row0 + g + 8 * i;
-    const int token = tile.first_token + r / group, head = kvh * group + r % group;
-    const RowDestination dst =
-        row_destination<D>(a, static_cast<int64_t>(token) * a.num_heads + head, head, split, m[i], sum[i], t4 == 0);
+    for (int i = 0; i < 2; ++i) {
+      if (!row_valid[i]) continue;
+      const int r = row0 + g + 8 * i;
+      const int token = tile.first_token + r / group, head = kvh * group + r % group;
+      const RowDestination dst =
+          row_destination<D>(a, static_cast<int64_t>(token) * a.num_heads + head, head, split, m[i], sum[i], t4 == 0);
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<float2*>(dst.values + 8 * n + 2 * t4) =
-          make_float2(o[n][2 * i] * dst.factor, o[n][2 * i + 1] * dst.factor);
+      for (int n = 0; n < D / 8; ++n)
+        *reinterpret_cast<float2*>(dst.values + 8 * n + 2 * t4) =
+            make_float2(o[n][2 * i] * dst.factor, o[n][2 * i + 1] * dst.factor);
+    }
   }
+  // K/V tiles are idle (every cp.async waited for above, every warp past its last tile at the barrier inside).
+  if (a.splits > 1) merge_splits_if_last<D>(a, tile, kvh, group, rows, reinterpret_cast<float*>(k_s));
 }
 
 template <int D, int kWarps, bool kSplitKeys>
 void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;
-  const size_t smem = (kRows + 4 * kKeys) * D * sizeof(uint16_t);
+  constexpr int kStages = kSplitKeys ? 3 : 2;
+  const size_t smem = (kRows + 2 * kStages * kKeys) * D * sizeof(uint16_t);
   static const bool configured = [&] {
     RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -397,6 +472,9 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   }();
   (void)configured;
   const int tiles = flash_attention_tiles(a.num_tokens, a.num_seqs, a.num_heads, a.num_kv_heads, kRows);
+  RS_CHECK(a.splits == 1 || (a.split_counters && int64_t{tiles} * a.num_kv_heads <= a.split_counter_words),
+           "flash attention: {} tiles x {} KV heads exceed {} split counters", tiles, a.num_kv_heads,
+           a.split_counter_words);
   launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys>, dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem,
                 stream, a);
 }
@@ -456,7 +534,6 @@ void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
     : rows == 128 ? launch_for<128, 8, false>(args, stream)
                   : launch_for<128, 4, false>(args, stream);
   }
-  if (args.splits > 1) launch_attention_combine(args, stream);
 }
 
 }  // namespace rs::cuda

@@ -56,6 +56,10 @@ void launch_rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, 
 // x [rows, width] += delta; out = rms_norm(x) with weight (1 + w when add_one).
 void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
                          int64_t width, float eps, bool add_one, float* out, cudaStream_t stream);
+// out = rms_norm(x) through add_rms_norm's vectorised kernel (no add, x unchanged) where the row shape and alignment
+// allow it; returns false, doing nothing, otherwise.
+bool launch_rms_norm_vec(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width,
+                         float eps, bool add_one, float* out, cudaStream_t stream);
 
 struct QkvPrepareArgs {
   const float* qkv;  // [T, (heads + 2 * kv_heads) * head_dim]
@@ -97,6 +101,8 @@ struct AttentionArgs {
   ElemType sinks_type;
   float* out;      // [T, heads * hd]
   float* partial;  // [T, heads, splits, hd + 2] when splits > 1
+  uint32_t* split_counters;  // flash kernel with splits > 1: zeroed words, one per (tile, KV head) of the grid
+  int64_t split_counter_words;
   uint32_t* error_flags;
   int32_t num_tokens, num_seqs, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits;
   int32_t page_shift;  // log2(page_size) when a power of two, else -1
@@ -107,7 +113,7 @@ struct AttentionArgs {
 int64_t attention_partial_floats(int32_t num_tokens, int32_t num_heads, int32_t head_dim, int32_t max_kv_len,
                                  int32_t window, int32_t num_sms, int32_t* splits);
 void launch_attention(const AttentionArgs& args, cudaStream_t stream);
-// Merges key splits written to args.partial (either kernel) into args.out, adding the sinks.
+// Merges key splits written to args.partial by attention_kernel into args.out, adding the sinks.
 void launch_attention_combine(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- tensor-core attention (flash_attention.cu): bf16 cache, head_dim 64/128, GQA groups of at most 64 ----
@@ -122,7 +128,8 @@ int32_t flash_attention_tiles(int32_t num_tokens, int32_t num_seqs, int32_t num_
 int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                                        int32_t head_dim, int32_t max_kv_len, int32_t window, int32_t num_sms,
                                        int32_t* splits);
-// Needs args.seq_token_start and args.num_seqs; tokens of a sequence are consecutive in the batch.
+// Needs args.seq_token_start and args.num_seqs; tokens of a sequence are consecutive in the batch. With key splits,
+// the last block of each tile to finish merges the splits (no combine kernel) and needs args.split_counters.
 void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- linear: gemv.cu (few rows) and gemm_tiled.cu (any rows), both over "row chunks" of one weight group ----
@@ -159,7 +166,10 @@ struct LinearArgs {
   // GEMV only, > 0: gated output out[o] = silu(x . W[o]) * (x . W[o + glu_offset]) for o < out_features (SwiGLU's
   // gate | up halves in one weight; out_features = glu_offset).
   int64_t glu_offset = 0;
+  // GEMV only (not gated): out[o] += result, a residual add in place, instead of out[o] = result.
+  bool accumulate = false;
 };
+
 
 // Rows per chunk the GEMV kernel handles (weights are read once per chunk); dense linears in the bf16 fast path use it
 // for up to kGemvFastMaxRows rows and cuBLAS beyond.

@@ -53,9 +53,11 @@ __device__ __forceinline__ float4 load_weight4(const void* w, ElemType type, int
 
 // The same for rows of at most kVecThreads * kVecPerThread float4s (hidden sizes up to 16k): every load of the row and
 // of the weight is issued before any result is needed (weights even before the previous kernel ends), so the row
-// costs one memory round trip and a block reduction instead of a chain of dependent loads.
+// costs one memory round trip and a block reduction instead of a chain of dependent loads. Without kAdd it is a plain
+// rms_norm (x read only, delta unused).
 constexpr int kVecThreads = 1024, kVecPerThread = 4;
 
+template <bool kAdd>
 __global__ void __launch_bounds__(kVecThreads)
     add_rms_norm_vec_kernel(float4* x, const float4* delta, const void* weight, ElemType type, int width4, float eps,
                             bool add_one, float4* out) {
@@ -71,8 +73,13 @@ __global__ void __launch_bounds__(kVecThreads)
   for (int k = 0; k < kVecPerThread; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
     if (i < width4) {
-      const float4 a = x[base + i], b = delta[base + i];
-      v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      const float4 a = x[base + i];
+      if constexpr (kAdd) {
+        const float4 b = delta[base + i];
+        v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      } else {
+        v[k] = a;
+      }
     }
   }
   float sum = 0.0f;
@@ -80,7 +87,7 @@ __global__ void __launch_bounds__(kVecThreads)
   for (int k = 0; k < kVecPerThread; ++k) {
     const int i = threadIdx.x + k * blockDim.x;
     if (i < width4) {
-      x[base + i] = v[k];
+      if constexpr (kAdd) x[base + i] = v[k];
       sum += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
     }
   }
@@ -168,21 +175,40 @@ __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
 
 }  // namespace
 
+namespace {
+bool vec_norm_applies(const void* x, const void* delta, const void* weight, ElemType weight_type, int64_t width,
+                      const void* out) {
+  const auto aligned = [](const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  return width % 4 == 0 && width <= int64_t{4} * kVecThreads * kVecPerThread && aligned(x, 16) && aligned(delta, 16) &&
+         aligned(out, 16) && aligned(weight, weight_type == ElemType::kF32 ? 16 : 8);
+}
+
+template <bool kAdd>
+void launch_vec_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
+                     int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
+  // Threads a row needs, in whole warps (block_sum wants a multiple of 32).
+  const int width4 = static_cast<int>(width / 4);
+  const int threads = static_cast<int>(std::min<int64_t>(kVecThreads, ceil_div(width4, kVecPerThread * 32) * 32));
+  launch_kernel(add_rms_norm_vec_kernel<kAdd>, rows, threads, 0, stream, reinterpret_cast<float4*>(x),
+                reinterpret_cast<const float4*>(delta), weight, weight_type, width4, eps, add_one,
+                reinterpret_cast<float4*>(out));
+}
+}  // namespace
+
+bool launch_rms_norm_vec(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width,
+                         float eps, bool add_one, float* out, cudaStream_t stream) {
+  if (!vec_norm_applies(x, x, weight, weight_type, width, out)) return false;
+  // kAdd = false never writes x.
+  if (rows > 0)
+    launch_vec_norm<false>(const_cast<float*>(x), nullptr, weight, weight_type, rows, width, eps, add_one, out, stream);
+  return true;
+}
+
 void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
                          int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
   if (rows == 0) return;
-  const auto aligned = [](const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  const bool vec = width % 4 == 0 && width <= int64_t{4} * kVecThreads * kVecPerThread && aligned(x, 16) &&
-                   aligned(delta, 16) && aligned(out, 16) && aligned(weight, weight_type == ElemType::kF32 ? 16 : 8);
-  if (vec) {
-    // Threads a row needs, in whole warps (block_sum wants a multiple of 32).
-    const int width4 = static_cast<int>(width / 4);
-    const int threads = static_cast<int>(std::min<int64_t>(kVecThreads, ceil_div(width4, kVecPerThread * 32) * 32));
-    launch_kernel(add_rms_norm_vec_kernel, rows, threads, 0, stream, reinterpret_cast<float4*>(x),
-                  reinterpret_cast<const float4*>(delta), weight, weight_type, width4, eps, add_one,
-                  reinterpret_cast<float4*>(out));
-    return;
-  }
+  if (vec_norm_applies(x, delta, weight, weight_type, width, out))
+    return launch_vec_norm<true>(x, delta, weight, weight_type, rows, width, eps, add_one, out, stream);
   launch_kernel(add_rms_norm_kernel, rows, kThreads * 2, 0, stream, x, delta, weight, weight_type, width, eps, add_one,
                 out);
 }
