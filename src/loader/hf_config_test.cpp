@@ -137,3 +137,32 @@ TEST(HfConfig, LinearAttentionOnlyForHybridModelsAndWithSaneShapes) {
 
 }  // namespace
 }  // namespace rs::loader
+
+namespace rs::loader {
+namespace {
+
+// The dummy-weight configs of the hybrid releases (configs/) read as their architectures need.
+TEST(HfConfig, HybridReleaseConfigs) {
+  const std::filesystem::path root = std::filesystem::path(RS_SOURCE_DIR) / "configs";
+  struct Expect {
+    const char* dir;
+    int32_t layers, attention_layers, experts;
+    const char* prefix;
+  };
+  for (const Expect& e :
+       {Expect{"Qwen3-Next-80B-A3B", 48, 12, 512, "model."}, Expect{"Qwen3.5-9B", 32, 8, 0, "model.language_model."},
+        Expect{"Qwen3.5-35B-A3B", 40, 10, 256, "model.language_model."}}) {
+    const ModelConfig config = load_model_config(root / e.dir);
+    EXPECT_EQ(config.num_layers, e.layers) << e.dir;
+    EXPECT_EQ(config.num_layers_of(LayerKind::kAttention), e.attention_layers) << e.dir;
+    EXPECT_EQ(config.layer_kinds[3], LayerKind::kAttention) << e.dir;
+    EXPECT_EQ(config.num_experts, e.experts) << e.dir;
+    EXPECT_EQ(config.weight_prefix, e.prefix) << e.dir;
+    EXPECT_EQ(config.head_dim, 256) << e.dir;
+    EXPECT_DOUBLE_EQ(config.rope.partial_rotary_factor, 0.25) << e.dir;
+    EXPECT_EQ(config.linear.conv_channels(), 2 * 16 * 128 + 32 * 128) << e.dir;
+  }
+}
+
+}  // namespace
+}  // namespace rs::loader
