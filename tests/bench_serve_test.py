@@ -4,7 +4,7 @@ against it and checks its --json report: every request completed with zero error
 what was asked (prompt = prefix + unique tokens, completion = max_tokens), a shared-prefix run's cache hit rate is the
 ideal one at concurrency 1 ((N - K) * P / prompt tokens: each prefix misses once) and 0 with --disable-radix-cache,
 goodput follows the SLOs, chunks arrive one by one (not glued together by Nagle's algorithm), and text prompts and
-Poisson arrivals work too.
+Poisson arrivals work too; tools/plot_bench.py draws the cached and uncached runs side by side.
 
 Usage: bench_serve_test.py RADIXSERVE MODEL_DIR"""
 import atexit
@@ -123,11 +123,31 @@ def main() -> None:
     server.stop()
 
     server = Server(radixserve, model_dir, ["--disable-radix-cache"])
-    report = bench(radixserve, server.url, ["--concurrency", "1", *shared])
-    check_counts(report["levels"][0], num, prefix + unique, output)
-    check(report["levels"][0]["cached_tokens"] == 0, "--disable-radix-cache still reused prefixes")
+    uncached = bench(radixserve, server.url, ["--concurrency", "1,4", *shared])
+    for level in uncached["levels"]:
+        check_counts(level, num, prefix + unique, output)
+        check(level["cached_tokens"] == 0, "--disable-radix-cache still reused prefixes")
     server.stop()
+    check_plot({"radix cache": report, "no radix cache": uncached})
     print("ok")
+
+
+def check_plot(reports: dict) -> None:
+    """tools/plot_bench.py draws the reports side by side: a PNG of a plausible size."""
+    plot_tool = pathlib.Path(__file__).resolve().parent.parent / "tools" / "plot_bench.py"
+    python = "/usr/bin/python3" if pathlib.Path("/usr/bin/python3").exists() else sys.executable  # Debian's matplotlib
+    with tempfile.TemporaryDirectory() as tmp:
+        paths, labels = [], []
+        for label, report in reports.items():
+            paths.append(pathlib.Path(tmp) / f"{len(paths)}.json")
+            paths[-1].write_text(json.dumps(report))
+            labels.extend(["--label", label])
+        png = pathlib.Path(tmp) / "plot.png"
+        run = subprocess.run([python, str(plot_tool), *map(str, paths), *labels, "--out", str(png)],
+                             capture_output=True, text=True, timeout=120)
+        check(run.returncode == 0, f"plot_bench.py exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
+        data = png.read_bytes()
+        check(data.startswith(b"\x89PNG") and len(data) > 20000, f"plot_bench.py wrote {len(data)} bytes")
 
 
 if __name__ == "__main__":

@@ -11,14 +11,15 @@ ALLOWED = {
     "backend": {"tensor", "base"},
     "loader": {"tensor", "base"},
     "kv": {"backend", "tensor", "base"},
-    "model": {"backend", "loader", "kv", "tensor", "base"},
-    "engine": {"model", "backend", "loader", "kv", "tensor", "base"},
-    "spec": {"engine", "model", "backend", "loader", "kv", "tensor", "base"},
+    "state": {"backend", "tensor", "base"},
+    "model": {"backend", "loader", "kv", "state", "tensor", "base"},
+    "engine": {"model", "backend", "loader", "kv", "state", "tensor", "base"},
+    "spec": {"engine", "model", "backend", "loader", "kv", "state", "tensor", "base"},
     "tokenizer": {"base"},
     "chat": {"base"},
     "loadgen": {"base"},
-    "sched": {"engine", "spec", "model", "backend", "loader", "kv", "tensor", "base"},
-    "server": {"sched", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "tensor", "base"},
+    "sched": {"engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
+    "server": {"sched", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

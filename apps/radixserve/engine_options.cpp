@@ -20,8 +20,16 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command.add_option("--page-size", config.page_size, "Tokens per KV page")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  command.add_option("--kv-cache-gb", config.kv_cache_gb, "KV cache budget in GiB (0 = derive from free memory)")
+  command
+      .add_option("--kv-cache-gb", config.kv_cache_gb,
+                  "KV cache (and recurrent-state) budget in GiB (0 = derive from free memory)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  command
+      .add_option("--num-state-slots", config.num_state_slots,
+                  "Recurrent-state slots of hybrid (gated-delta-net) models, one per running request; 0 = auto "
+                  "(max running requests, within half the memory budget)")
+      ->check(CLI::Range(0, 65536))
       ->capture_default_str();
   command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")
       ->check(CLI::NonNegativeNumber);

@@ -7,6 +7,21 @@
 
 namespace rs {
 
+// Refusals of the backends that have no recurrent-state kernels yet (CUDA: a later step of issue 12).
+void Backend::causal_conv1d(const Tensor&, const Tensor&, Tensor, const StateBatchView&, Tensor) {
+  RS_FAIL("backend {} has no gated-delta-net kernels (causal_conv1d)", name());
+}
+void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Tensor,
+                               const StateBatchView&, const GatedDeltaNetParams&, Tensor) {
+  RS_FAIL("backend {} has no gated-delta-net kernels (gated_delta_rule)", name());
+}
+void Backend::gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor) {
+  RS_FAIL("backend {} has no gated-delta-net kernels (gated_rms_norm)", name());
+}
+void Backend::sigmoid_mul(const Tensor&, const Tensor&, Tensor) {
+  RS_FAIL("backend {} has no sigmoid_mul kernel", name());
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
   if (name == "cpu") return std::make_unique<cpu::CpuBackend>(options.num_threads, !options.exact_f32);
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {

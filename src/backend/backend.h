@@ -48,6 +48,22 @@ struct BatchView {
   Tensor seq_token_start;  // i32 [S + 1] first token of each sequence (tokens are grouped by sequence), or empty
 };
 
+// Batch metadata of the recurrent (gated-delta-net) layers, on the backend's device. Tokens are grouped by sequence.
+struct StateBatchView {
+  Tensor positions;        // i32 [T]; a sequence whose first token of the step is at position 0 starts from zero state
+  Tensor seq_token_start;  // i32 [S + 1] first token of each sequence
+  Tensor state_slots;      // i32 [S] the sequence's StatePool slot; -1 = an idle row (its outputs are left as they are)
+  int32_t num_seqs = 0;
+};
+
+// Shapes of one gated-delta-net layer (MODELS.md §1.6): value head h reads key head h / (num_v_heads / num_k_heads).
+struct GatedDeltaNetParams {
+  int32_t num_k_heads = 0;
+  int32_t num_v_heads = 0;
+  int32_t k_head_dim = 0;
+  int32_t v_head_dim = 0;
+};
+
 enum class MoeRouting : uint8_t {
   kSoftmaxTopK,  // Qwen3-MoE: softmax over all experts, top-k, optional renormalisation
   kTopKSoftmax,  // gpt-oss: top-k logits, softmax over those k
@@ -79,15 +95,6 @@ class BackendGraph {
 struct MemoryInfo {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
-};
-
-// An RMS norm a linear op applies to its input (Backend::linear_normed): weight [in], and scratch [T, in] for backends
-// that normalise into memory first.
-struct InputNorm {
-  Tensor weight;
-  float eps = 0.0f;
-  bool add_one = false;
-  Tensor scratch;
 };
 
 class Backend {
@@ -153,26 +160,6 @@ class Backend {
     linear(x, gate_up, Tensor(), gate_up_out);
     silu_mul(gate_up_out, out);
   }
-  // The linear ops below with an RMS norm on their input first (rms_norm(x, norm.weight, norm.eps, norm.add_one)); x
-  // itself is not modified. The defaults normalise into norm.scratch [T, in] and run the plain op; backends may
-  // normalise on the fly instead (CUDA: inside the decode GEMV, saving the norm kernel).
-  virtual void linear_normed(const Tensor& x, const InputNorm& norm, const LinearWeight& w, const Tensor& bias,
-                             Tensor out) {
-    rms_norm(x, norm.weight, norm.eps, norm.add_one, norm.scratch);
-    linear(norm.scratch, w, bias, out);
-  }
-  virtual void linear_silu_mul_normed(const Tensor& x, const InputNorm& norm, const LinearWeight& gate_up,
-                                      Tensor gate_up_out, Tensor out) {
-    rms_norm(x, norm.weight, norm.eps, norm.add_one, norm.scratch);
-    linear_silu_mul(norm.scratch, gate_up, gate_up_out, out);
-  }
-  // residual [T, out] += x . W^T (+ bias), a residual connection; `scratch` [T, out] holds the product where the
-  // backend does not add it in the GEMM's epilogue (the default: linear() then add()).
-  virtual void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor scratch,
-                          Tensor residual) {
-    linear(x, w, bias, scratch);
-    add(residual, scratch, residual);
-  }
   // out [R, H] = x[rows[r]]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) = 0;
   // Router: logits [T, E] -> ids i32 [T, k], weights f32 [T, k] (ties: lower expert id first).
@@ -180,6 +167,27 @@ class Backend {
   // out [T, H] = sum_k weights[t,k] * expert_{ids[t,k]}(x[t]), summed in ascending expert id.
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                            Tensor out) = 0;
+
+  // ---- gated delta net (linear attention) and gates of the hybrid Qwen models. Backends without them keep the
+  // defaults, which throw; a hybrid model checks supports_recurrent_state() when it loads. ----
+  virtual bool supports_recurrent_state() const { return false; }
+  // Causal depthwise conv1d + SiLU over each sequence's tokens, continuing from its rolling conv state and leaving
+  // the last K-1 inputs there: x [T, C] -> out [T, C]; weight f32 [C, K]; conv_state f32 [slots, C, K-1].
+  virtual void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,
+                             Tensor out);
+  // The gated delta rule over each sequence's tokens, from and into its state f32 [slots, nv, dk, dv].
+  // qkv [T, 2 nk dk + nv dv] (conv output, q | k | v), ba [T, 2 nv] (b | a before activation), a_log and dt_bias
+  // f32 [nv] -> out [T, nv * dv]. q and k are L2-normalised (eps 1e-6), q scaled by dk^-0.5, beta = sigmoid(b),
+  // g = -exp(a_log) * softplus(a + dt_bias). Several tokens of a sequence run the chunked form (chunks of 64 from
+  // the step's first token), one token the recurrent form; both equal transformers' torch reference.
+  virtual void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias,
+                                Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params,
+                                Tensor out);
+  // out = x * rsqrt(mean(x^2) + eps) * weight * silu(z), row-wise; x, z, out [rows, d], weight [d] (plain, not 1+w).
+  virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out);
+  // out = x * sigmoid(gate); gate [T, W] like x [T, W], or [T, 1] (one gate per row). out may alias x.
+  virtual void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor out);
+
   // Picks one token per row of logits [R, vocab] (f32 on this device, overwritten as scratch) as sample_on_host does;
   // out[r] is filled on the host when this returns. Only the picks (and requested logprobs) leave the device.
   virtual void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) = 0;

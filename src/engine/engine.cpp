@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "engine/sampler.h"
 #include "engine/step_staging.h"
+#include "kv/kv_footprint.h"
 #include "model/model.h"
 
 namespace rs::engine {
@@ -23,6 +24,30 @@ std::vector<int32_t> decode_graph_sizes(int32_t max_batch) {
   if (max_batch > 0) sizes.push_back(max_batch);
   return sizes;
 }
+
+// Layer windows for the KV pool: gated-delta-net layers keep no K/V.
+std::vector<int32_t> kv_layer_windows(const loader::ModelConfig& config) {
+  std::vector<int32_t> windows = config.layer_windows;
+  for (size_t layer = 0; layer < windows.size(); ++layer)
+    if (config.layer_kinds[layer] == loader::LayerKind::kLinearAttention) windows[layer] = kv::kNoKvLayer;
+  return windows;
+}
+
+state::StateGeometry state_geometry_of(const loader::ModelConfig& config) {
+  state::StateGeometry geometry;
+  for (int32_t layer = 0; layer < config.num_layers; ++layer)
+    if (config.layer_kinds[layer] == loader::LayerKind::kLinearAttention) geometry.layers.push_back(layer);
+  if (geometry.empty()) return geometry;
+  geometry.conv_channels = config.linear.conv_channels();
+  geometry.conv_kernel = config.linear.conv_kernel;
+  geometry.num_v_heads = config.linear.num_value_heads;
+  geometry.k_head_dim = config.linear.key_head_dim;
+  geometry.v_head_dim = config.linear.value_head_dim;
+  return geometry;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int64_t kReportContext = 32768;  // the context the start-up log prices one request at
 
 }  // namespace
 
@@ -60,11 +85,20 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   kv_config.num_kv_heads = model_config_.num_kv_heads;
   kv_config.head_dim = model_config_.head_dim;
   kv_config.dtype = kv_cache_dtype(config_, model_config_);
-  kv_config.groups = kv::group_layers_by_window(model_config_.layer_windows);
-  kv::plan_kv_pool(kv_config, kv_budget_bytes(kv_config), config_.max_running_requests, config_.max_step_tokens);
+  kv_config.groups = kv::group_layers_by_window(kv_layer_windows(model_config_));
+  const state::StateGeometry state_geometry = state_geometry_of(model_config_);
+  size_t budget = kv_budget_bytes(kv_config, state_geometry);
+  create_state_pool(state_geometry, budget);
+  kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
-  RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s)", kv_pool_->total_bytes() >> 20,
-              dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size());
+  memory_ = std::make_unique<model::StepMemory>(
+      model::StepMemory{*kv_pool_, state_pool_->num_slots() > 0 ? state_pool_.get() : nullptr});
+  RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s) over {} attention layer(s)",
+              kv_pool_->total_bytes() >> 20, dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size(),
+              model_config_.num_layers_of(loader::LayerKind::kAttention));
+  RS_LOG_INFO("memory per request at {} tokens: {:.1f} MiB of KV + {:.1f} MiB of recurrent state", kReportContext,
+              kv::request_kv_footprint(kv_config, kReportContext).windowed_bytes / kMiB,
+              state::slot_bytes(state_geometry) / kMiB);
   staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);
   // Sized for the largest step up front, so that the first long prefill does not move it (and the graphs with it).
   const int32_t max_seqs = std::max(config_.max_running_requests, 1);
@@ -94,20 +128,42 @@ void Engine::run_largest_step() {
   batch.max_pages = 1;
   batch.logit_rows = {tokens - 1};
   const model::StepInputs inputs = staging_->upload(batch, 0, 0);
-  model_->forward(inputs, *kv_pool_,
+  model_->forward(inputs, *memory_,
                   Tensor(logits_.data(), DType::kF32, {1, model_config_.vocab_size}, backend_->device()));
   backend_->synchronize();
 }
 
 Engine::~Engine() = default;
 
-size_t Engine::kv_budget_bytes(const kv::KvPoolConfig& kv_config) const {
+void Engine::create_state_pool(const state::StateGeometry& geometry, size_t& budget) {
+  if (geometry.empty()) {
+    state_pool_ = std::make_unique<state::StatePool>(*backend_, geometry, 0);
+    return;
+  }
+  const size_t per_slot = state::slot_bytes(geometry);
+  const int32_t slots = config_.num_state_slots > 0
+                            ? config_.num_state_slots
+                            : state::plan_state_slots(geometry, budget / 2, std::max(1, config_.max_running_requests));
+  RS_CHECK(slots > 0, "the memory budget of {:.1f} MiB cannot hold one recurrent-state slot of {:.1f} MiB",
+           budget / kMiB, per_slot / kMiB);
+  RS_CHECK(slots * per_slot < budget,
+           "{} recurrent-state slots of {:.1f} MiB leave nothing of the {:.1f} MiB memory budget for KV pages "
+           "(lower --num-state-slots or raise --kv-cache-gb)",
+           slots, per_slot / kMiB, budget / kMiB);
+  budget -= slots * per_slot;
+  state_pool_ = std::make_unique<state::StatePool>(*backend_, geometry, slots);
+  RS_LOG_INFO("state pool: {} slots x {:.1f} MiB ({} gated-delta-net layers, conv + recurrent state) = {:.1f} MiB",
+              slots, per_slot / kMiB, geometry.layers.size(), state_pool_->total_bytes() / kMiB);
+}
+
+size_t Engine::kv_budget_bytes(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state) const {
   if (config_.kv_cache_gb > 0) return static_cast<size_t>(config_.kv_cache_gb * (1ull << 30));
-  // Enough for every running request at full context, capped by memory: on the host a fifth of what is available;
-  // on a device what remains of mem_fraction_static of its memory.
+  // Enough for every running request at full context (and its state slot), capped by memory: on the host a fifth
+  // of what is available; on a device what remains of mem_fraction_static of its memory.
   size_t per_token = 0;
   for (const auto& group : kv_config.groups) per_token += kv::page_bytes(kv_config, group) / kv_config.page_size;
-  const size_t wanted = per_token * context_length_ * std::max(1, config_.max_running_requests);
+  const size_t wanted =
+      (per_token * context_length_ + state::slot_bytes(state)) * std::max(1, config_.max_running_requests);
   const MemoryInfo memory = backend_->memory_info();
   if (memory.total_bytes == 0) return wanted;
   if (backend_->device().is_cpu()) return std::min(wanted, memory.free_bytes / 5);
@@ -150,11 +206,11 @@ void Engine::capture_decode_graphs() {
       const int32_t size = *it;
       const model::StepInputs inputs = staging_->upload(idle, size, static_cast<int32_t>(context_length_));
       if (pass == 0) {
-        model_->forward(inputs, *kv_pool_, logits_for(size));
+        model_->forward(inputs, *memory_, logits_for(size));
         backend_->synchronize();
         continue;
       }
-      graphs_[size] = backend_->capture([&] { model_->forward(inputs, *kv_pool_, logits_for(size)); });
+      graphs_[size] = backend_->capture([&] { model_->forward(inputs, *memory_, logits_for(size)); });
       backend_->synchronize();
     }
   }
@@ -197,7 +253,7 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   if (graph_size > 0) {
     graphs_.at(graph_size)->replay();
   } else {
-    model_->forward(inputs, *kv_pool_, logits);
+    model_->forward(inputs, *memory_, logits);
   }
   logits = logits.slice_rows(0, rows);
 

@@ -12,10 +12,12 @@
 #include "kv/kv_pool.h"
 #include "loader/hf_config.h"
 #include "loader/weight_source.h"
+#include "state/state_pool.h"
 
 namespace rs::model {
 class Model;
-}
+struct StepMemory;
+}  // namespace rs::model
 
 namespace rs::engine {
 
@@ -36,6 +38,9 @@ struct EngineConfig {
   int64_t max_step_tokens = 2048;     // most tokens one step may carry (the chunked-prefill budget)
   int64_t context_length = 0;         // 0 = the model's max_position_embeddings
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // Recurrent-state slots of hybrid (gated-delta-net) models, one per running request; 0 = auto: as many as
+  // max_running_requests, but no more than half the memory budget holds. Ignored for models without such layers.
+  int32_t num_state_slots = 0;
   // On a GPU, the KV pool gets what is left of this fraction of device memory after the weights (SGLang's
   // --mem-fraction-static); the rest is for activations, graphs and the runtime. Ignored on CPU and with kv_cache_gb.
   double mem_fraction_static = 0.85;
@@ -62,6 +67,9 @@ class Engine {
   const loader::ModelConfig& model_config() const { return model_config_; }
   const EngineConfig& config() const { return config_; }
   kv::KvPool& kv_pool() { return *kv_pool_; }
+  const kv::KvPool& kv_pool() const { return *kv_pool_; }
+  // Recurrent-state slots (0 slots for models without gated-delta-net layers).
+  const state::StatePool& state_pool() const { return *state_pool_; }
   Backend& backend() { return *backend_; }
   int64_t context_length() const { return context_length_; }
   // Bytes of weights as stored (quantized formats counted packed).
@@ -74,8 +82,10 @@ class Engine {
   std::vector<int32_t> graph_batch_sizes() const { return graph_sizes_; }
 
  private:
-  // Sizes the KV pool from the config, the model and the device's memory.
-  size_t kv_budget_bytes(const kv::KvPoolConfig& kv_config) const;
+  // Sizes the KV pool (and the state pool beside it) from the config, the model and the device's memory.
+  size_t kv_budget_bytes(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state) const;
+  // Allocates the state pool out of `budget` (reduced by what it takes) and logs the memory plan.
+  void create_state_pool(const state::StateGeometry& geometry, size_t& budget);
   // Grows the logits buffer to `rows` rows; true when it moved.
   bool reserve_logits(int32_t rows);
   // A key that changes whenever memory a recorded graph reads moves.
@@ -94,6 +104,8 @@ class Engine {
   std::unique_ptr<loader::WeightSource> weights_;  // owns the mmap (or dummy buffers) the model views
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<kv::KvPool> kv_pool_;
+  std::unique_ptr<state::StatePool> state_pool_;
+  std::unique_ptr<model::StepMemory> memory_;  // views kv_pool_ and state_pool_
   int64_t context_length_ = 0;
   std::unique_ptr<StepStaging> staging_;
   int64_t reserved_tokens_ = 0;

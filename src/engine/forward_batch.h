@@ -30,6 +30,10 @@ struct ForwardBatch {
   // outside a sliding window). Page p of a sequence holds positions [p*page_size, (p+1)*page_size).
   std::vector<std::vector<int32_t>> page_tables;
   int32_t max_pages = 0;
+  // The StatePool slot of each sequence ([num_seqs]) for models with recurrent (gated-delta-net) layers, else empty.
+  // A sequence whose first token of the step is at position 0 starts from zero state; otherwise its slot holds the
+  // state after its previous tokens.
+  std::vector<int32_t> state_slots;
   // Token rows whose logits are wanted (last token of a finished prefill or a decode token), ascending.
   std::vector<int32_t> logit_rows;
   // One entry per logit row. Empty: the engine returns logits only (tests, scoring).

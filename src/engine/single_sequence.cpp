@@ -38,6 +38,7 @@ SampledToken SingleSequence::feed(std::span<const int32_t> ids, const SamplingRo
     }
     batch.page_tables.push_back(std::move(table));
   }
+  if (engine_.state_pool().num_slots() > 0) batch.state_slots = {0};  // the one sequence owns slot 0
   batch.logit_rows = {static_cast<int32_t>(ids.size()) - 1};
   batch.sampling = {sampling};
   StepOutput out = engine_.forward(batch, logits != nullptr);

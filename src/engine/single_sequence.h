@@ -1,6 +1,6 @@
 // SingleSequence: runs one sequence through an Engine without a scheduler (CLI generate, benchmarks, golden tests).
 // Full-attention groups map page p to page p; sliding-window groups use a ring of their pages and leave pages no
-// token of the step can see absent, exactly the reclaiming the scheduler does.
+// token of the step can see absent, exactly the reclaiming the scheduler does. Recurrent state lives in slot 0.
 #pragma once
 
 #include <span>

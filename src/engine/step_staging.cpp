@@ -12,10 +12,10 @@ StepStaging::StepStaging(Backend& backend, const kv::KvPool& kv, int64_t context
       page_pitch_(static_cast<int32_t>(context_length / kv.page_size() + 1)) {}
 
 size_t StepStaging::int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const {
-  // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | first tokens [S + 1] | per group: slots
-  // [T], page table [S, pitch]
+  // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | first tokens [S + 1] | state slots [S] |
+  // per group: slots [T], page table [S, pitch]
   const size_t groups = static_cast<size_t>(kv_.num_groups());
-  return 3 * static_cast<size_t>(tokens) + rows + 2 * static_cast<size_t>(seqs) + 1 +
+  return 3 * static_cast<size_t>(tokens) + rows + 3 * static_cast<size_t>(seqs) + 1 +
          groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
 }
 
@@ -64,6 +64,10 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   int32_t* logit_rows = take(rows);
   int32_t* kv_len = take(all_seqs);
   int32_t* seq_start = take(all_seqs + 1);
+  int32_t* state_slots = take(all_seqs);
+  RS_CHECK(batch.state_slots.empty() || static_cast<int32_t>(batch.state_slots.size()) == seqs,
+           "batch has {} state slots for {} sequences", batch.state_slots.size(), seqs);
+  for (int32_t s = 0; s < seqs; ++s) state_slots[s] = batch.state_slots.empty() ? -1 : batch.state_slots[s];
   std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids);
   std::copy(batch.positions.begin(), batch.positions.end(), positions);
   std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), logit_rows);
@@ -84,6 +88,7 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
     logit_rows[real_rows + i] = real_tokens + i;
     kv_len[seqs + i] = 1;
     seq_start[seqs + i + 1] = real_tokens + i + 1;
+    state_slots[seqs + i] = -1;  // reads and writes no recurrent state
   }
 
   std::vector<int32_t*> slots(kv_.num_groups()), tables(kv_.num_groups());
@@ -137,6 +142,7 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   const Tensor token_seq_d = on_device(token_seq, {tokens});
   const Tensor kv_len_d = on_device(kv_len, {all_seqs});
   const Tensor seq_start_d = on_device(seq_start, {all_seqs + 1});
+  inputs.state = StateBatchView{positions_d, seq_start_d, on_device(state_slots, {all_seqs}), all_seqs};
   for (int g = 0; g < kv_.num_groups(); ++g)
     inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),
                                       on_device(slots[g], {tokens}), page_size, all_seqs,

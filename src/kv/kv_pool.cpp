@@ -8,7 +8,8 @@ namespace rs::kv {
 std::vector<KvGroup> group_layers_by_window(std::span<const int32_t> layer_windows) {
   std::map<int32_t, std::vector<int32_t>> by_window;  // window 0 (full) sorts first
   for (size_t layer = 0; layer < layer_windows.size(); ++layer)
-    by_window[std::max(0, layer_windows[layer])].push_back(static_cast<int32_t>(layer));
+    if (layer_windows[layer] != kNoKvLayer)
+      by_window[std::max(0, layer_windows[layer])].push_back(static_cast<int32_t>(layer));
   std::vector<KvGroup> groups;
   for (auto& [window, layers] : by_window) groups.push_back(KvGroup{window, std::move(layers), 0});
   return groups;
@@ -55,6 +56,7 @@ void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running
 }
 
 KvPool::KvPool(Backend& backend, KvPoolConfig config) : config_(std::move(config)) {
+  RS_CHECK(!config_.groups.empty(), "a KV pool needs at least one attention layer");
   int num_layers = 0;
   for (const auto& group : config_.groups)
     for (int layer : group.layers) num_layers = std::max(num_layers, layer + 1);

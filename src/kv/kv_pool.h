@@ -24,8 +24,11 @@ struct KvPoolConfig {
   std::vector<KvGroup> groups;
 };
 
+// layer_windows entry of a layer that keeps no K/V (a gated-delta-net layer, whose memory is a StatePool slot).
+constexpr int32_t kNoKvLayer = -1;
+
 // Groups layers by window: full-attention layers first, then one group per distinct window size.
-// layer_windows[l] = 0 for full attention, else the window in tokens. num_pages is left 0.
+// layer_windows[l] = 0 for full attention, the window in tokens, or kNoKvLayer (no group). num_pages is left 0.
 std::vector<KvGroup> group_layers_by_window(std::span<const int32_t> layer_windows);
 
 // Bytes one page of `group` occupies (K and V, all its layers).

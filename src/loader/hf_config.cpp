@@ -73,13 +73,14 @@ std::vector<int32_t> token_ids(const json& value) {
   return out;
 }
 
-RopeConfig parse_rope(const json& config, const Fields& fields, const std::string& source) {
+RopeConfig parse_rope(const json& config, const Fields& fields, const std::string& source,
+                      double default_partial_rotary_factor) {
   RopeConfig rope;
   const json* params = nullptr;
   if (config.contains("rope_parameters") && config["rope_parameters"].is_object()) params = &config["rope_parameters"];
   if (config.contains("rope_scaling") && config["rope_scaling"].is_object()) params = &config["rope_scaling"];
   rope.theta = fields.get_or<double>("rope_theta", 10000.0);
-  rope.partial_rotary_factor = fields.get_or<double>("partial_rotary_factor", 1.0);
+  rope.partial_rotary_factor = fields.get_or<double>("partial_rotary_factor", default_partial_rotary_factor);
   if (!params) return rope;
   Fields p(*params, source + " rope parameters");
   rope.theta = p.get_or<double>("rope_theta", rope.theta);
@@ -108,7 +109,37 @@ DType parse_dtype(const std::string& name, const std::string& source) {
   RS_FAIL("{}: unsupported torch_dtype '{}'", source, name);
 }
 
+// The hybrid Qwen families (transformers' qwen3_next, qwen3_5_text, qwen3_5_moe_text configs): their defaults differ
+// from the Llama template's (head_dim 256, partial RoPE 0.25, a layer pattern from full_attention_interval).
+bool is_hybrid_qwen(const std::string& model_type) {
+  return model_type == "qwen3_next" || model_type.rfind("qwen3_5", 0) == 0;
+}
+
+void parse_linear_attention(const Fields& f, const std::string& source, ModelConfig& config) {
+  LinearAttentionConfig& linear = config.linear;
+  linear.num_key_heads = f.get_or<int32_t>("linear_num_key_heads", 16);
+  linear.num_value_heads = f.get_or<int32_t>("linear_num_value_heads", 32);
+  linear.key_head_dim = f.get_or<int32_t>("linear_key_head_dim", 128);
+  linear.value_head_dim = f.get_or<int32_t>("linear_value_head_dim", 128);
+  linear.conv_kernel = f.get_or<int32_t>("linear_conv_kernel_dim", 4);
+  RS_CHECK(linear.num_key_heads > 0 && linear.num_value_heads > 0 && linear.key_head_dim > 0 &&
+               linear.value_head_dim > 0 && linear.num_key_heads <= 4096 && linear.num_value_heads <= 4096 &&
+               linear.key_head_dim <= 4096 && linear.value_head_dim <= 4096,
+           "{}: linear_num_key_heads, linear_num_value_heads, linear_key_head_dim and linear_value_head_dim must be "
+           "in [1, 4096]",
+           source);
+  RS_CHECK(linear.num_value_heads % linear.num_key_heads == 0,
+           "{}: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}", source, linear.num_value_heads,
+           linear.num_key_heads);
+  RS_CHECK(linear.conv_kernel >= 2 && linear.conv_kernel <= 64, "{}: linear_conv_kernel_dim {} must be in [2, 64]",
+           source, linear.conv_kernel);
+}
+
 }  // namespace
+
+int32_t ModelConfig::num_layers_of(LayerKind kind) const {
+  return static_cast<int32_t>(std::count(layer_kinds.begin(), layer_kinds.end(), kind));
+}
 
 bool ModelConfig::is_moe_layer(int32_t layer) const {
   if (num_experts == 0) return false;
@@ -146,15 +177,21 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
            "{}: num_attention_heads {} is not a multiple of "
            "num_key_value_heads {}",
            source, config.num_heads, config.num_kv_heads);
-  config.head_dim = f.get_or<int32_t>("head_dim", config.hidden_size / config.num_heads);
+  const bool hybrid = is_hybrid_qwen(config.model_type);
+  config.head_dim = f.get_or<int32_t>("head_dim", hybrid ? 256 : config.hidden_size / config.num_heads);
+  RS_CHECK(config.head_dim > 0, "{}: head_dim must be positive", source);
   config.max_position_embeddings = f.get_or<int64_t>("max_position_embeddings", 2048);
   config.rms_norm_eps = f.get_or<double>("rms_norm_eps", 1e-6);
   config.tie_word_embeddings = top.get_or<bool>("tie_word_embeddings", f.get_or<bool>("tie_word_embeddings", false));
   config.attention_bias = f.get_or<bool>("attention_bias", false);
-  config.rope = parse_rope(text, f, source);
+  config.rope = parse_rope(text, f, source, hybrid ? 0.25 : 1.0);
+  if (config.architecture.size() > 24 &&
+      config.architecture.compare(config.architecture.size() - 24, 24, "ForConditionalGeneration") == 0)
+    config.weight_prefix = "model.language_model.";
   // Per-layer attention windows.
   const int32_t window = f.get_or<int32_t>("sliding_window", 0);
   config.layer_windows.assign(config.num_layers, 0);
+  config.layer_kinds.assign(config.num_layers, LayerKind::kAttention);
   if (text.contains("layer_types") && text["layer_types"].is_array()) {
     const json& types = text["layer_types"];
     RS_CHECK(static_cast<int32_t>(types.size()) == config.num_layers, "{}: layer_types has {} entries for {} layers",
@@ -162,13 +199,20 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
     for (int32_t i = 0; i < config.num_layers; ++i) {
       RS_CHECK(types[i].is_string(), "{}: layer_types[{}] is not a string", source, i);
       const std::string type = types[i].get<std::string>();
-      RS_CHECK(type == "full_attention" || type == "sliding_attention",
-               "{}: layer_types[{}] = '{}' is not supported (full_attention, sliding_attention)", source, i, type);
+      RS_CHECK(type == "full_attention" || type == "sliding_attention" || (hybrid && type == "linear_attention"),
+               "{}: layer_types[{}] = '{}' is not supported for model_type '{}' (full_attention, sliding_attention{})",
+               source, i, type, config.model_type, hybrid ? ", linear_attention" : "");
+      if (type == "linear_attention") config.layer_kinds[i] = LayerKind::kLinearAttention;
       if (type == "sliding_attention") {
         RS_CHECK(window > 0, "{}: layer {} is sliding_attention but sliding_window is not set", source, i);
         config.layer_windows[i] = window;
       }
     }
+  } else if (hybrid) {
+    const int32_t interval = f.get_or<int32_t>("full_attention_interval", 4);
+    RS_CHECK(interval > 0, "{}: full_attention_interval must be positive, got {}", source, interval);
+    for (int32_t i = 0; i < config.num_layers; ++i)
+      if ((i + 1) % interval != 0) config.layer_kinds[i] = LayerKind::kLinearAttention;
   } else if (config.model_type == "gpt_oss" && window > 0) {
     for (int32_t i = 0; i < config.num_layers; i += 2) config.layer_windows[i] = window;
   } else if (f.get_or<bool>("use_sliding_window", false) && window > 0) {
@@ -184,6 +228,13 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
   if (text.contains("mlp_only_layers") && text["mlp_only_layers"].is_array())
     for (const auto& layer : text["mlp_only_layers"]) config.mlp_only_layers.push_back(layer.get<int32_t>());
   config.swiglu_limit = f.get_or<double>("swiglu_limit", 7.0);
+  config.shared_expert_intermediate_size = f.get_or<int32_t>("shared_expert_intermediate_size", 0);
+  if (hybrid) {
+    config.attn_output_gate = true;
+    // Qwen3-Next defaults to renormalised top-k weights; Qwen3.5-MoE's router always renormalises (no field).
+    config.norm_topk_prob = config.model_type.rfind("qwen3_5_moe", 0) == 0 || f.get_or<bool>("norm_topk_prob", true);
+    if (config.num_layers_of(LayerKind::kLinearAttention) > 0) parse_linear_attention(f, source, config);
+  }
   if (config.num_experts > 0)
     RS_CHECK(config.num_experts_per_tok > 0 && config.num_experts_per_tok <= config.num_experts,
              "{}: num_experts_per_tok {} must be in [1, {}]", source, config.num_experts_per_tok, config.num_experts);

@@ -28,6 +28,23 @@ struct RopeConfig {
   double partial_rotary_factor = 1.0;
 };
 
+// What a layer mixes tokens with (config.json `layer_types`): softmax attention over a KV cache, or a gated delta net
+// (linear attention) over a fixed-size recurrent state.
+enum class LayerKind : uint8_t { kAttention, kLinearAttention };
+
+// Gated-delta-net shapes (`linear_*` fields of Qwen3-Next / Qwen3.5, MODELS.md §1.6); zero for other models.
+struct LinearAttentionConfig {
+  int32_t num_key_heads = 0;    // linear_num_key_heads
+  int32_t num_value_heads = 0;  // linear_num_value_heads (a multiple of num_key_heads)
+  int32_t key_head_dim = 0;     // linear_key_head_dim
+  int32_t value_head_dim = 0;   // linear_value_head_dim
+  int32_t conv_kernel = 0;      // linear_conv_kernel_dim
+
+  int32_t key_dim() const { return num_key_heads * key_head_dim; }
+  int32_t value_dim() const { return num_value_heads * value_head_dim; }
+  int32_t conv_channels() const { return 2 * key_dim() + value_dim(); }  // q | k | v
+};
+
 struct ModelConfig {
   std::string architecture;  // architectures[0], e.g. "Qwen3ForCausalLM"
   std::string model_type;
@@ -44,6 +61,12 @@ struct ModelConfig {
   bool attention_bias = false;
   RopeConfig rope;
   std::vector<int32_t> layer_windows;  // per layer: 0 = full attention, W = sliding window of W tokens
+  std::vector<LayerKind> layer_kinds;  // per layer (layer_types, or full_attention_interval for hybrid models)
+  LinearAttentionConfig linear;        // set when any layer is kLinearAttention
+  bool attn_output_gate = false;       // hybrid Qwen: q_proj is doubled, per head [query | gate]
+  // Where the text model's tensors live: "model." (…ForCausalLM) or "model.language_model." (the text part of a
+  // …ForConditionalGeneration checkpoint, whose config sits under text_config).
+  std::string weight_prefix = "model.";
   // Mixture of experts (0 experts = dense).
   int32_t num_experts = 0;
   int32_t num_experts_per_tok = 0;
@@ -51,6 +74,7 @@ struct ModelConfig {
   bool norm_topk_prob = false;
   int32_t decoder_sparse_step = 1;
   std::vector<int32_t> mlp_only_layers;
+  int32_t shared_expert_intermediate_size = 0;  // Qwen3-Next / Qwen3.5-MoE: a gated shared expert; 0 = none
   double swiglu_limit = 7.0;
   // Tokens.
   std::vector<int32_t> eos_token_ids;  // generation_config.json first, else config.json
@@ -62,6 +86,8 @@ struct ModelConfig {
   nlohmann::json generation_defaults;  // generation_config.json (temperature, top_p, ...), or {}
 
   bool is_moe_layer(int32_t layer) const;
+  bool is_hybrid() const { return linear.num_value_heads > 0; }
+  int32_t num_layers_of(LayerKind kind) const;
 };
 
 // Reads dir/config.json and, if present, dir/generation_config.json. Errors name the file and the field.

@@ -63,3 +63,106 @@ TEST(HfConfig, ErrorsNameTheField) {
 
 }  // namespace
 }  // namespace rs::loader
+
+namespace rs::loader {
+namespace {
+
+json qwen3_5_text() {
+  return json::parse(R"({"model_type":"qwen3_5_text","hidden_size":64,"num_hidden_layers":6,"num_attention_heads":4,
+    "num_key_value_heads":2,"vocab_size":100,"linear_num_key_heads":2,"linear_num_value_heads":4,
+    "linear_key_head_dim":8,"linear_value_head_dim":16,"linear_conv_kernel_dim":4,"full_attention_interval":3,
+    "rope_parameters":{"rope_type":"default","rope_theta":10000000,"mrope_section":[11,11,10],
+                       "mrope_interleaved":true}})");
+}
+
+TEST(HfConfig, HybridLayerPatternFromInterval) {
+  json raw = qwen3_5_text();
+  raw["architectures"] = {"Qwen3_5ForCausalLM"};
+  const ModelConfig config = parse_model_config(raw, "c");
+  using K = LayerKind;
+  EXPECT_EQ(config.layer_kinds, (std::vector<K>{K::kLinearAttention, K::kLinearAttention, K::kAttention,
+                                                K::kLinearAttention, K::kLinearAttention, K::kAttention}));
+  EXPECT_TRUE(config.is_hybrid());
+  EXPECT_EQ(config.linear.conv_channels(), 2 * 2 * 8 + 4 * 16);
+  EXPECT_EQ(config.head_dim, 256);                            // transformers' default for the hybrid configs
+  EXPECT_DOUBLE_EQ(config.rope.partial_rotary_factor, 0.25);  // likewise
+  EXPECT_EQ(config.rope.theta, 10000000);
+  EXPECT_TRUE(config.attn_output_gate);
+  EXPECT_EQ(config.weight_prefix, "model.");
+}
+
+TEST(HfConfig, ConditionalGenerationReadsTextConfigAndLanguageModelPrefix) {
+  json raw = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+              {"model_type", "qwen3_5_moe"},
+              {"tie_word_embeddings", false}};
+  raw["text_config"] = qwen3_5_text();
+  raw["text_config"]["model_type"] = "qwen3_5_moe_text";
+  raw["text_config"]["num_experts"] = 8;
+  raw["text_config"]["num_experts_per_tok"] = 2;
+  raw["text_config"]["moe_intermediate_size"] = 32;
+  raw["text_config"]["shared_expert_intermediate_size"] = 48;
+  raw["text_config"]["layer_types"] = {"linear_attention", "full_attention",   "linear_attention",
+                                       "linear_attention", "linear_attention", "full_attention"};
+  raw["text_config"]["head_dim"] = 32;
+  raw["text_config"]["rope_parameters"]["partial_rotary_factor"] = 0.5;
+  const ModelConfig config = parse_model_config(raw, "c");
+  EXPECT_EQ(config.weight_prefix, "model.language_model.");
+  EXPECT_EQ(config.num_layers_of(LayerKind::kAttention), 2);
+  EXPECT_EQ(config.layer_kinds[1], LayerKind::kAttention);
+  EXPECT_EQ(config.head_dim, 32);
+  EXPECT_DOUBLE_EQ(config.rope.partial_rotary_factor, 0.5);
+  EXPECT_TRUE(config.norm_topk_prob);  // Qwen3.5-MoE always renormalises
+  EXPECT_EQ(config.shared_expert_intermediate_size, 48);
+  EXPECT_TRUE(config.is_moe_layer(0));
+}
+
+TEST(HfConfig, LinearAttentionOnlyForHybridModelsAndWithSaneShapes) {
+  json raw = base_config();
+  raw["layer_types"] = {"linear_attention", "full_attention", "full_attention", "full_attention"};
+  try {
+    parse_model_config(raw, "c");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer_types[0] = 'linear_attention' is not supported"), std::string::npos);
+  }
+  json hybrid = qwen3_5_text();
+  hybrid["architectures"] = {"Qwen3NextForCausalLM"};
+  hybrid["model_type"] = "qwen3_next";
+  hybrid["linear_num_value_heads"] = 3;  // not a multiple of 2 key heads
+  EXPECT_THROW(parse_model_config(hybrid, "c"), Error);
+  hybrid["linear_num_value_heads"] = 4;
+  hybrid["linear_conv_kernel_dim"] = 1;
+  EXPECT_THROW(parse_model_config(hybrid, "c"), Error);
+}
+
+}  // namespace
+}  // namespace rs::loader
+
+namespace rs::loader {
+namespace {
+
+// The dummy-weight configs of the hybrid releases (configs/) read as their architectures need.
+TEST(HfConfig, HybridReleaseConfigs) {
+  const std::filesystem::path root = std::filesystem::path(RS_SOURCE_DIR) / "configs";
+  struct Expect {
+    const char* dir;
+    int32_t layers, attention_layers, experts;
+    const char* prefix;
+  };
+  for (const Expect& e :
+       {Expect{"Qwen3-Next-80B-A3B", 48, 12, 512, "model."}, Expect{"Qwen3.5-9B", 32, 8, 0, "model.language_model."},
+        Expect{"Qwen3.5-35B-A3B", 40, 10, 256, "model.language_model."}}) {
+    const ModelConfig config = load_model_config(root / e.dir);
+    EXPECT_EQ(config.num_layers, e.layers) << e.dir;
+    EXPECT_EQ(config.num_layers_of(LayerKind::kAttention), e.attention_layers) << e.dir;
+    EXPECT_EQ(config.layer_kinds[3], LayerKind::kAttention) << e.dir;
+    EXPECT_EQ(config.num_experts, e.experts) << e.dir;
+    EXPECT_EQ(config.weight_prefix, e.prefix) << e.dir;
+    EXPECT_EQ(config.head_dim, 256) << e.dir;
+    EXPECT_DOUBLE_EQ(config.rope.partial_rotary_factor, 0.25) << e.dir;
+    EXPECT_EQ(config.linear.conv_channels(), 2 * 16 * 128 + 32 * 128) << e.dir;
+  }
+}
+
+}  // namespace
+}  // namespace rs::loader

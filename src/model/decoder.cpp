@@ -6,11 +6,6 @@
 #include "model/rope_table.h"
 
 namespace rs::model {
-namespace {
-
-std::string layer_prefix(int32_t layer) { return "model.layers." + std::to_string(layer) + "."; }
-
-}  // namespace
 
 DecoderModel::DecoderModel(const loader::ModelConfig& config, DecoderOptions options)
     : config_(config), options_(options) {}
@@ -18,6 +13,40 @@ DecoderModel::DecoderModel(const loader::ModelConfig& config, DecoderOptions opt
 Tensor DecoderModel::keep(Buffer buffer, DType dtype, std::vector<int64_t> shape) {
   owned_.push_back(std::move(buffer));
   return Tensor(owned_.back().data(), dtype, shape.data(), static_cast<int>(shape.size()), owned_.back().device());
+}
+
+Tensor DecoderModel::select_rows(const Tensor& weight, const std::vector<int64_t>& rows) {
+  const size_t row_bytes = weight.bytes() / weight.dim(0);
+  Buffer buffer = Buffer::host(rows.size() * row_bytes);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    RS_CHECK(rows[r] >= 0 && rows[r] < weight.dim(0), "row {} of a {} weight", rows[r], weight.shape_string());
+    std::memcpy(static_cast<char*>(buffer.data()) + r * row_bytes,
+                static_cast<const char*>(weight.data()) + rows[r] * row_bytes, row_bytes);
+  }
+  return keep(std::move(buffer), weight.dtype(), {static_cast<int64_t>(rows.size()), weight.dim(1)});
+}
+
+Tensor DecoderModel::to_f32(const Tensor& t, float offset) {
+  const int64_t count = t.numel();
+  Buffer buffer = Buffer::host(count * sizeof(float));
+  float* out = static_cast<float*>(buffer.data());
+  for (int64_t i = 0; i < count; ++i) {
+    switch (t.dtype()) {
+      case DType::kF32: out[i] = t.data_as<float>()[i]; break;
+      case DType::kBF16: out[i] = bf16_to_f32(t.data_as<uint16_t>()[i]); break;
+      case DType::kF16: out[i] = f16_to_f32(t.data_as<uint16_t>()[i]); break;
+      default: RS_FAIL("expected a float tensor, got {}", dtype_name(t.dtype()));
+    }
+    out[i] += offset;
+  }
+  std::vector<int64_t> shape;
+  for (int axis = 0; axis < t.ndim(); ++axis) shape.push_back(t.dim(axis));
+  return keep(std::move(buffer), DType::kF32, shape);
+}
+
+Tensor DecoderModel::norm_weight(loader::WeightSource& weights, const std::string& name, int64_t width) {
+  const Tensor w = weights.require(name, {width});
+  return options_.zero_centered_norm ? to_f32(w, 1.0f) : w;
 }
 
 LinearWeight DecoderModel::dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in) {
@@ -58,9 +87,24 @@ void DecoderModel::load_attention(const std::string& prefix, loader::WeightSourc
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_out = config_.num_heads * hd, kv_out = config_.num_kv_heads * hd;
   const std::string p = prefix + "self_attn.";
+  Tensor q_proj;
+  if (config_.attn_output_gate) {
+    // q_proj is doubled: per head [query (hd) | gate (hd)] rows. The gate rows become their own projection.
+    RS_CHECK(!config_.attention_bias, "{}: gated attention with biases is not supported", p);
+    const Tensor doubled = weights.require(p + "q_proj.weight", {2 * q_out, hidden});
+    std::vector<int64_t> query_rows, gate_rows;
+    for (int64_t head = 0; head < config_.num_heads; ++head)
+      for (int64_t i = 0; i < hd; ++i) {
+        query_rows.push_back(head * 2 * hd + i);
+        gate_rows.push_back(head * 2 * hd + hd + i);
+      }
+    q_proj = select_rows(doubled, query_rows);
+    attn.gate = LinearWeight{LinearWeight::Format::kDense, select_rows(doubled, gate_rows), Tensor(), q_out, hidden};
+  } else {
+    q_proj = weights.require(p + "q_proj.weight", {q_out, hidden});
+  }
   // One projection for q, k and v: a decode step reads the three weights in one pass (one GEMV or GEMM launch).
-  attn.qkv = concat_rows({weights.require(p + "q_proj.weight", {q_out, hidden}),
-                          weights.require(p + "k_proj.weight", {kv_out, hidden}),
+  attn.qkv = concat_rows({q_proj, weights.require(p + "k_proj.weight", {kv_out, hidden}),
                           weights.require(p + "v_proj.weight", {kv_out, hidden})});
   attn.o = dense(weights, p + "o_proj.weight", hidden, q_out);
   if (config_.attention_bias) {
@@ -78,8 +122,8 @@ void DecoderModel::load_attention(const std::string& prefix, loader::WeightSourc
     attn.o_bias = weights.require(p + "o_proj.bias", {hidden});
   }
   if (options_.qk_norm) {
-    attn.q_norm = weights.require(p + "q_norm.weight", {hd});
-    attn.k_norm = weights.require(p + "k_norm.weight", {hd});
+    attn.q_norm = norm_weight(weights, p + "q_norm.weight", hd);
+    attn.k_norm = norm_weight(weights, p + "k_norm.weight", hd);
   }
   if (options_.sinks) attn.sinks = weights.require(p + "sinks", {config_.num_heads});
 }
@@ -96,19 +140,27 @@ void DecoderModel::load_ffn(int32_t layer, const std::string& prefix, loader::We
 
 void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) {
   backend_ = &backend;
+  RS_CHECK(config_.num_layers_of(loader::LayerKind::kLinearAttention) == 0 || backend.supports_recurrent_state(),
+           "{} has gated-delta-net (linear attention) layers, which backend {} cannot run yet (use --backend cpu)",
+           config_.architecture, backend.name());
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
-  embed_tokens_ = weights.require("model.embed_tokens.weight", {vocab, hidden});
+  const std::string& root = config_.weight_prefix;
+  embed_tokens_ = weights.require(root + "embed_tokens.weight", {vocab, hidden});
   layers_.resize(config_.num_layers);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
-    const std::string prefix = layer_prefix(layer);
+    const std::string prefix = root + "layers." + std::to_string(layer) + ".";
     LayerWeights& lw = layers_[layer];
-    lw.input_norm = weights.require(prefix + "input_layernorm.weight", {hidden});
-    lw.post_attention_norm = weights.require(prefix + "post_attention_layernorm.weight", {hidden});
-    load_attention(prefix, weights, lw.attention);
+    lw.kind = config_.layer_kinds[layer];
+    lw.input_norm = norm_weight(weights, prefix + "input_layernorm.weight", hidden);
+    lw.post_attention_norm = norm_weight(weights, prefix + "post_attention_layernorm.weight", hidden);
+    if (lw.kind == loader::LayerKind::kAttention)
+      load_attention(prefix, weights, lw.attention);
+    else
+      load_gated_delta_net(prefix, weights, lw.gdn);
     load_ffn(layer, prefix, weights, lw.ffn);
     if (progress) progress("loading weights", static_cast<double>(layer + 1) / config_.num_layers);
   }
-  final_norm_ = weights.require("model.norm.weight", {hidden});
+  final_norm_ = norm_weight(weights, root + "norm.weight", hidden);
   if (config_.tie_word_embeddings) {
     lm_head_ = LinearWeight{LinearWeight::Format::kDense, embed_tokens_, Tensor(), vocab, hidden};
   } else {
@@ -124,25 +176,9 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   rope_table_ = keep(std::move(host), DType::kF32, {positions, rotary_dim_});
   // Devices other than the host get copies of every weight tensor.
   if (!backend.device().is_cpu()) {
-    auto up = [&](Tensor& t) {
-      if (!t.empty()) t = backend.upload_weight(t, owned_);
-    };
-    auto up_linear = [&](LinearWeight& w) {
-      up(w.weight);
-      up(w.scales);
-    };
-    up(embed_tokens_), up(final_norm_), up_linear(lm_head_), up(rope_table_);
-    for (auto& lw : layers_) {
-      auto& a = lw.attention;
-      up(lw.input_norm), up(lw.post_attention_norm);
-      up_linear(a.qkv), up_linear(a.o);
-      up(a.qkv_bias), up(a.o_bias), up(a.q_norm), up(a.k_norm), up(a.sinks);
-      auto& f = lw.ffn;
-      up_linear(f.gate_up), up_linear(f.down), up_linear(f.router), up(f.router_bias);
-      for (auto* list : {&f.experts.gate, &f.experts.up, &f.experts.gate_up, &f.experts.down})
-        for (auto& w : *list) up_linear(w);
-      up(f.experts.gate_up_bias), up(f.experts.down_bias);
-    }
+    for (Tensor* t : {&embed_tokens_, &final_norm_, &lm_head_.weight, &lm_head_.scales, &rope_table_})
+      if (!t->empty()) *t = backend.upload_weight(*t, owned_);
+    for (auto& lw : layers_) upload_layer(lw, owned_);
     if (config_.tie_word_embeddings) lm_head_.weight = embed_tokens_;
   }
   // Dense projections may be repacked for the backend's GEMM. So is the LM head: decode streams all of it every step
@@ -150,19 +186,48 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   // embedding table for lookups, so its packed copy costs vocab x hidden extra values.
   for (auto& lw : layers_) {
     auto& a = lw.attention;
-    for (LinearWeight* w : {&a.qkv, &a.o, &lw.ffn.gate_up, &lw.ffn.down})
+    auto& g = lw.gdn;
+    auto& f = lw.ffn;
+    for (LinearWeight* w : {&a.qkv, &a.o, &a.gate, &f.gate_up, &f.down, &f.shared_gate_up, &f.shared_down, &g.in_qkv,
+                            &g.in_z, &g.in_ba, &g.out})
       if (!w->weight.empty() && w->packed.empty()) backend.prepare_linear(*w, owned_);
   }
   if (!lm_head_.weight.empty() && lm_head_.packed.empty()) backend.prepare_linear(lm_head_, owned_);
+}
+
+void DecoderModel::upload_layer(LayerWeights& lw, std::vector<Buffer>& keep_alive) {
+  auto up = [&](Tensor& t) {
+    if (!t.empty()) t = backend_->upload_weight(t, keep_alive);
+  };
+  auto up_linear = [&](LinearWeight& w) {
+    up(w.weight);
+    up(w.scales);
+  };
+  auto& a = lw.attention;
+  up(lw.input_norm), up(lw.post_attention_norm);
+  up_linear(a.qkv), up_linear(a.o), up_linear(a.gate);
+  up(a.qkv_bias), up(a.o_bias), up(a.q_norm), up(a.k_norm), up(a.sinks);
+  auto& g = lw.gdn;
+  up_linear(g.in_qkv), up_linear(g.in_z), up_linear(g.in_ba), up_linear(g.out);
+  up(g.conv_weight), up(g.a_log), up(g.dt_bias), up(g.norm);
+  auto& f = lw.ffn;
+  up_linear(f.gate_up), up_linear(f.down), up_linear(f.router), up(f.router_bias);
+  up_linear(f.shared_gate_up), up_linear(f.shared_down), up_linear(f.shared_gate);
+  for (auto* list : {&f.experts.gate, &f.experts.up, &f.experts.gate_up, &f.experts.down})
+    for (auto& w : *list) up_linear(w);
+  up(f.experts.gate_up_bias), up(f.experts.down_bias);
 }
 
 void DecoderModel::ensure_workspace(int64_t tokens) {
   if (tokens <= workspace_tokens_) return;
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_width = config_.num_heads * hd, kv_width = config_.num_kv_heads * hd;
-  const int64_t inter = std::max<int64_t>(config_.intermediate_size, 1);
+  const int64_t inter = std::max<int64_t>({config_.intermediate_size, config_.shared_expert_intermediate_size, 1});
   const int64_t experts = std::max(config_.num_experts, 1), topk = std::max(config_.num_experts_per_tok, 1);
-  const int64_t floats_per_token = 3 * hidden + 3 * q_width + 2 * kv_width + 3 * inter + experts + 2 * topk;
+  const loader::LinearAttentionConfig& linear = config_.linear;
+  const int64_t gdn_floats = 2 * linear.conv_channels() + 2 * linear.value_dim() + 2 * linear.num_value_heads;
+  const int64_t floats_per_token =
+      4 * hidden + 4 * q_width + 2 * kv_width + 3 * inter + experts + 2 * topk + 1 + gdn_floats;
   workspace_ = backend_->alloc(tokens * floats_per_token * sizeof(float));
   char* cursor = static_cast<char*>(workspace_.data());
   const Device device = workspace_.device();
@@ -182,23 +247,38 @@ void DecoderModel::ensure_workspace(int64_t tokens) {
   router_logits_ = carve(DType::kF32, {tokens, experts});
   topk_ids_ = carve(DType::kI32, {tokens, topk});
   topk_weights_ = carve(DType::kF32, {tokens, topk});
+  attn_gate_ = carve(DType::kF32, {tokens, q_width});
+  shared_ = carve(DType::kF32, {tokens, hidden});
+  shared_gate_ = carve(DType::kF32, {tokens, 1});
+  gdn_mixed_ = carve(DType::kF32, {tokens, std::max(linear.conv_channels(), 1)});
+  gdn_conv_ = carve(DType::kF32, {tokens, std::max(linear.conv_channels(), 1)});
+  gdn_z_ = carve(DType::kF32, {tokens, std::max(linear.value_dim(), 1)});
+  gdn_ba_ = carve(DType::kF32, {tokens, std::max(2 * linear.num_value_heads, 1)});
+  gdn_core_ = carve(DType::kF32, {tokens, std::max(linear.value_dim(), 1)});
   workspace_tokens_ = tokens;
 }
 
-void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const InputNorm& norm, Tensor x, Tensor scratch) {
-  const int64_t tokens = x.dim(0);
+namespace {
+
+// The first elements of a workspace buffer viewed as `shape` (MLPs of different widths share one buffer).
+Tensor leading(const Tensor& buffer, std::initializer_list<int64_t> shape) {
+  const Tensor view(buffer.data(), buffer.dtype(), shape, buffer.device());
+  RS_CHECK(view.numel() <= buffer.numel(), "workspace of {} cannot hold {}", buffer.shape_string(),
+           view.shape_string());
+  return view;
+}
+
+}  // namespace
+
+void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out) {
+  const int64_t tokens = h.dim(0);
   if (!ffn.is_moe) {
     const int64_t inter = ffn.down.in_features;
-    Tensor gate_up = gate_up_.slice_rows(0, tokens).view({tokens, 2 * inter});
-    Tensor act = act_.slice_rows(0, tokens).view({tokens, inter});
-    backend_->linear_silu_mul_normed(x, norm, ffn.gate_up, gate_up, act);
-    backend_->linear_add(act, ffn.down, Tensor(), scratch, x);
+    Tensor gate_up = leading(gate_up_, {tokens, 2 * inter}), act = leading(act_, {tokens, inter});
+    backend_->linear_silu_mul(h, ffn.gate_up, gate_up, act);
+    backend_->linear(act, ffn.down, Tensor(), out);
     return;
   }
-  // The router and the experts both read the normalised rows.
-  const Tensor& h = norm.scratch;
-  backend_->rms_norm(x, norm.weight, norm.eps, norm.add_one, h);
-  Tensor out = scratch;
   const int64_t experts = ffn.router.out_features, topk = config_.num_experts_per_tok;
   Tensor logits = router_logits_.slice_rows(0, tokens).view({tokens, experts});
   Tensor ids = topk_ids_.slice_rows(0, tokens).view({tokens, topk});
@@ -206,40 +286,67 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const InputNorm& norm,
   backend_->linear(h, ffn.router, ffn.router_bias, logits);
   backend_->moe_route(logits, options_.routing, config_.norm_topk_prob, ids, weights);
   backend_->moe_experts(h, ids, weights, ffn.experts, out);
-  backend_->add(x, out, x);
+  if (ffn.shared_down.weight.empty() && ffn.shared_down.packed.empty()) return;
+  // out += sigmoid(shared_gate . h) * shared_expert(h)
+  const int64_t shared_inter = ffn.shared_down.in_features;
+  Tensor gate_up = leading(gate_up_, {tokens, 2 * shared_inter}), act = leading(act_, {tokens, shared_inter});
+  Tensor shared = shared_.slice_rows(0, tokens), gate = shared_gate_.slice_rows(0, tokens);
+  backend_->linear_silu_mul(h, ffn.shared_gate_up, gate_up, act);
+  backend_->linear(act, ffn.shared_down, Tensor(), shared);
+  backend_->linear(h, ffn.shared_gate, Tensor(), gate);
+  backend_->sigmoid_mul(shared, gate, shared);
+  backend_->add(out, shared, out);
 }
 
-void DecoderModel::forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) {
+void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out) {
+  const int64_t tokens = inputs.token_ids.numel(), heads = config_.num_heads, hd = config_.head_dim;
+  const AttentionWeights& a = layers_[layer].attention;
+  const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
+  Tensor h = h_.slice_rows(0, tokens), qkv = qkv_.slice_rows(0, tokens);
+  Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd}), attn = attn_.slice_rows(0, tokens);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  backend_->linear(h, a.qkv, a.qkv_bias, qkv);
+  backend_->qkv_prepare(qkv, a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_, kv.k_cache(layer), kv.v_cache(layer),
+                        view, q3);
+  const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(config_.num_kv_heads),
+                               static_cast<int32_t>(hd),     1.0f / std::sqrt(static_cast<float>(hd)),
+                               config_.layer_windows[layer], a.sinks};
+  backend_->attention(q3, kv.k_cache(layer), kv.v_cache(layer), view, params, attn);
+  if (a.gate.out_features > 0) {  // out = attn * sigmoid(gate . h)
+    Tensor gate = attn_gate_.slice_rows(0, tokens);
+    backend_->linear(h, a.gate, Tensor(), gate);
+    backend_->sigmoid_mul(attn, gate, attn);
+  }
+  backend_->linear(attn, a.o, a.o_bias, out);
+}
+
+void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) {
   const int64_t tokens = inputs.token_ids.numel();
   ensure_workspace(tokens);
-  const int64_t heads = config_.num_heads, hd = config_.head_dim;
   Tensor x = x_.slice_rows(0, tokens), h = h_.slice_rows(0, tokens), proj = proj_.slice_rows(0, tokens);
-  Tensor qkv = qkv_.slice_rows(0, tokens), q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd});
-  Tensor attn = attn_.slice_rows(0, tokens);
   const float eps = static_cast<float>(config_.rms_norm_eps);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  // x is the residual stream. Each norm belongs to the projection that reads it (linear_normed: fused into the
-  // decode GEMV on CUDA, else written to h first) and each output projection adds into x (linear_add).
+  // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
   backend_->embedding(embed_tokens_, inputs.token_ids, x);
+  backend_->rms_norm(x, layers_[0].input_norm, eps, false, h);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     const LayerWeights& lw = layers_[layer];
-    const AttentionWeights& a = lw.attention;
-    const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
-    backend_->linear_normed(x, InputNorm{lw.input_norm, eps, false, h}, a.qkv, a.qkv_bias, qkv);
-    backend_->qkv_prepare(qkv, a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_, kv.k_cache(layer), kv.v_cache(layer),
-                          view, q3);
-    const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(config_.num_kv_heads),
-                                 static_cast<int32_t>(hd),     scale,
-                                 config_.layer_windows[layer], a.sinks};
-    backend_->attention(q3, kv.k_cache(layer), kv.v_cache(layer), view, params, attn);
-    backend_->linear_add(attn, a.o, a.o_bias, proj, x);
-    run_ffn(lw.ffn, InputNorm{lw.post_attention_norm, eps, false, h}, x, proj);
+    if (lw.kind == loader::LayerKind::kAttention) {
+      run_attention(layer, inputs, memory.kv, proj);
+    } else {
+      RS_CHECK(memory.state != nullptr, "layer {} keeps recurrent state but the step has no state pool", layer);
+      run_gated_delta_net(layer, inputs, *memory.state, proj);
+    }
+    backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
+    run_ffn(lw.ffn, h, proj);
+    if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
   }
+  backend_->add(x, proj, x);
   const int64_t rows = inputs.logit_rows.numel();
-  Tensor last = proj_.slice_rows(0, rows);
+  Tensor last = h_.slice_rows(0, rows);
   backend_->gather_rows(x, inputs.logit_rows, last);
-  backend_->linear_normed(last, InputNorm{final_norm_, eps, false, h_.slice_rows(0, rows)}, lm_head_, Tensor(), logits);
+  backend_->rms_norm(last, final_norm_, eps, false, last);
+  backend_->linear(last, lm_head_, Tensor(), logits);
 }
 
 }  // namespace rs::model

@@ -1,5 +1,7 @@
-// DecoderModel: the Llama-template decoder every supported architecture shares (MODELS.md §1.0). Architecture files
-// (llama.cpp, qwen3.cpp, qwen3_moe.cpp, gpt_oss.cpp) choose its options and load the parts that differ.
+// DecoderModel: the decoder every supported architecture shares (MODELS.md §1.0): a list of layers, each a token mixer
+// of its kind (attention over paged K/V, or a gated delta net over a recurrent-state slot) then an FFN (dense MLP or
+// MoE, with an optional gated shared expert). Architecture files (llama.cpp, qwen3.cpp, qwen3_moe.cpp, gpt_oss.cpp,
+// qwen3_next.cpp) choose its options and load the parts that differ.
 #pragma once
 
 #include <vector>
@@ -10,6 +12,7 @@ namespace rs::model {
 
 struct AttentionWeights {
   LinearWeight qkv, o;      // q_proj | k_proj | v_proj fused into one [(H + 2 KVH) * hd, hidden] weight
+  LinearWeight gate;        // [H * hd, hidden] output gate rows of a doubled q_proj (hybrid Qwen), or empty
   Tensor qkv_bias, o_bias;  // empty without attention_bias
   Tensor q_norm, k_norm;    // [head_dim] per-head RMSNorm weights (Qwen3), or empty
   Tensor sinks;             // [num_heads] (gpt-oss), or empty
@@ -23,11 +26,26 @@ struct FeedForwardWeights {
   LinearWeight router;  // [E, H]
   Tensor router_bias;   // [E] or empty
   MoeWeights experts;
+  // Shared expert (Qwen3-Next, Qwen3.5-MoE): a dense SwiGLU MLP scaled by sigmoid(shared_gate . h); empty if none.
+  LinearWeight shared_gate_up, shared_down, shared_gate;  // [2 Is, H], [H, Is], [1, H]
+};
+
+// A gated delta net (MODELS.md §1.6), its input projections reordered at load into one layout for every release.
+struct GatedDeltaNetWeights {
+  LinearWeight in_qkv;    // [2 key_dim + value_dim, H]: q | k | v (the conv channels)
+  LinearWeight in_z;      // [value_dim, H], value head after value head
+  LinearWeight in_ba;     // [2 nv, H]: b of every value head, then a
+  LinearWeight out;       // [H, value_dim]
+  Tensor conv_weight;     // f32 [conv channels, kernel]
+  Tensor a_log, dt_bias;  // f32 [nv]
+  Tensor norm;            // [dv] gated RMSNorm weight (plain, not 1 + w)
 };
 
 struct LayerWeights {
+  loader::LayerKind kind = loader::LayerKind::kAttention;
   Tensor input_norm, post_attention_norm;  // [H]
-  AttentionWeights attention;
+  AttentionWeights attention;              // kind == kAttention
+  GatedDeltaNetWeights gdn;                // kind == kLinearAttention
   FeedForwardWeights ffn;
 };
 
@@ -35,6 +53,7 @@ struct DecoderOptions {
   bool qk_norm = false;  // Qwen3: RMSNorm per head on q and k before RoPE
   bool sinks = false;    // gpt-oss: learned per-head sink logits
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
+  bool zero_centered_norm = false;  // every RMSNorm scales by (1 + w) (Qwen3-Next, Qwen3.5): applied at load
 };
 
 class DecoderModel : public Model {
@@ -43,10 +62,11 @@ class DecoderModel : public Model {
 
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure_workspace(max_tokens); }
-  void forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) override;
+  void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
 
  protected:
-  // Loads the feed-forward block of `layer` (prefix "model.layers.{layer}."). The default is the dense SiLU MLP.
+  // Loads the feed-forward block of `layer` (prefix "{weight_prefix}layers.{layer}."). The default is the dense SiLU
+  // MLP of intermediate_size.
   virtual void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
                         FeedForwardWeights& ffn);
   // Helpers for architecture files.
@@ -56,6 +76,12 @@ class DecoderModel : public Model {
   LinearWeight concat_rows(std::initializer_list<Tensor> parts);
   // Stores a host buffer for the model's lifetime and returns a view of it.
   Tensor keep(Buffer buffer, DType dtype, std::vector<int64_t> shape);
+  // The given rows of a [rows, in] weight, in that order, as a new host tensor owned here.
+  Tensor select_rows(const Tensor& weight, const std::vector<int64_t>& rows);
+  // A host f32 copy of `t` (any float dtype), owned here, plus `offset` on every element.
+  Tensor to_f32(const Tensor& t, float offset = 0.0f);
+  // An RMSNorm weight, as (1 + w) in f32 when options_.zero_centered_norm.
+  Tensor norm_weight(loader::WeightSource& weights, const std::string& name, int64_t width);
 
   const loader::ModelConfig config_;
   const DecoderOptions options_;
@@ -63,9 +89,14 @@ class DecoderModel : public Model {
 
  private:
   void load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn);
+  // gated_delta_net.cpp: loads Qwen3-Next's fused (in_proj_qkvz, in_proj_ba) or Qwen3.5's split projections.
+  void load_gated_delta_net(const std::string& prefix, loader::WeightSource& weights, GatedDeltaNetWeights& gdn);
+  void upload_layer(LayerWeights& layer, std::vector<Buffer>& keep_alive);
   void ensure_workspace(int64_t tokens);
-  // x += ffn(norm(x)); scratch [T, hidden] is free for the op's temporaries.
-  void run_ffn(const FeedForwardWeights& ffn, const InputNorm& norm, Tensor x, Tensor scratch);
+  void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out);
+  // gated_delta_net.cpp: h [T, H] -> out [T, H] through the layer's recurrent state.
+  void run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out);
+  void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
 
   Tensor embed_tokens_, final_norm_;
   LinearWeight lm_head_;
@@ -77,6 +108,8 @@ class DecoderModel : public Model {
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;
   Tensor x_, h_, qkv_, q_, attn_, proj_, gate_up_, act_, router_logits_, topk_ids_, topk_weights_;
+  Tensor attn_gate_, shared_, shared_gate_;                  // gated attention, shared expert
+  Tensor gdn_mixed_, gdn_conv_, gdn_z_, gdn_ba_, gdn_core_;  // gated delta net
 };
 
 }  // namespace rs::model

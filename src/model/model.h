@@ -10,6 +10,7 @@
 #include "kv/kv_pool.h"
 #include "loader/hf_config.h"
 #include "loader/weight_source.h"
+#include "state/state_pool.h"
 
 namespace rs::model {
 
@@ -20,6 +21,14 @@ struct StepInputs {
   Tensor token_ids;               // i32 [T]
   Tensor logit_rows;              // i32 [R]
   std::vector<BatchView> groups;  // one per KV group (same positions/token_seq; own page table and slots)
+  StateBatchView state;           // state slot of each sequence (-1 everywhere for models without recurrent layers)
+};
+
+// The device memory a step reads and writes, one part per layer kind: paged K/V for attention layers and
+// recurrent-state slots for gated-delta-net layers (nullptr when the model has none).
+struct StepMemory {
+  kv::KvPool& kv;
+  state::StatePool* state = nullptr;
 };
 
 class Model {
@@ -30,10 +39,11 @@ class Model {
   // Sizes activation memory for steps of up to `max_tokens` tokens. forward() of a larger step grows it, which moves
   // it (a recorded graph then reads freed memory), so the engine reserves for its largest step up front.
   virtual void reserve(int64_t max_tokens) = 0;
-  // Runs the decoder over the step's tokens, storing K/V in `kv`, and writes f32 logits [R, vocab] into `logits`.
+  // Runs the decoder over the step's tokens, storing K/V and recurrent state in `memory`, and writes f32 logits
+  // [R, vocab] into `logits`.
   // Issues backend ops only (no host synchronisation, no allocation within the reserved size), so it can be recorded
   // into a graph.
-  virtual void forward(const StepInputs& inputs, kv::KvPool& kv, Tensor logits) = 0;
+  virtual void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) = 0;
 };
 
 // Creates the model for config.architecture (see registry.cpp); the error lists the supported architectures.

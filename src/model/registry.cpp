@@ -17,6 +17,11 @@ constexpr Registration kArchitectures[] = {
     {"Qwen3ForCausalLM", make_qwen3},
     {"Qwen3MoeForCausalLM", make_qwen3_moe},
     {"GptOssForCausalLM", make_gpt_oss},
+    {"Qwen3NextForCausalLM", make_qwen3_next},
+    {"Qwen3_5ForCausalLM", make_qwen3_next},
+    {"Qwen3_5ForConditionalGeneration", make_qwen3_next},  // text part only: config under text_config
+    {"Qwen3_5MoeForCausalLM", make_qwen3_next},
+    {"Qwen3_5MoeForConditionalGeneration", make_qwen3_next},
 };
 
 }  // namespace

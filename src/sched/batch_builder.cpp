@@ -23,7 +23,8 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
     }
     batch.seq_token_start.push_back(batch.num_tokens());
     batch.seq_kv_len.push_back(static_cast<int32_t>(item.end));
-    for (const auto& pages : seq.kv.pages)
+    if (seq.memory.state_slot >= 0) batch.state_slots.push_back(seq.memory.state_slot);
+    for (const auto& pages : seq.memory.kv.pages)
       batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
     if (item.samples()) {
       batch.logit_rows.push_back(batch.num_tokens() - 1);
@@ -34,10 +35,12 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
                                                    .stop_ids = seq.request->stop_token_ids});
     }
   }
+  RS_CHECK(batch.state_slots.empty() || batch.state_slots.size() == items.size(),
+           "{} of {} sequences hold a state slot", batch.state_slots.size(), items.size());
   batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));
   for (size_t s = 0; s < items.size(); ++s)
     for (int g = 0; g < num_groups; ++g) {
-      const auto& pages = items[s].seq->kv.pages[g];
+      const auto& pages = items[s].seq->memory.kv.pages[g];
       std::copy(pages.begin(), pages.end(), batch.page_tables[g].begin() + s * batch.max_pages);
     }
   return batch;

@@ -1,6 +1,8 @@
 // FakeModel: a stand-in for Engine::forward in scheduler tests. It stores each token in its page-table slot and
 // "attends" for every token by reading back through the page tables (within each group's window): an absent or
 // overwritten slot fails the step, and the sampled rows hash what they read, so a wrong page table changes tokens.
+// With state slots it also plays a recurrent layer: each slot carries a running hash of its sequence's tokens, reset
+// at position 0; a slot that is shared, missing, or not at the sequence's position fails the step.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,7 +20,8 @@ class FakeModel {
  public:
   static constexpr int32_t kVocab = 1000;
 
-  explicit FakeModel(const kv::KvPoolConfig& geometry) : geometry_(geometry) {
+  explicit FakeModel(const kv::KvPoolConfig& geometry, int32_t num_state_slots = 0)
+      : geometry_(geometry), states_(num_state_slots) {
     for (const auto& group : geometry_.groups) slots_.emplace_back(group.num_pages * geometry_.page_size, -1);
   }
 
@@ -54,6 +57,7 @@ class FakeModel {
         }
         hashes[t] = hash;
       }
+    if (!states_.empty()) run_states(batch, hashes);
     engine::StepOutput output;
     for (int32_t row : batch.logit_rows) {
       engine::SampledToken token;
@@ -71,6 +75,11 @@ class FakeModel {
       uint64_t hash = 1469598103934665603ull;
       for (int g = 0; g < static_cast<int>(slots_.size()); ++g)
         for (int64_t p = first_read(g, pos); p <= pos; ++p) hash = mix(hash, tokens[p]);
+      if (!states_.empty()) {
+        uint64_t state = kStateSeed;
+        for (int64_t p = 0; p <= pos; ++p) state = mix(state, tokens[p]);
+        hash ^= state;
+      }
       const int32_t next = static_cast<int32_t>(hash % kVocab);
       tokens.push_back(next);
       output.push_back(next);
@@ -82,6 +91,33 @@ class FakeModel {
   const std::vector<engine::ForwardBatch>& batches() const { return batches_; }
 
  private:
+  static constexpr uint64_t kStateSeed = 7777;
+  struct SlotState {
+    int64_t next_position = -1;  // position of the next token the slot expects; -1 = never used
+    uint64_t hash = kStateSeed;
+  };
+
+  void run_states(const engine::ForwardBatch& batch, std::vector<uint64_t>& hashes) {
+    if (static_cast<int>(batch.state_slots.size()) != batch.num_seqs())
+      throw std::runtime_error("a sequence without a state slot");
+    std::vector<bool> seen(states_.size(), false);
+    for (int s = 0; s < batch.num_seqs(); ++s) {
+      const int32_t slot = batch.state_slots[s];
+      if (slot < 0 || slot >= static_cast<int32_t>(states_.size()) || seen[slot])
+        throw std::runtime_error("state slot missing, out of range or shared within a step");
+      seen[slot] = true;
+      SlotState& state = states_[slot];
+      const int32_t first = batch.positions[batch.seq_token_start[s]];
+      if (first == 0) state = SlotState{0, kStateSeed};
+      if (state.next_position != first) throw std::runtime_error("state slot is not at the sequence's position");
+      for (int t = batch.seq_token_start[s]; t < batch.seq_token_start[s + 1]; ++t) {
+        state.hash = mix(state.hash, batch.token_ids[t]);
+        ++state.next_position;
+        hashes[t] ^= state.hash;
+      }
+    }
+  }
+
   int64_t first_read(int g, int64_t pos) const {
     const int32_t window = geometry_.groups[g].window;
     return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
@@ -91,6 +127,7 @@ class FakeModel {
   kv::KvPoolConfig geometry_;
   std::vector<std::vector<int64_t>> slots_;  // [group][page * page_size + offset] = position << 32 | token
   std::vector<engine::ForwardBatch> batches_;
+  std::vector<SlotState> states_;  // [state slot]
 };
 
 }  // namespace rs::sched::testing

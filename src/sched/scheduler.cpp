@@ -9,7 +9,10 @@
 namespace rs::sched {
 
 Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward)
-    : config_(config), forward_(std::move(forward)), kv_(kv_geometry, config.prefix_cache) {
+    : config_(config),
+      forward_(std::move(forward)),
+      kv_(kv_geometry, config.prefix_cache && config.num_state_slots == 0),
+      state_slots_(config.num_state_slots) {
   RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
@@ -162,7 +165,7 @@ void Scheduler::schedule_decodes(std::vector<StepItem>& items) {
       continue;
     }
     bool retracted = false;
-    while (kv_.reserve(seq->kv, seq->kv_len, seq->kv_len + 1) == seq->kv_len) {
+    while (kv_.reserve(seq->memory.kv, seq->kv_len, seq->kv_len + 1) == seq->kv_len) {
       retracted = running_.back().get() == seq;  // out of KV: the newest sequence goes back to the queue
       preempt_newest();
       if (retracted) break;
@@ -178,7 +181,7 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
   for (auto& seq : running_) {
     if (seq->remaining() <= 1 || budget <= 0) continue;
     const int64_t want = std::min<int64_t>({seq->remaining(), config_.chunked_prefill_size, budget});
-    const int64_t end = kv_.reserve(seq->kv, seq->kv_len, seq->kv_len + want);
+    const int64_t end = kv_.reserve(seq->memory.kv, seq->kv_len, seq->kv_len + want);
     if (end == seq->kv_len) continue;
     items.push_back(StepItem{seq.get(), seq->kv_len, end});
     budget -= end - seq->kv_len;
@@ -208,17 +211,21 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
 }
 
 bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items) {
-  const int64_t reused = kv_.match(seq.kv, seq.tokens, seq.num_tokens() - 1);
+  const bool needs_state = state_slots_.num_slots() > 0;
+  if (needs_state && state_slots_.num_free() == 0) return false;  // a running sequence frees one when it ends
+  const int64_t reused = kv_.match(seq.memory.kv, seq.tokens, seq.num_tokens() - 1);
   // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence;
   // decode growth beyond that is covered by preemption.
   const int64_t need =
       kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() + static_cast<int64_t>(running_.size());
   const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, config_.chunked_prefill_size, budget});
-  const int64_t end = need <= kv_.full_pages_available() ? kv_.reserve(seq.kv, reused, reused + want) : reused;
+  const int64_t end = need <= kv_.full_pages_available() ? kv_.reserve(seq.memory.kv, reused, reused + want) : reused;
   if (end == reused) {
-    kv_.release(seq.kv);
+    kv_.release(seq.memory.kv);
     return false;
   }
+  // A fresh slot: the sequence starts at position 0 (no prefix is reused with state), so the model zeroes it.
+  if (needs_state) seq.memory.state_slot = state_slots_.allocate();
   seq.kv_len = reused;
   seq.admit_order = ++admit_counter_;
   if (!seq.admitted_before) {
@@ -237,8 +244,8 @@ void Scheduler::preempt_newest() {
   std::unique_ptr<Sequence> seq = std::move(running_.back());
   running_.pop_back();
   RS_LOG_DEBUG("rid={} preempted at {} tokens", seq->request->id, seq->kv_len);
-  kv_.cache(seq->kv, seq->tokens, seq->kv_len);  // a later readmission can reuse what was computed
-  kv_.release(seq->kv);
+  kv_.cache(seq->memory.kv, seq->tokens, seq->kv_len);  // a later readmission can reuse what was computed
+  release_memory(*seq);
   seq->kv_len = 0;
   ++counters_.preemptions;
   waiting_.push_front(std::move(seq));
@@ -257,7 +264,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
     seq.kv_len = item.end;
-    if (item.end - item.begin > 1) kv_.cache(seq.kv, seq.tokens, seq.kv_len);  // share prompt pages early
+    if (item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);  // share prompt pages early
     if (!item.samples()) continue;
     const engine::SampledToken& sampled = output.tokens[row++];
     seq.tokens.push_back(sampled.token_id);
@@ -279,10 +286,8 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error) {
-  if (!seq.kv.pages.empty() || seq.kv.locked != nullptr) {
-    kv_.cache(seq.kv, seq.tokens, seq.kv_len);
-    kv_.release(seq.kv);
-  }
+  if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);
+  release_memory(seq);
   seq.finished = true;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) return;  // commit() sends the last token
   TokenEvent event;
@@ -293,6 +298,12 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
   event.prompt_tokens = seq.num_prompt;
   event.cached_tokens = seq.cached_tokens;
   seq.request->stream->events.push(std::move(event));
+}
+
+void Scheduler::release_memory(Sequence& seq) {
+  if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.release(seq.memory.kv);
+  if (seq.memory.state_slot >= 0) state_slots_.free(seq.memory.state_slot);
+  seq.memory.state_slot = -1;
 }
 
 void Scheduler::drop_finished() {
@@ -314,6 +325,7 @@ void Scheduler::publish_stats() {
   snapshot.num_running = static_cast<int32_t>(running_.size());
   snapshot.num_queued = static_cast<int32_t>(waiting_.size());
   snapshot.kv = kv_.stats();
+  snapshot.state_slots_used = state_slots_.num_used();
   std::lock_guard lock(stats_mutex_);
   published_ = std::move(snapshot);
 }

@@ -18,6 +18,7 @@
 #include "sched/kv_manager.h"
 #include "sched/request.h"
 #include "sched/sequence.h"
+#include "state/slot_allocator.h"
 
 namespace rs::sched {
 
@@ -28,6 +29,9 @@ struct SchedulerConfig {
   int32_t max_queued_requests = 256;    // submitted but never admitted; submit() refuses beyond this
   int64_t context_length = 0;           // positions per sequence (prompt + output)
   bool prefix_cache = true;             // reuse cached prompt prefixes (the radix cache); off: recompute every prompt
+  // Recurrent-state slots of a hybrid model (the engine's StatePool), one per running sequence; 0 = the model keeps
+  // no recurrent state. Until state snapshots exist, a model with state reuses no cached prefix.
+  int32_t num_state_slots = 0;
 };
 
 // A snapshot for /metrics, taken after every step.
@@ -35,6 +39,7 @@ struct SchedulerStats {
   int32_t num_running = 0;
   int32_t num_queued = 0;             // waiting for admission, preempted sequences included
   std::vector<KvGroupStats> kv;       // per KV group
+  int32_t state_slots_used = 0;       // recurrent-state slots held by running sequences
   uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests (first admission)
   uint64_t cached_prompt_tokens = 0;  // of which reused from the prefix cache
   uint64_t generation_tokens = 0;
@@ -84,6 +89,8 @@ class Scheduler {
   void schedule_prefills(std::vector<StepItem>& items);
   bool admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items);
   void preempt_newest();
+  // Drops every page reference and the state slot of `seq` (its K/V pages stay in the prefix cache if cached).
+  void release_memory(Sequence& seq);
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
@@ -94,6 +101,7 @@ class Scheduler {
   SchedulerConfig config_;
   ForwardFn forward_;
   KvManager kv_;
+  state::StateSlotAllocator state_slots_;
   Channel<Message> inbox_;
   std::atomic<int32_t> never_admitted_{0};  // submitted, not yet admitted once (the queue limit)
   std::deque<std::unique_ptr<Sequence>> waiting_;

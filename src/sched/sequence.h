@@ -1,4 +1,4 @@
-// Sequence: the scheduler's state for one live request (its tokens, how far its K/V reaches, and its pages).
+// Sequence: the scheduler's state for one live request (its tokens, how far its K/V reaches, and its memory).
 #pragma once
 
 #include <cstdint>
@@ -11,12 +11,20 @@
 
 namespace rs::sched {
 
+// Everything one live sequence holds in the engine's memory: KV pages (attention layers) and, for a hybrid model,
+// one recurrent-state slot (gated-delta-net layers). Acquired at admission; released at finish, abort and
+// preemption (Scheduler::release_memory).
+struct SeqMemory {
+  SeqPages kv;
+  int32_t state_slot = -1;  // StatePool slot, -1 when none is held (or the model keeps no recurrent state)
+};
+
 struct Sequence {
   std::unique_ptr<Request> request;
   std::vector<int32_t> tokens;  // the prompt, then every generated token
   int32_t num_prompt = 0;
-  int64_t kv_len = 0;  // positions [0, kv_len) have K/V in the pool; the rest are computed next
-  SeqPages kv;
+  int64_t kv_len = 0;  // positions [0, kv_len) have K/V (and recurrent state) in the pool; the rest are computed next
+  SeqMemory memory;
   int32_t cached_tokens = 0;     // prompt tokens reused at first admission (reported to the client)
   bool admitted_before = false;  // true after the first admission (a preempted sequence is readmitted)
   double queue_seconds = 0;      // arrival to first admission (reported with the first event)

@@ -91,6 +91,8 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTest, MatchesTransformers) {
   const fs::path dir = fixture(GetParam());
+  if (!fs::exists(dir / "golden.json"))  // the hybrid fixtures come from tools/make_goldens_hybrid.py (GPU machine)
+    GTEST_SKIP() << GetParam() << ": no fixture yet; generate it with tools/make_goldens_hybrid.py";
   const json ref = golden(dir);
   engine::Engine engine(dir, test_config());
   for (int chunk : {1 << 20, 7}) {
@@ -107,7 +109,8 @@ TEST_P(GoldenTest, MatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, GoldenTest,
-                         ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "gpt_oss_mxfp4"));
+                         ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "gpt_oss_mxfp4",
+                                           "qwen3_next", "qwen3_5", "qwen3_5_moe"));
 
 // The gpt-oss goldens must exercise the window and the sinks: without either, our logits move far from HF's.
 fs::path copy_fixture(const std::string& name, const std::string& tag) {

@@ -110,6 +110,19 @@ void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& w
                              Tensor out) {
   cpu::moe_experts(pool_, x, ids, weights, experts, out, bf16_gemm_);
 }
+void CpuBackend::causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,
+                               Tensor out) {
+  cpu::causal_conv1d(pool_, x, weight, conv_state, batch, out);
+}
+void CpuBackend::gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias,
+                                  Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params,
+                                  Tensor out) {
+  cpu::gated_delta_rule(pool_, qkv, ba, a_log, dt_bias, state, batch, params, out);
+}
+void CpuBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) {
+  cpu::gated_rms_norm(pool_, x, z, weight, eps, out);
+}
+void CpuBackend::sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor out) { cpu::sigmoid_mul(pool_, x, gate, out); }
 void CpuBackend::sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) {
   RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) == static_cast<int64_t>(specs.size()) &&
                out.size() == specs.size(),

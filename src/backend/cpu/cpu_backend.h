@@ -41,6 +41,13 @@ class CpuBackend final : public Backend {
   void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                    Tensor out) override;
+  bool supports_recurrent_state() const override { return true; }
+  void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,
+                     Tensor out) override;
+  void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias, Tensor state,
+                        const StateBatchView& batch, const GatedDeltaNetParams& params, Tensor out) override;
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) override;
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor out) override;
   void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) override;
 
  private:

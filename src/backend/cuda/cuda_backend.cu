@@ -185,11 +185,6 @@ class CudaBackend final : public Backend {
     if (!run_linear_silu_mul(*ctx_, x, gate_up, out)) Backend::linear_silu_mul(x, gate_up, gate_up_out, out);
   }
 
-  void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor scratch,
-                  Tensor residual) override {
-    if (!run_linear_add(*ctx_, x, w, bias, residual)) Backend::linear_add(x, w, bias, scratch, residual);
-  }
-
   void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override {
     RS_CHECK(x.ndim() == 3 && rotary_dim <= x.dim(2) && rotary_dim % 2 == 0 && cos_sin.dim(1) == rotary_dim &&
                  positions.numel() == x.dim(0),

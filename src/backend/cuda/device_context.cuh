@@ -102,9 +102,6 @@ ElemType elem_type(DType dtype);
 
 // Linear layers and MoE experts (linear.cu): GEMV, tiled GEMM or cuBLAS by shape and format.
 void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
-// residual += x . W^T (+ bias) with the add in the GEMV's epilogue or cuBLAS's beta = 1; returns false, doing
-// nothing, where neither applies (the tiled GEMM).
-bool run_linear_add(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor residual);
 // out [T, I] = silu(x . gate^T) * (x . up^T) in one GEMV pass over gate_up [2I, in] when the GEMV applies (few rows);
 // returns false, doing nothing, otherwise.
 bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out);

@@ -39,16 +39,13 @@ void set_bias(GroupedWeights& w, const Tensor& bias, int64_t group_stride) {
 // out [T, out] = x [T, in] . W^T through cuBLAS: f32 weights with SGEMM; bf16 weights with one bf16 GEMM on x rounded
 // to bf16 (the fast path, as every production engine), or in exact mode two on x's hi and lo halves (fp32
 // accumulation; x = hi + lo to ~2^-17, W exact) so the result stays close to the fp32 reference.
-// accumulate: out += the product (beta = 1).
-void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const LinearWeight& w, float* out,
-                   bool accumulate = false) {
+void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const LinearWeight& w, float* out) {
   RS_CHECK(tokens < INT_MAX && w.in_features < INT_MAX && w.out_features < INT_MAX, "GEMM too large for cuBLAS");
   const int m = static_cast<int>(w.out_features), n = static_cast<int>(tokens), k = static_cast<int>(w.in_features);
   const float one = 1.0f, zero = 0.0f;
-  const float* beta = accumulate ? &one : &zero;
   if (w.weight.dtype() == DType::kF32) {
     RS_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data_as<float>(), k, x,
-                                k, beta, out, m));
+                                k, &zero, out, m));
     return;
   }
   const size_t count = static_cast<size_t>(tokens) * w.in_features;
@@ -56,7 +53,7 @@ void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const Lin
   void* lo = ctx.exact_f32() ? ctx.scratch(ScratchSlot::kSplitLo, count * 2) : nullptr;
   launch_split_bf16(x, static_cast<int64_t>(count), hi, lo, ctx.stream());
   RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
-                               hi, CUDA_R_16BF, k, beta, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               hi, CUDA_R_16BF, k, &zero, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   if (!lo) return;
   RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
                                lo, CUDA_R_16BF, k, &one, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -113,27 +110,6 @@ bool gemv_applies(const DeviceContext& ctx, const LinearArgs& args) {
 }
 
 }  // namespace
-
-bool run_linear_add(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor residual) {
-  const int64_t tokens = x.rows();
-  RS_CHECK(x.dim(-1) == w.in_features && residual.dim(-1) == w.out_features && residual.rows() == tokens,
-           "linear_add: x {} . W [{}, {}] -> residual {}", x.shape_string(), w.out_features, w.in_features,
-           residual.shape_string());
-  LinearArgs args = dense_args(ctx, x, w, bias, residual);
-  const bool gemv = gemv_applies(ctx, args);
-  if (!gemv && args.format != WeightFormat::kF32 && args.format != WeightFormat::kBF16) return false;
-  if (tokens == 0 || w.out_features == 0) return true;
-  ctx.activate();
-  if (!gemv) {  // cuBLAS adds the product to the residual (beta = 1); the bias after it
-    cublas_linear(ctx, args.x, tokens, w, args.out, true);
-    if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
-    return true;
-  }
-  args.accumulate = true;
-  args.rows.chunk_rows = static_cast<int32_t>(tokens);
-  launch_gemv(args, args.rows.chunk_rows, ctx.stream());
-  return true;
-}
 
 void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
   const int64_t tokens = x.rows();

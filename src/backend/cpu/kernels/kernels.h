@@ -11,6 +11,14 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out);
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor out);
+void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out);
+void sigmoid_mul(ThreadPool& pool, const Tensor& x, const Tensor& gate, Tensor out);
+
+// Gated delta net (gated_delta_net.cpp), as Backend::causal_conv1d and Backend::gated_delta_rule.
+void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tensor conv_state,
+                   const StateBatchView& batch, Tensor out);
+void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias,
+                      Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params, Tensor out);
 
 // out [T, out] = x [T, in] . W^T (+ bias); W dense f32/bf16/f16 or MXFP4. With bf16_activations, multi-token
 // products with bf16 weights round x to bf16 and use the AVX512-BF16 kernel (f32 accumulation); otherwise exact f32.

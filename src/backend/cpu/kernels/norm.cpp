@@ -1,4 +1,5 @@
-// Row-wise and elementwise CPU kernels: embedding lookup, RMSNorm, residual add, SiLU-gated product, row gather.
+// Row-wise and elementwise CPU kernels: embedding lookup, RMSNorm (plain and gated), residual add, SiLU- and
+// sigmoid-gated products, row gather.
 #include <cmath>
 #include <cstring>
 
@@ -82,6 +83,40 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
     RS_DCHECK(row[r] >= 0 && row[r] < x.rows(), "gather row {} out of range", row[r]);
     std::memcpy(out.data_as<float>() + r * width, x.data_as<float>() + row[r] * width, width * sizeof(float));
   }
+}
+
+void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) {
+  const int64_t width = x.dim(-1);
+  RS_CHECK(weight.numel() == width && z.numel() == x.numel() && out.numel() == x.numel(),
+           "gated_rms_norm: x {}, z {}, weight {}", x.shape_string(), z.shape_string(), weight.shape_string());
+  std::vector<float> w(width);
+  load_row(weight.view({1, width}), 0, w.data(), width);
+  pool.parallel_for(x.rows(), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.data_as<float>() + r * width;
+      const float* gate = z.data_as<float>() + r * width;
+      float* o = out.data_as<float>() + r * width;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < width; ++i) sum += in[i] * in[i];
+      const float scale = 1.0f / std::sqrt(sum / width + eps);
+      for (int64_t i = 0; i < width; ++i) o[i] = in[i] * scale * w[i] * (gate[i] / (1.0f + std::exp(-gate[i])));
+    }
+  });
+}
+
+void sigmoid_mul(ThreadPool& pool, const Tensor& x, const Tensor& gate, Tensor out) {
+  const int64_t width = x.dim(-1), rows = x.rows();
+  const int64_t gate_width = gate.dim(-1);
+  RS_CHECK(gate.rows() == rows && (gate_width == width || gate_width == 1) && out.numel() == x.numel(),
+           "sigmoid_mul: x {}, gate {}", x.shape_string(), gate.shape_string());
+  pool.parallel_for(rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.data_as<float>() + r * width;
+      const float* g = gate.data_as<float>() + r * gate_width;
+      float* o = out.data_as<float>() + r * width;
+      for (int64_t i = 0; i < width; ++i) o[i] = in[i] / (1.0f + std::exp(-g[gate_width == 1 ? 0 : i]));
+    }
+  });
 }
 
 }  // namespace rs::cpu

@@ -153,9 +153,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
       float* out = a.out + (first_row + t) * a.out_stride;
       if (gated) {
         out[o0] = silu_times(acc0[t] + b0, acc1[t] + b1);
-      } else if (a.accumulate) {  // a residual add: this thread is the only one touching these outputs
-        out[o0] += acc0[t] + b0;
-        if (has1) out[o1] += acc1[t] + b1;
       } else {
         out[o0] = acc0[t] + b0;
         if (has1) out[o1] = acc1[t] + b1;
@@ -233,7 +230,6 @@ bool gemv_supported(WeightFormat format, int64_t in_features, const float* x, in
 
 void launch_gemv(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
   RS_CHECK(rows_per_chunk >= 1 && rows_per_chunk <= kGemvMaxRows, "gemv chunk of {} rows", rows_per_chunk);
-  RS_CHECK(!a.accumulate || a.glu_offset == 0, "gemv: a gated output cannot accumulate");
   if (a.out_features == 0) return;
   switch (a.format) {
     case WeightFormat::kF32: return launch_for_format<WeightFormat::kF32>(a, rows_per_chunk, stream);

@@ -166,8 +166,6 @@ struct LinearArgs {
   // GEMV only, > 0: gated output out[o] = silu(x . W[o]) * (x . W[o + glu_offset]) for o < out_features (SwiGLU's
   // gate | up halves in one weight; out_features = glu_offset).
   int64_t glu_offset = 0;
-  // GEMV only (not gated): out[o] += result, a residual add in place, instead of out[o] = result.
-  bool accumulate = false;
 };
 
 

@@ -1,0 +1,140 @@
+// The scheduler with recurrent-state slots (hybrid models): every running sequence holds exactly one slot, carried
+// through chunked prefill and decode, and every slot comes back at finish, abort and preemption.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "sched/fake_model_test_util.h"
+#include "sched/scheduler.h"
+
+namespace rs::sched {
+namespace {
+
+using testing::FakeModel;
+
+struct Tracked {
+  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();
+  std::vector<int32_t> prompt, output;
+  FinishReason reason = FinishReason::kNone;
+};
+
+class SchedulerStateTest : public ::testing::Test {
+ protected:
+  void make(int64_t pages, int32_t slots, int32_t max_running, int32_t chunk) {
+    kv::KvPoolConfig kv;
+    kv.page_size = 4;
+    kv.groups.push_back(kv::KvGroup{0, {}, pages});
+    SchedulerConfig config;
+    config.context_length = 4096;
+    config.max_running_requests = max_running;
+    config.chunked_prefill_size = chunk;
+    config.max_prefill_tokens = 2 * chunk;
+    config.num_state_slots = slots;
+    model_ = std::make_unique<FakeModel>(kv, slots);
+    scheduler_ = std::make_unique<Scheduler>(config, kv, [this](const engine::ForwardBatch& batch) {
+      max_batch_ = std::max(max_batch_, batch.num_seqs());
+      return model_->forward(batch);
+    });
+  }
+
+  Tracked* submit(int length, int32_t max_new, uint64_t id) {
+    std::mt19937 rng(static_cast<uint32_t>(id));
+    auto request = std::make_unique<Request>();
+    request->id = id;
+    for (int i = 0; i < length; ++i) request->prompt_ids.push_back(static_cast<int32_t>(rng() % 900) + 1);
+    request->max_new_tokens = max_new;
+    runs_.push_back(std::make_unique<Tracked>());
+    runs_.back()->prompt = request->prompt_ids;
+    request->stream = runs_.back()->stream;
+    EXPECT_TRUE(scheduler_->submit(std::move(request)));
+    return runs_.back().get();
+  }
+
+  void step() {
+    scheduler_->step();
+    EXPECT_LE(scheduler_->stats().state_slots_used, slots_limit_);
+    EXPECT_EQ(scheduler_->stats().state_slots_used, scheduler_->stats().num_running);
+    for (auto& run : runs_)
+      while (auto event = run->stream->events.try_pop()) {
+        for (const auto& token : event->tokens) run->output.push_back(token.token_id);
+        if (event->finished) run->reason = event->finish_reason;
+      }
+  }
+
+  void run_to_completion() {
+    for (int i = 0; i < 20000 && !all_finished(); ++i) step();
+    ASSERT_TRUE(all_finished());
+    step();
+    EXPECT_EQ(scheduler_->stats().state_slots_used, 0);
+    EXPECT_EQ(scheduler_->stats().num_running, 0);
+  }
+
+  bool all_finished() const {
+    for (const auto& run : runs_)
+      if (run->reason == FinishReason::kNone) return false;
+    return true;
+  }
+
+  void expect_reference_outputs() {
+    for (const auto& run : runs_) {
+      ASSERT_EQ(run->reason, FinishReason::kLength);
+      EXPECT_EQ(run->output, model_->reference(run->prompt, static_cast<int32_t>(run->output.size())));
+    }
+  }
+
+  int32_t slots_limit_ = 0;
+  int32_t max_batch_ = 0;
+  std::unique_ptr<FakeModel> model_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Tracked>> runs_;
+};
+
+TEST_F(SchedulerStateTest, ChunkedPrefillAndDecodeCarryEachSequencesSlot) {
+  slots_limit_ = 4;
+  make(/*pages=*/4096, /*slots=*/4, /*max_running=*/4, /*chunk=*/7);
+  for (uint64_t id = 1; id <= 6; ++id) submit(20 + 9 * static_cast<int>(id), 12, id);
+  run_to_completion();
+  expect_reference_outputs();
+}
+
+TEST_F(SchedulerStateTest, FewerSlotsThanRunningRequestsBoundTheBatch) {
+  slots_limit_ = 2;
+  make(4096, /*slots=*/2, /*max_running=*/8, 16);
+  for (uint64_t id = 1; id <= 7; ++id) submit(30, 5, id);
+  run_to_completion();
+  expect_reference_outputs();
+  EXPECT_EQ(max_batch_, 2);
+}
+
+TEST_F(SchedulerStateTest, AbortMidPrefillAndMidDecodeReturnsTheSlots) {
+  slots_limit_ = 3;
+  make(4096, 3, 3, 8);
+  Tracked* prefilling = submit(200, 10, 1);
+  Tracked* decoding = submit(10, 1000, 2);
+  submit(15, 6, 3);
+  for (int i = 0; i < 4; ++i) step();
+  EXPECT_EQ(scheduler_->stats().state_slots_used, 3);
+  EXPECT_TRUE(prefilling->output.empty());
+  EXPECT_FALSE(decoding->output.empty());
+  scheduler_->abort(1);
+  scheduler_->abort(2);
+  Tracked* later = submit(40, 4, 4);  // takes a freed slot, starting from zero state
+  run_to_completion();
+  EXPECT_EQ(prefilling->reason, FinishReason::kAbort);
+  EXPECT_EQ(decoding->reason, FinishReason::kAbort);
+  EXPECT_EQ(later->output, model_->reference(later->prompt, 4));
+}
+
+TEST_F(SchedulerStateTest, PreemptionReleasesTheSlotAndRecomputesFromPositionZero) {
+  slots_limit_ = 4;
+  // 40 pages of 4 tokens: four sequences growing to 30 + 40 tokens cannot all stay, so some are preempted,
+  // readmitted (possibly with another slot) and recomputed from position 0.
+  make(/*pages=*/40, /*slots=*/4, /*max_running=*/4, /*chunk=*/16);
+  for (uint64_t id = 1; id <= 4; ++id) submit(30, 40, id);
+  run_to_completion();
+  EXPECT_GT(scheduler_->stats().preemptions, 0u);
+  expect_reference_outputs();
+}
+
+}  // namespace
+}  // namespace rs::sched
