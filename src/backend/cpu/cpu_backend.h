@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                    Tensor out) override;
   void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) override;
+  void apply_token_bitmask(Tensor logits, const Tensor& bitmask) override;
 
  private:
   ThreadPool pool_;

@@ -11,6 +11,8 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out);
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor out);
+// Backend::apply_token_bitmask on host memory: logits [R, vocab] f32, bitmask [R, ceil(vocab / 32)] 32-bit words.
+void apply_token_bitmask(Tensor logits, const Tensor& bitmask);
 
 // out [T, out] = x [T, in] . W^T (+ bias); W dense f32/bf16/f16 or MXFP4. With bf16_activations, multi-token
 // products with bf16 weights round x to bf16 and use the AVX512-BF16 kernel (f32 accumulation); otherwise exact f32.
