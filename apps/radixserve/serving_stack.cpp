@@ -23,6 +23,7 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   const kv::KvPoolConfig& pool = engine_->kv_pool().config();
   max_request_tokens_ = request_token_limit(*engine_, pool);
   scheduler_config.context_length = max_request_tokens_;
+  scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
   scheduler_ = std::make_unique<sched::Scheduler>(
       scheduler_config, pool,
       [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); });

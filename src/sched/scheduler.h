@@ -28,6 +28,7 @@ struct SchedulerConfig {
   int32_t max_queued_requests = 256;    // submitted but never admitted; submit() refuses beyond this
   int64_t context_length = 0;           // positions per sequence (prompt + output)
   bool prefix_cache = true;             // reuse cached prompt prefixes (the radix cache); off: recompute every prompt
+  int32_t vocab_size = 0;               // width of the model's logit rows: the size of structured output's bitmasks
 };
 
 // A snapshot for /metrics, taken after every step.
@@ -86,6 +87,10 @@ class Scheduler {
   void preempt_newest();
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
+  // Structured output: fills the token bitmask of every constrained sequence that samples this step.
+  void fill_token_bitmasks(const std::vector<StepItem>& items);
+  // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
+  FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
   void drop_finished();
   void end_all(FinishReason reason, const std::string& error);
