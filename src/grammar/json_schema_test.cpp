@@ -57,7 +57,8 @@ TEST(JsonSchema, OptionalPropertiesBeforeRequiredOnes) {
 TEST(JsonSchema, AdditionalPropertiesSchema) {
   const auto g = schema_grammar(R"({"type": "object", "additionalProperties": {"type": "number"}})");
   EXPECT_TRUE(testing::fullmatch(g, R"({})"));
-  EXPECT_TRUE(testing::fullmatch(g, R"({"x": 1, "y": 2.5e-3})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"x": 1, "y": 2.5e-3, "z": -1E+99})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"x": 1e999})"));  // valid JSON, but no finite double
   EXPECT_FALSE(testing::fullmatch(g, R"({"x": "1"})"));
 }
 

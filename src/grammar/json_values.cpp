@@ -23,8 +23,10 @@ void add_json_value_rules(RuleSet& rules) {
                                                            E::repeat(E::char_class({{'0', '9'}}), 0, -1)})}));
   rules.add("json-integer", E::seq({E::repeat(E::bytes("-"), 0, 1), E::ref("json-natural")}));
   rules.add("json-fraction", E::seq({E::bytes("."), digits}));
+  // At most two exponent digits: every number stays a finite double (1e999 is valid JSON that parsers turn into inf).
   rules.add("json-exponent", E::seq({E::char_class({{'e', 'e'}, {'E', 'E'}}),
-                                     E::repeat(E::char_class({{'+', '+'}, {'-', '-'}}), 0, 1), digits}));
+                                     E::repeat(E::char_class({{'+', '+'}, {'-', '-'}}), 0, 1),
+                                     E::repeat(E::char_class({{'0', '9'}}), 1, 2)}));
   rules.add("json-number", E::seq({E::ref("json-integer"), E::repeat(E::ref("json-fraction"), 0, 1),
                                    E::repeat(E::ref("json-exponent"), 0, 1)}));
   rules.add("json-boolean", E::alt({E::bytes("true"), E::bytes("false")}));
