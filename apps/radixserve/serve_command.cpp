@@ -216,7 +216,8 @@ void run_serve(ServeOptions options) {
   model.harmony = harmony_tokens(model.text);
   model.hermes_tool_calls = options.tool_call_parser == "qwen3";
   if (model.text.has_tokenizer())
-    model.grammar = std::make_shared<grammar::GrammarCompiler>(grammar::TokenVocab::from_tokenizer(*model.text.tokenizer()));
+    model.grammar =
+        std::make_shared<grammar::GrammarCompiler>(grammar::TokenVocab::from_tokenizer(*model.text.tokenizer()));
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
   model.limits = options.limits;
 

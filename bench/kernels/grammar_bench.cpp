@@ -69,9 +69,7 @@ void BM_GrammarMaskPerToken(benchmark::State& state) {
   std::mt19937 rng(1);
   std::vector<uint32_t> mask(bitmask_words(vocab_size));
   std::vector<int32_t> allowed;
-  auto fresh = [&] {
-    return warm ? compiler.compile(spec) : GrammarCompiler(vocab).compile(spec);
-  };
+  auto fresh = [&] { return warm ? compiler.compile(spec) : GrammarCompiler(vocab).compile(spec); };
   auto matcher = std::make_unique<GrammarMatcher>(fresh());
   int64_t tokens = 0;
   for (auto _ : state) {

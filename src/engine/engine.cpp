@@ -235,8 +235,7 @@ void Engine::adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows) 
 }
 
 void Engine::apply_token_bitmasks(Tensor logits, const std::vector<SamplingRow>& rows) {
-  if (std::none_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return !row.token_bitmask.empty(); }))
-    return;
+  if (std::none_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return !row.token_bitmask.empty(); })) return;
   const int64_t vocab = logits.dim(1), words = (vocab + 31) / 32;
   const int64_t num_rows = static_cast<int64_t>(rows.size());
   // One upload for the whole step; unconstrained rows pass everything.
@@ -244,8 +243,8 @@ void Engine::apply_token_bitmasks(Tensor logits, const std::vector<SamplingRow>&
   for (int64_t r = 0; r < num_rows; ++r) {
     const auto& mask = rows[r].token_bitmask;
     if (mask.empty()) continue;
-    RS_CHECK(static_cast<int64_t>(mask.size()) == words, "row {} has a token bitmask of {} words for a vocabulary of {}",
-             r, mask.size(), vocab);
+    RS_CHECK(static_cast<int64_t>(mask.size()) == words,
+             "row {} has a token bitmask of {} words for a vocabulary of {}", r, mask.size(), vocab);
     std::copy(mask.begin(), mask.end(), bitmask_host_.begin() + r * words);
   }
   const size_t bytes = bitmask_host_.size() * sizeof(uint32_t);

@@ -42,8 +42,8 @@ TEST(Sampler, LogitBiasAndMinTokensBanStopTokens) {
 
 TEST(Sampler, TokenBitmaskLeavesOnlyAllowedTokens) {
   std::vector<float> logits(40, 0.0f);
-  logits[3] = 9.0f;   // the favourite, masked out
-  logits[35] = 4.0f;  // the best allowed token
+  logits[3] = 9.0f;                                               // the favourite, masked out
+  logits[35] = 4.0f;                                              // the best allowed token
   const std::vector<uint32_t> mask = {0x00000006u, 0x0000000Cu};  // ids 1, 2, 34, 35
   SamplingParams greedy{.temperature = 0.0f}, hot{.temperature = 5.0f};
   SamplingRow row{&greedy};

@@ -57,7 +57,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpe
 }
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile_rules(const RuleSet& rules,
-                                                                       const std::string& cache_key) {
+                                                                      const std::string& cache_key) {
   const std::string key = "rules:" + cache_key;
   if (auto cached = lookup(key)) return cached;
   auto compiled = std::make_shared<const CompiledGrammar>(lower_rules(rules), vocab_);

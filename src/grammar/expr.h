@@ -12,11 +12,11 @@ namespace rs::grammar {
 struct Expr {
   enum class Kind : uint8_t { kBytes, kClass, kRef, kSeq, kAlt, kRepeat };
   Kind kind = Kind::kSeq;
-  std::string text;                                // kBytes: literal bytes; kRef: rule name
+  std::string text;                                   // kBytes: literal bytes; kRef: rule name
   std::vector<std::pair<char32_t, char32_t>> ranges;  // kClass: inclusive code point ranges
-  bool negated = false;                            // kClass: every code point outside `ranges`
-  std::vector<Expr> children;                      // kSeq, kAlt; kRepeat: exactly one
-  int32_t min = 0, max = -1;                       // kRepeat: bounds, max -1 = unbounded
+  bool negated = false;                               // kClass: every code point outside `ranges`
+  std::vector<Expr> children;                         // kSeq, kAlt; kRepeat: exactly one
+  int32_t min = 0, max = -1;                          // kRepeat: bounds, max -1 = unbounded
 
   static Expr bytes(std::string literal) { return {.kind = Kind::kBytes, .text = std::move(literal)}; }
   static Expr ref(std::string rule) { return {.kind = Kind::kRef, .text = std::move(rule)}; }

@@ -7,7 +7,9 @@
 namespace rs::grammar {
 namespace {
 
-Expr digit_range(char lo, char hi) { return Expr::char_class({{static_cast<char32_t>(lo), static_cast<char32_t>(hi)}}); }
+Expr digit_range(char lo, char hi) {
+  return Expr::char_class({{static_cast<char32_t>(lo), static_cast<char32_t>(hi)}});
+}
 
 // Digit strings of equal length n with lo <= s <= hi (both of length n).
 Expr same_length(const std::string& lo, const std::string& hi) {
@@ -19,13 +21,12 @@ Expr same_length(const std::string& lo, const std::string& hi) {
   if (lo[0] == hi[0]) return Expr::seq({Expr::bytes(std::string(1, lo[0])), same_length(lo.substr(1), hi.substr(1))});
   const size_t rest = lo.size() - 1;
   std::vector<Expr> options;
-  options.push_back(
-      Expr::seq({Expr::bytes(std::string(1, lo[0])), same_length(lo.substr(1), std::string(rest, '9'))}));
+  options.push_back(Expr::seq({Expr::bytes(std::string(1, lo[0])), same_length(lo.substr(1), std::string(rest, '9'))}));
   if (hi[0] - lo[0] > 1)
-    options.push_back(Expr::seq({digit_range(lo[0] + 1, hi[0] - 1),
-                                 Expr::repeat(digit_range('0', '9'), static_cast<int32_t>(rest), static_cast<int32_t>(rest))}));
-  options.push_back(
-      Expr::seq({Expr::bytes(std::string(1, hi[0])), same_length(std::string(rest, '0'), hi.substr(1))}));
+    options.push_back(
+        Expr::seq({digit_range(lo[0] + 1, hi[0] - 1),
+                   Expr::repeat(digit_range('0', '9'), static_cast<int32_t>(rest), static_cast<int32_t>(rest))}));
+  options.push_back(Expr::seq({Expr::bytes(std::string(1, hi[0])), same_length(std::string(rest, '0'), hi.substr(1))}));
   return Expr::alt(std::move(options));
 }
 
@@ -49,8 +50,7 @@ Expr naturals(uint64_t lo, std::optional<uint64_t> hi) {
     options.push_back(same_length(std::to_string(a), std::to_string(b)));
   }
   if (!hi) {  // and every number with more digits than 19
-    options.push_back(
-        Expr::seq({digit_range('1', '9'), Expr::repeat(digit_range('0', '9'), 19, -1)}));
+    options.push_back(Expr::seq({digit_range('1', '9'), Expr::repeat(digit_range('0', '9'), 19, -1)}));
   }
   return options.size() == 1 ? std::move(options[0]) : Expr::alt(std::move(options));
 }

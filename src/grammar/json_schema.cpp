@@ -16,10 +16,25 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Keywords that change which instances are valid and that the grammar does not enforce: refused, never ignored.
-const std::set<std::string> kUnsupported = {
-    "not", "if", "then", "else", "patternProperties", "dependentRequired", "dependentSchemas", "dependencies",
-    "propertyNames", "contains", "minContains", "maxContains", "minProperties", "maxProperties",
-    "unevaluatedProperties", "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef"};
+const std::set<std::string> kUnsupported = {"not",
+                                            "if",
+                                            "then",
+                                            "else",
+                                            "patternProperties",
+                                            "dependentRequired",
+                                            "dependentSchemas",
+                                            "dependencies",
+                                            "propertyNames",
+                                            "contains",
+                                            "minContains",
+                                            "maxContains",
+                                            "minProperties",
+                                            "maxProperties",
+                                            "unevaluatedProperties",
+                                            "unevaluatedItems",
+                                            "multipleOf",
+                                            "$dynamicRef",
+                                            "$recursiveRef"};
 
 // Common string formats (RFC 3339 dates and times, UUIDs, IPv4, a practical email subset).
 const std::map<std::string, std::string> kFormats = {
@@ -176,7 +191,8 @@ class SchemaCompiler {
   }
 
   const json* resolve(const std::string& ref, const std::string& path) {
-    if (ref.empty() || ref[0] != '#') fail(path, fmt::format("only local references (#/...) are supported, not '{}'", ref));
+    if (ref.empty() || ref[0] != '#')
+      fail(path, fmt::format("only local references (#/...) are supported, not '{}'", ref));
     try {
       const json::json_pointer pointer(ref.substr(1));
       if (!document_.contains(pointer)) fail(path, fmt::format("the reference '{}' points nowhere", ref));
@@ -257,8 +273,8 @@ class SchemaCompiler {
         const Expr anything = Expr::repeat(Expr::char_class({}, true), 0, -1);
         Expr body = parse_regex(pattern);
         if (!anchored_start || !anchored_end)
-          body = Expr::seq({anchored_start ? Expr::empty() : anything, std::move(body),
-                            anchored_end ? Expr::empty() : anything});
+          body = Expr::seq(
+              {anchored_start ? Expr::empty() : anything, std::move(body), anchored_end ? Expr::empty() : anything});
         return Expr::seq({Expr::bytes("\""), json_safe(std::move(body)), Expr::bytes("\"")});
       } catch (const Error& e) {
         fail(path + "/pattern", e.what());
@@ -310,9 +326,9 @@ class SchemaCompiler {
     // [lo, hi]: an integer part below hi with any fraction, or hi itself with zeros after the point.
     std::vector<Expr> options;
     if (*hi > *lo) options.push_back(Expr::seq({integer_range(lo, *hi - 1), fraction}));
-    options.push_back(Expr::seq({Expr::bytes(std::to_string(*hi)),
-                                 Expr::repeat(Expr::seq({Expr::bytes("."), Expr::repeat(Expr::bytes("0"), 1, -1)}),
-                                              0, 1)}));
+    options.push_back(
+        Expr::seq({Expr::bytes(std::to_string(*hi)),
+                   Expr::repeat(Expr::seq({Expr::bytes("."), Expr::repeat(Expr::bytes("0"), 1, -1)}), 0, 1)}));
     return Expr::ref(new_rule(Expr::alt(std::move(options)), "num"));
   }
 
@@ -357,11 +373,12 @@ class SchemaCompiler {
                          value(additional, path + "/additionalProperties")});
     // rest_i: members i.. after something was written (each preceded by a comma); first_i: nothing written yet.
     const size_t n = members.size();
-    const auto comma = [&](Expr e) { return Expr::seq({Expr::bytes(","), Expr::ref(ws()), std::move(e), Expr::ref(ws())}); };
+    const auto comma = [&](Expr e) {
+      return Expr::seq({Expr::bytes(","), Expr::ref(ws()), std::move(e), Expr::ref(ws())});
+    };
     std::string rest = new_rule(extra ? Expr::repeat(comma(*extra), 0, -1) : Expr::empty(), "obj-rest");
-    std::string first =
-        new_rule(extra ? Expr::repeat(Expr::seq({*extra, Expr::ref(ws()), Expr::ref(rest)}), 0, 1) : Expr::empty(),
-                 "obj-first");
+    std::string first = new_rule(
+        extra ? Expr::repeat(Expr::seq({*extra, Expr::ref(ws()), Expr::ref(rest)}), 0, 1) : Expr::empty(), "obj-first");
     for (size_t i = n; i-- > 0;) {
       const Member& m = members[i];
       const std::string next_rest = rest;
@@ -371,7 +388,8 @@ class SchemaCompiler {
       Expr here = Expr::seq({m.expr, Expr::ref(ws()), Expr::ref(next_rest)});
       first = new_rule(m.required ? std::move(here) : Expr::alt({std::move(here), Expr::ref(first)}), "obj-first");
     }
-    return Expr::ref(new_rule(Expr::seq({Expr::bytes("{"), Expr::ref(ws()), Expr::ref(first), Expr::bytes("}")}), "obj"));
+    return Expr::ref(
+        new_rule(Expr::seq({Expr::bytes("{"), Expr::ref(ws()), Expr::ref(first), Expr::bytes("}")}), "obj"));
   }
 
   Expr array(const json& schema, const std::string& path) {
@@ -391,7 +409,9 @@ class SchemaCompiler {
     const Expr item = more ? Expr::ref(new_rule(value(items, path + "/items"), "item")) : Expr::empty();
     const int32_t lo = static_cast<int32_t>(min.value_or(0));
     const int32_t hi = max ? static_cast<int32_t>(*max) : -1;
-    const auto comma = [&](Expr e) { return Expr::seq({Expr::bytes(","), Expr::ref(ws()), std::move(e), Expr::ref(ws())}); };
+    const auto comma = [&](Expr e) {
+      return Expr::seq({Expr::bytes(","), Expr::ref(ws()), std::move(e), Expr::ref(ws())});
+    };
     if (!prefix.empty()) {
       // The tuple members in order, then items; counts apply to the whole array.
       const int32_t k = static_cast<int32_t>(prefix.size());
@@ -399,22 +419,23 @@ class SchemaCompiler {
       if (lo > k && !more) fail(path, "minItems needs more items than prefixItems allows");
       Expr body = Expr::seq({prefix[0], Expr::ref(ws())});
       for (int32_t i = 1; i < k; ++i) body.children.push_back(comma(prefix[i]));
-      if (more)
-        body.children.push_back(Expr::repeat(comma(item), std::max(lo - k, 0), hi < 0 ? -1 : hi - k));
+      if (more) body.children.push_back(Expr::repeat(comma(item), std::max(lo - k, 0), hi < 0 ? -1 : hi - k));
       // The tuple's items may stop early only when minItems allows it; keep it simple: all prefix items are present
       // unless the array may be empty.
       Expr inner = lo == 0 ? Expr::repeat(std::move(body), 0, 1) : std::move(body);
-      return Expr::ref(new_rule(Expr::seq({Expr::bytes("["), Expr::ref(ws()), std::move(inner), Expr::bytes("]")}), "arr"));
+      return Expr::ref(
+          new_rule(Expr::seq({Expr::bytes("["), Expr::ref(ws()), std::move(inner), Expr::bytes("]")}), "arr"));
     }
     if (!more) {
       if (lo > 0) fail(path, "items is false but minItems is above 0");
       return Expr::seq({Expr::bytes("["), Expr::ref(ws()), Expr::bytes("]")});
     }
-    Expr body = Expr::seq({item, Expr::ref(ws()),
-                           Expr::repeat(comma(item), std::max(lo - 1, 0), hi < 0 ? -1 : std::max(hi - 1, 0))});
+    Expr body = Expr::seq(
+        {item, Expr::ref(ws()), Expr::repeat(comma(item), std::max(lo - 1, 0), hi < 0 ? -1 : std::max(hi - 1, 0))});
     Expr inner = lo == 0 ? Expr::repeat(std::move(body), 0, 1) : std::move(body);
     if (hi == 0) inner = Expr::empty();
-    return Expr::ref(new_rule(Expr::seq({Expr::bytes("["), Expr::ref(ws()), std::move(inner), Expr::bytes("]")}), "arr"));
+    return Expr::ref(
+        new_rule(Expr::seq({Expr::bytes("["), Expr::ref(ws()), std::move(inner), Expr::bytes("]")}), "arr"));
   }
 
   const json& document_;

@@ -14,7 +14,8 @@ namespace rs::grammar {
 // Throws rs::Error naming the JSON pointer of the offending part ("at #/properties/age: ...") for an invalid schema
 // or a keyword that would change which outputs are valid but is not enforced (not, if/then/else, uniqueItems, ...).
 // Objects allow only the listed properties unless additionalProperties says otherwise (as OpenAI's strict mode and
-// xgrammar do), in the order the schema lists them; exponents have at most two digits (numbers stay finite doubles); oneOf is enforced as anyOf. Output JSON may hold a space or a newline plus indentation between tokens.
+// xgrammar do), in the order the schema lists them; exponents have at most two digits (numbers stay finite doubles);
+// oneOf is enforced as anyOf. Output JSON may hold a space or a newline plus indentation between tokens.
 RuleSet json_schema_rules(const nlohmann::ordered_json& schema);
 
 // Adds the rules of `schema` to `rules` (generated names start with `prefix`, so several schemas can share one

@@ -34,11 +34,13 @@ TEST(JsonSchema, ObjectsWithRequiredAndOptionalProperties) {
   EXPECT_TRUE(testing::fullmatch(g, R"({"name":"Ann","age":3})"));
   EXPECT_TRUE(testing::fullmatch(g, R"({"name": "A\"n\u00e9", "tags": ["x", "y"]})"));
   EXPECT_TRUE(testing::fullmatch(g, "{\n  \"name\": \"Ann\",\n  \"age\": -12\n}"));
-  EXPECT_FALSE(testing::fullmatch(g, R"({"age": 3})"));                 // name is required
-  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "x": 1})"));    // no additional properties
+  EXPECT_FALSE(testing::fullmatch(g, R"({"age": 3})"));               // name is required
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "x": 1})"));  // no additional properties
   EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann",})"));
   EXPECT_FALSE(testing::fullmatch(g, R"({"name": 5})"));
-  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "a)" "\n" R"("})"));  // raw control character
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "a)"
+                                     "\n"
+                                     R"("})"));  // raw control character
   EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "age": 1.5})"));
   EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "age": 012})"));
 }

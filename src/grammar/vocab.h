@@ -14,10 +14,10 @@ class Tokenizer;
 namespace rs::grammar {
 
 struct TrieNode {
-  uint8_t byte = 0;            // the byte on the edge into this node
-  uint16_t depth = 0;          // 1 for a child of the root
-  uint32_t subtree_end = 0;    // index of the first node after this node's subtree
-  uint32_t tokens_begin = 0;   // tokens whose bytes end here: TokenVocab::trie_tokens[tokens_begin, tokens_end)
+  uint8_t byte = 0;           // the byte on the edge into this node
+  uint16_t depth = 0;         // 1 for a child of the root
+  uint32_t subtree_end = 0;   // index of the first node after this node's subtree
+  uint32_t tokens_begin = 0;  // tokens whose bytes end here: TokenVocab::trie_tokens[tokens_begin, tokens_end)
   uint32_t tokens_end = 0;
 };
 

@@ -172,8 +172,8 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
 std::optional<ApiError> GenerateHandler::compile_constraint(GenerationOptions& options) const {
   const OutputConstraint& constraint = options.constraint;
   if (!model_.grammar)
-    return invalid_param(constraint.param, fmt::format("'{}' needs the model's tokenizer, which this model lacks.",
-                                                       constraint.param),
+    return invalid_param(constraint.param,
+                         fmt::format("'{}' needs the model's tokenizer, which this model lacks.", constraint.param),
                          "unsupported_parameter");
   if (model_.harmony.enabled())
     return invalid_param(constraint.param,

@@ -14,8 +14,8 @@
 
 #include "base/clock.h"
 #include "engine/forward_batch.h"
-#include "sched/scheduler.h"
 #include "grammar/compiler.h"
+#include "sched/scheduler.h"
 #include "server/harmony_parser.h"
 #include "server/metrics.h"
 #include "server/model_text.h"

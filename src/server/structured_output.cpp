@@ -58,7 +58,8 @@ std::optional<ApiError> read_tool_choice(const json& body, const json& choice, O
              choice["function"].is_object() && choice["function"].contains("name") &&
              choice["function"]["name"].is_string()) {
     const std::string name = choice["function"]["name"].get<std::string>();
-    if (!has_tools) return invalid_param("tool_choice", fmt::format("tool_choice names '{}' but no tools are given.", name));
+    if (!has_tools)
+      return invalid_param("tool_choice", fmt::format("tool_choice names '{}' but no tools are given.", name));
     for (const json& tool : *tools)
       if (tool.is_object() && tool.contains("function") && tool["function"].is_object() &&
           tool["function"].value("name", "") == name)
@@ -100,10 +101,10 @@ grammar::RuleSet tool_call_rules(const OutputConstraint& constraint) {
     calls.push_back(Expr::seq({Expr::bytes("{\"name\": "), json_literal(function["name"].get<std::string>()),
                                Expr::bytes(", \"arguments\": "), std::move(arguments), Expr::bytes("}")}));
   }
-  rules.add("call", Expr::seq({Expr::bytes("<tool_call>\n"), Expr::alt(std::move(calls)), Expr::bytes("\n</tool_call>")}));
-  Expr more = constraint.parallel_tool_calls
-                  ? Expr::repeat(Expr::seq({Expr::bytes("\n"), Expr::ref("call")}), 0, -1)
-                  : Expr::empty();
+  rules.add("call",
+            Expr::seq({Expr::bytes("<tool_call>\n"), Expr::alt(std::move(calls)), Expr::bytes("\n</tool_call>")}));
+  Expr more = constraint.parallel_tool_calls ? Expr::repeat(Expr::seq({Expr::bytes("\n"), Expr::ref("call")}), 0, -1)
+                                             : Expr::empty();
   rules.add("root", Expr::seq({Expr::repeat(Expr::bytes("\n"), 0, 2), Expr::ref("call"), std::move(more)}));
   return rules;
 }
@@ -115,8 +116,10 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
     const char* param;
     Kind kind;
   };
-  static constexpr Source kExtensions[] = {{"regex", Kind::kRegex},        {"ebnf", Kind::kGrammar},
-                                           {"guided_json", Kind::kJsonSchema}, {"guided_regex", Kind::kRegex},
+  static constexpr Source kExtensions[] = {{"regex", Kind::kRegex},
+                                           {"ebnf", Kind::kGrammar},
+                                           {"guided_json", Kind::kJsonSchema},
+                                           {"guided_regex", Kind::kRegex},
                                            {"guided_grammar", Kind::kGrammar}};
   std::vector<std::string> given;
   if (const auto format = body.find("response_format"); format != body.end() && !format->is_null()) {
@@ -148,9 +151,10 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
       }
     }
   if (given.size() > 1)
-    return invalid_param(given[1], fmt::format("Only one output constraint may be given; this request has '{}' and "
-                                               "'{}'.",
-                                               given[0], given[1]),
+    return invalid_param(given[1],
+                         fmt::format("Only one output constraint may be given; this request has '{}' and "
+                                     "'{}'.",
+                                     given[0], given[1]),
                          "invalid_value");
   return std::nullopt;
 }
@@ -164,8 +168,9 @@ std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_
       case Kind::kRegex: return compiler.compile({grammar::GrammarKind::kRegex, constraint.text});
       case Kind::kGrammar: return compiler.compile({grammar::GrammarKind::kGbnf, constraint.text});
       case Kind::kToolCalls:
-        return compiler.compile_rules(tool_call_rules(constraint),
-                                      fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
+        return compiler.compile_rules(
+            tool_call_rules(constraint),
+            fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
       case Kind::kNone: break;
     }
   } catch (const std::exception& e) {

@@ -74,7 +74,8 @@ TEST(StructuredOutput, MisuseIsA400NamingTheParameter) {
   EXPECT_EQ(error_of(R"({"regex": "a", "guided_json": {}})"),
             "guided_json: Only one output constraint may be given; this request has 'regex' and 'guided_json'.");
   EXPECT_EQ(error_of(R"({"regex": 5})").substr(0, 6), "regex:");
-  EXPECT_EQ(error_of(R"({"tool_choice": "required"})"), "tool_choice: tool_choice 'required' needs a non-empty 'tools' array.");
+  EXPECT_EQ(error_of(R"({"tool_choice": "required"})"),
+            "tool_choice: tool_choice 'required' needs a non-empty 'tools' array.");
   EXPECT_EQ(error_of(R"({"tools": [{"type": "function", "function": {"name": "a"}}],
                          "tool_choice": {"type": "function", "function": {"name": "b"}}})"),
             "tool_choice: tool_choice names 'b', which is not one of the tools.");

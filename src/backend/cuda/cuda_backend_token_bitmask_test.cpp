@@ -12,10 +12,10 @@ std::vector<uint32_t> random_bitmask(std::mt19937& rng, int32_t rows, int32_t wo
     for (int32_t w = 0; w < words; ++w) {
       uint32_t& word = bits[static_cast<size_t>(r) * words + w];
       switch (r % 4) {
-        case 0: word = rng(); break;                             // dense
+        case 0: word = rng(); break;                                     // dense
         case 1: word = rng() % 50 == 0 ? 1u << (rng() % 32) : 0; break;  // a few allowed tokens
-        case 2: word = 0xFFFFFFFFu; break;                       // unconstrained row
-        default: word = rng() % 2 ? 0xFFFFFFFFu : 0u; break;     // whole words in or out
+        case 2: word = 0xFFFFFFFFu; break;                               // unconstrained row
+        default: word = rng() % 2 ? 0xFFFFFFFFu : 0u; break;             // whole words in or out
       }
     }
   }
