@@ -18,8 +18,9 @@ ALLOWED = {
     "tokenizer": {"base"},
     "chat": {"base"},
     "loadgen": {"base"},
-    "sched": {"engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
-    "server": {"sched", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
+    "grammar": {"tokenizer", "base"},
+    "sched": {"grammar", "tokenizer", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
+    "server": {"sched", "grammar", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

@@ -15,6 +15,7 @@
 #include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "grammar/compiler.h"
 #include "kv/kv_footprint.h"
 #include "sched/scheduler.h"
 #include "server/http_server.h"
@@ -214,6 +215,9 @@ void run_serve(ServeOptions options) {
   model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
   model.harmony = harmony_tokens(model.text);
   model.hermes_tool_calls = options.tool_call_parser == "qwen3";
+  if (model.text.has_tokenizer())
+    model.grammar =
+        std::make_shared<grammar::GrammarCompiler>(grammar::TokenVocab::from_tokenizer(*model.text.tokenizer()));
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
   model.limits = options.limits;
 

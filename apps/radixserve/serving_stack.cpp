@@ -24,6 +24,7 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   max_request_tokens_ = request_token_limit(*engine_, pool);
   scheduler_config.context_length = max_request_tokens_;
   scheduler_config.num_state_slots = engine_->state_pool().num_slots();
+  scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
   scheduler_ = std::make_unique<sched::Scheduler>(
       scheduler_config, pool,
       [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); });

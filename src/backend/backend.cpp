@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/kernels/kernels.h"
 #ifdef RS_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -20,6 +21,22 @@ void Backend::gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float,
 }
 void Backend::sigmoid_mul(const Tensor&, const Tensor&, Tensor) {
   RS_FAIL("backend {} has no sigmoid_mul kernel", name());
+}
+void Backend::apply_token_bitmask(Tensor logits, const Tensor& bitmask) {
+  RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && bitmask.ndim() == 2 &&
+               bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) == (logits.dim(1) + 31) / 32 &&
+               dtype_size(bitmask.dtype()) == 4,
+           "apply_token_bitmask: logits {} bitmask {}", logits.shape_string(), bitmask.shape_string());
+  const int64_t rows = logits.dim(0), vocab = logits.dim(1), words = bitmask.dim(1);
+  std::vector<float> host_logits(static_cast<size_t>(rows * vocab));
+  std::vector<uint32_t> host_bits(static_cast<size_t>(rows * words));
+  const Tensor logits_host(host_logits.data(), DType::kF32, {rows, vocab});
+  copy(logits_host, logits);
+  copy(Tensor(host_bits.data(), bitmask.dtype(), {rows, words}), bitmask);
+  synchronize();
+  cpu::apply_token_bitmask(logits_host, Tensor(host_bits.data(), DType::kU32, {rows, words}));
+  copy(logits, logits_host);
+  synchronize();
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {

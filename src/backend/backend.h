@@ -191,6 +191,10 @@ class Backend {
   // Picks one token per row of logits [R, vocab] (f32 on this device, overwritten as scratch) as sample_on_host does;
   // out[r] is filled on the host when this returns. Only the picks (and requested logprobs) leave the device.
   virtual void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) = 0;
+  // Structured output: logits [R, vocab] f32 on this device; bitmask [R, ceil(vocab / 32)] u32 words on this device,
+  // bit (v % 32) of word v / 32 set when token v is allowed. Disallowed logits become -inf. The default copies the
+  // rows through the host (correct anywhere, slow); backends override it with a kernel.
+  virtual void apply_token_bitmask(Tensor logits, const Tensor& bitmask);
 };
 
 struct BackendOptions {

@@ -271,6 +271,7 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   specs.reserve(batch.sampling.size());
   for (size_t r = 0; r < batch.sampling.size(); ++r) specs.push_back(make_sample_spec(batch.sampling[r], penalties[r]));
   adjust_logits(logits, batch.sampling);
+  apply_token_bitmasks(logits, batch.sampling);
   output.tokens.resize(specs.size());
   backend_->sample(logits, specs, output.tokens);
   return output;
@@ -287,6 +288,26 @@ void Engine::adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows) 
     Tensor row = logits.slice_rows(static_cast<int64_t>(r), static_cast<int64_t>(r) + 1);
     backend_->add(row, device_row, row);
   }
+}
+
+void Engine::apply_token_bitmasks(Tensor logits, const std::vector<SamplingRow>& rows) {
+  if (std::none_of(rows.begin(), rows.end(), [](const SamplingRow& row) { return !row.token_bitmask.empty(); })) return;
+  const int64_t vocab = logits.dim(1), words = (vocab + 31) / 32;
+  const int64_t num_rows = static_cast<int64_t>(rows.size());
+  // One upload for the whole step; unconstrained rows pass everything.
+  bitmask_host_.assign(static_cast<size_t>(num_rows * words), 0xFFFFFFFFu);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    const auto& mask = rows[r].token_bitmask;
+    if (mask.empty()) continue;
+    RS_CHECK(static_cast<int64_t>(mask.size()) == words,
+             "row {} has a token bitmask of {} words for a vocabulary of {}", r, mask.size(), vocab);
+    std::copy(mask.begin(), mask.end(), bitmask_host_.begin() + r * words);
+  }
+  const size_t bytes = bitmask_host_.size() * sizeof(uint32_t);
+  if (bitmask_device_.bytes() < bytes) bitmask_device_ = backend_->alloc(bytes);
+  const Tensor device_mask(bitmask_device_.data(), DType::kU32, {num_rows, words}, backend_->device());
+  backend_->copy(device_mask, Tensor(bitmask_host_.data(), DType::kU32, {num_rows, words}));
+  backend_->apply_token_bitmask(logits, device_mask);
 }
 
 }  // namespace rs::engine

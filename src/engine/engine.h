@@ -97,6 +97,8 @@ class Engine {
   int32_t graph_size_for(const ForwardBatch& batch) const;
   // Adds each row's logit_bias / min_tokens ban (engine/sampler.h) to its logits, rows without one untouched.
   void adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows);
+  // Applies the rows' token bitmasks (structured output) on the device, when any row has one.
+  void apply_token_bitmasks(Tensor logits, const std::vector<SamplingRow>& rows);
 
   EngineConfig config_;
   loader::ModelConfig model_config_;
@@ -117,6 +119,8 @@ class Engine {
   uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded
   Buffer adjustment_row_;      // [vocab] f32 on the device, allocated on first use
   std::vector<float> adjustment_host_;
+  Buffer bitmask_device_;  // [rows, ceil(vocab / 32)] u32, grown to the largest constrained step
+  std::vector<uint32_t> bitmask_host_;
 };
 
 }  // namespace rs::engine

@@ -17,6 +17,9 @@ struct SamplingRow {
   std::span<const int32_t> output_ids;  // generated so far, for all penalties
   uint64_t rng_seed = 0;                // per request; combined with output_ids.size() -> deterministic
   std::span<const int32_t> stop_ids;    // banned while output_ids.size() < params->min_tokens
+  // Structured output: ceil(vocab / 32) words, bit (id % 32) of word id / 32 set when token id may be sampled
+  // (grammar/matcher.h fills it). Empty: every token may be.
+  std::span<const uint32_t> token_bitmask;
 };
 
 struct ForwardBatch {

@@ -53,6 +53,8 @@ SampledToken sample_token(std::span<float> logits, const SamplingRow& row) {
   std::vector<float> adjustment;
   if (logit_adjustment(row, static_cast<int64_t>(logits.size()), adjustment))
     for (size_t i = 0; i < logits.size(); ++i) logits[i] += adjustment[i];
+  for (size_t i = 0; i < logits.size() && i / 32 < row.token_bitmask.size(); ++i)
+    if (!((row.token_bitmask[i / 32] >> (i % 32)) & 1u)) logits[i] = -std::numeric_limits<float>::infinity();
   std::vector<PenaltyToken> penalties;
   return sample_on_host(logits, make_sample_spec(row, penalties));
 }

@@ -17,7 +17,8 @@ SampleSpec make_sample_spec(const SamplingRow& row, std::vector<PenaltyToken>& p
 // becomes the [vocab] row to add: the biases, and -inf on banned ids (ids outside the vocabulary are ignored).
 bool logit_adjustment(const SamplingRow& row, int64_t vocab, std::vector<float>& dense);
 
-// Picks the next token for `row` from `logits` (f32 [vocab], modified in place as scratch).
+// Picks the next token for `row` from `logits` (f32 [vocab], modified in place as scratch), after its logit_bias,
+// min_tokens ban and token bitmask.
 // Deterministic: the random draw depends only on (row.rng_seed, row.output_ids.size()).
 SampledToken sample_token(std::span<float> logits, const SamplingRow& row);
 

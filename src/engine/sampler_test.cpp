@@ -40,6 +40,25 @@ TEST(Sampler, LogitBiasAndMinTokensBanStopTokens) {
   EXPECT_FALSE(logit_adjustment(SamplingRow{&q, {}, one, 1, {}}, 4, dense));     // no stop tokens to ban
 }
 
+TEST(Sampler, TokenBitmaskLeavesOnlyAllowedTokens) {
+  std::vector<float> logits(40, 0.0f);
+  logits[3] = 9.0f;                                               // the favourite, masked out
+  logits[35] = 4.0f;                                              // the best allowed token
+  const std::vector<uint32_t> mask = {0x00000006u, 0x0000000Cu};  // ids 1, 2, 34, 35
+  SamplingParams greedy{.temperature = 0.0f}, hot{.temperature = 5.0f};
+  SamplingRow row{&greedy};
+  row.token_bitmask = mask;
+  std::vector<float> scratch = logits;
+  EXPECT_EQ(sample_token(scratch, row).token_id, 35);
+  row.params = &hot;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    row.rng_seed = seed;
+    scratch = logits;
+    const int32_t id = sample_token(scratch, row).token_id;
+    EXPECT_TRUE(id == 1 || id == 2 || id == 34 || id == 35) << id;
+  }
+}
+
 TEST(Sampler, SameSeedSameTokensDifferentSeedsDiffer) {
   SamplingParams p{.temperature = 1.0f};
   std::vector<float> flat(50, 0.0f);

@@ -32,7 +32,10 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
                                                    .prompt_ids = seq.prompt_ids(),
                                                    .output_ids = seq.output_ids(),
                                                    .rng_seed = sampling_seed(*seq.request),
-                                                   .stop_ids = seq.request->stop_token_ids});
+                                                   .stop_ids = seq.request->stop_token_ids,
+                                                   .token_bitmask = seq.grammar_active
+                                                                        ? std::span<const uint32_t>(seq.token_bitmask)
+                                                                        : std::span<const uint32_t>()});
     }
   }
   RS_CHECK(batch.state_slots.empty() || batch.state_slots.size() == items.size(),

@@ -59,9 +59,18 @@ class FakeModel {
       }
     if (!states_.empty()) run_states(batch, hashes);
     engine::StepOutput output;
-    for (int32_t row : batch.logit_rows) {
+    for (size_t r = 0; r < batch.logit_rows.size(); ++r) {
       engine::SampledToken token;
-      token.token_id = static_cast<int32_t>(hashes[row] % kVocab);
+      token.token_id = static_cast<int32_t>(hashes[batch.logit_rows[r]] % kVocab);
+      // A token bitmask (structured output) moves the pick to the next allowed id, as masking the logits would.
+      const auto mask = batch.sampling.empty() ? std::span<const uint32_t>() : batch.sampling[r].token_bitmask;
+      for (int32_t i = 0; !mask.empty() && i < kVocab; ++i) {
+        const int32_t id = (token.token_id + i) % kVocab;
+        if ((mask[id / 32] >> (id % 32)) & 1u) {
+          token.token_id = id;
+          break;
+        }
+      }
       output.tokens.push_back(token);
     }
     return output;

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "engine/forward_batch.h"
 #include "engine/sampling_params.h"
+#include "grammar/matcher.h"
 
 namespace rs::sched {
 
@@ -26,6 +27,9 @@ struct TokenEvent {
   int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
   double queue_seconds = -1;  // first event of an admitted request: seconds from arrival to its first admission
   int32_t choice_index = 0;   // Request::choice_index of the request it belongs to
+  // The last token is one of the request's stop tokens: it ends the output and adds no text. (A request also stops,
+  // with finish_reason kStop, when its grammar is complete; that last token is output.)
+  bool stop_token = false;
 };
 
 // Shared by the HTTP handler (consumer) and the scheduler (producer).
@@ -42,6 +46,13 @@ struct Request {
   std::shared_ptr<TokenStream> stream;  // may be shared by the n choices of one API call
   int32_t choice_index = 0;             // which choice of its API call this request produces (copied into events)
   Clock::time_point arrival = Clock::now();
+  // Structured output: the grammar the output must follow (null: none); only the scheduler thread touches it once the
+  // request is submitted. With grammar_after_token >= 0 the constraint starts after the model emits that token (a
+  // reasoning model's </think>), so the model thinks freely first. With grammar_or_token >= 0 the constraint applies
+  // from the first token, which may instead be grammar_or_token (<think>): then it waits for grammar_after_token.
+  std::unique_ptr<grammar::GrammarMatcher> grammar;
+  int32_t grammar_after_token = -1;
+  int32_t grammar_or_token = -1;
 };
 
 }  // namespace rs::sched

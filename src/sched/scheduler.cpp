@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "grammar/matcher.h"
 
 namespace rs::sched {
 
@@ -105,6 +106,10 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
     error = fmt::format("the request needs {} KV pages but the pool holds {}", kv_.full_pages_for(total),
                         kv_.full_pages_total());
   }
+  if (error.empty() && seq->request->grammar && config_.vocab_size <= 0)
+    error = "structured output is not available: the scheduler has no vocabulary size";
+  seq->grammar_active = seq->request->grammar != nullptr &&
+                        (seq->request->grammar_after_token < 0 || seq->request->grammar_or_token >= 0);
   if (!error.empty()) {
     never_admitted_.fetch_sub(1);
     finish(*seq, FinishReason::kError, error);
@@ -119,6 +124,13 @@ bool Scheduler::step() {
   if (items.empty()) {
     publish_stats();
     return false;
+  }
+  fill_token_bitmasks(items);
+  std::erase_if(items, [](const StepItem& item) { return item.seq->finished; });
+  if (items.empty()) {
+    drop_finished();
+    publish_stats();
+    return true;
   }
   engine::ForwardBatch batch = build_forward_batch(items, kv_.num_groups());
   engine::StepOutput output;
@@ -278,11 +290,59 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
       event.cached_tokens = seq.cached_tokens;
       event.queue_seconds = seq.queue_seconds;
     }
-    event.finish_reason = stop_reason(seq, sampled.token_id);
+    std::string grammar_error;
+    event.finish_reason = advance_grammar(seq, sampled.token_id, grammar_error);
+    if (!grammar_error.empty()) {
+      finish(seq, FinishReason::kError, grammar_error);  // sends the final event itself
+      continue;
+    }
+    if (event.finish_reason == FinishReason::kNone) {
+      event.finish_reason = stop_reason(seq, sampled.token_id);
+      const auto& stops = seq.request->stop_token_ids;
+      event.stop_token = std::find(stops.begin(), stops.end(), sampled.token_id) != stops.end();
+    }
     event.finished = event.finish_reason != FinishReason::kNone;
     if (event.finished) finish(seq, event.finish_reason);
     seq.request->stream->events.push(std::move(event));
   }
+}
+
+void Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
+  for (const StepItem& item : items) {
+    Sequence& seq = *item.seq;
+    if (!seq.grammar_active || !item.samples()) continue;
+    try {
+      seq.token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
+      seq.request->grammar->fill_next_token_bitmask(seq.token_bitmask, seq.request->stop_token_ids);
+      const int32_t alternative = seq.request->grammar_or_token;
+      if (seq.num_output() == 0 && alternative >= 0 && alternative < config_.vocab_size)
+        seq.token_bitmask[alternative / 32] |= 1u << (alternative % 32);
+    } catch (const std::exception& e) {
+      RS_LOG_ERROR("rid={} token mask failed: {}", seq.request->id, e.what());
+      finish(seq, FinishReason::kError, fmt::format("structured output failed: {}", e.what()));
+    }
+  }
+}
+
+FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::string& error) {
+  Request& request = *seq.request;
+  if (!request.grammar) return FinishReason::kNone;
+  if (!seq.grammar_active) {
+    seq.grammar_active = token == request.grammar_after_token;
+    return FinishReason::kNone;
+  }
+  const auto& stops = request.stop_token_ids;
+  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kNone;  // a stop: ends it
+  if (seq.num_output() == 1 && token == request.grammar_or_token) {  // the model opened its reasoning instead
+    seq.grammar_active = false;
+    return FinishReason::kNone;
+  }
+  if (!request.grammar->accept_token(token)) {
+    error = fmt::format("token {} does not continue the requested structure", token);
+    return FinishReason::kNone;
+  }
+  // Complete with nothing allowed after it: end here instead of sampling a forced stop token.
+  return request.grammar->terminated() ? FinishReason::kStop : FinishReason::kNone;
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error) {

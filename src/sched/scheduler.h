@@ -32,6 +32,7 @@ struct SchedulerConfig {
   // Recurrent-state slots of a hybrid model (the engine's StatePool), one per running sequence; 0 = the model keeps
   // no recurrent state. Until state snapshots exist, a model with state reuses no cached prefix.
   int32_t num_state_slots = 0;
+  int32_t vocab_size = 0;               // width of the model's logit rows: the size of structured output's bitmasks
 };
 
 // A snapshot for /metrics, taken after every step.
@@ -93,6 +94,10 @@ class Scheduler {
   void release_memory(Sequence& seq);
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
+  // Structured output: fills the token bitmask of every constrained sequence that samples this step.
+  void fill_token_bitmasks(const std::vector<StepItem>& items);
+  // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
+  FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
   void drop_finished();
   void end_all(FinishReason reason, const std::string& error);

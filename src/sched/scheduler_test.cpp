@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "grammar/compiler.h"
 #include "sched/fake_model_test_util.h"
 
 namespace rs::sched {
@@ -36,6 +37,7 @@ struct Submitted {
   int32_t cached_tokens = -1;
   int32_t events_with_queue_time = 0;  // must be exactly one (the first) for a request that produced tokens
   std::string error;
+  bool stop_token = false;  // the final event said its last token is a stop token
 };
 
 class SchedulerTest : public ::testing::Test {
@@ -90,6 +92,7 @@ class SchedulerTest : public ::testing::Test {
         if (event->finished) {
           s->reason = event->finish_reason;
           s->error = event->error;
+          s->stop_token = event->stop_token;
         }
       }
   }
@@ -146,6 +149,7 @@ TEST_F(SchedulerTest, StopTokenEndsTheRequest) {
   Submitted* s = submit(prompt, 10, {expected[2]});
   run_to_completion();
   EXPECT_EQ(s->reason, FinishReason::kStop);
+  EXPECT_TRUE(s->stop_token);
   EXPECT_EQ(s->output, std::vector<int32_t>(expected.begin(), expected.begin() + 3));
 }
 
@@ -436,6 +440,66 @@ TEST_F(SchedulerTest, ConcurrentClientsWhileRunning) {
   EXPECT_EQ(stats.num_running, 0);
   EXPECT_EQ(stats.num_queued, 0);
   for (const auto& group : stats.kv) EXPECT_EQ(group.used_pages, group.cached_pages);
+}
+
+// Structured output: each sampled token follows the grammar (the fake model picks the next allowed id), the request
+// stops when the grammar is complete, and a grammar that starts after a token leaves the tokens before it free.
+TEST_F(SchedulerTest, GrammarConstrainsTokensAndEndsTheRequest) {
+  std::vector<std::string> bytes(FakeModel::kVocab);
+  for (int32_t id = 0; id < FakeModel::kVocab; ++id) bytes[id] = std::string(1, static_cast<char>('a' + id % 26));
+  grammar::GrammarCompiler compiler(grammar::TokenVocab::from_bytes(bytes));
+  const auto compiled = compiler.compile({grammar::GrammarKind::kRegex, "abc(d|e)"});
+  make(geometry({{0, 64}}), SchedulerConfig{.vocab_size = FakeModel::kVocab});
+  std::mt19937 rng(3);
+  const std::vector<int32_t> prompt = random_prompt(rng, 20);
+  const std::vector<int32_t> free_tokens = model_->reference(prompt, 2);
+  const int32_t free_token = free_tokens[0];
+  const auto submit_with = [&](int32_t max_new, int32_t after, int32_t alternative = -1) {
+    auto request = std::make_unique<Request>();
+    request->id = next_id_++;
+    request->prompt_ids = prompt;
+    request->max_new_tokens = max_new;
+    request->sampling.temperature = 0.0f;
+    request->grammar = std::make_unique<grammar::GrammarMatcher>(compiled);
+    request->grammar_after_token = after;
+    request->grammar_or_token = alternative;
+    auto submitted = std::make_unique<Submitted>();
+    submitted->prompt = prompt;
+    request->stream = submitted->stream;
+    EXPECT_TRUE(scheduler_->submit(std::move(request)));
+    submitted_.push_back(std::move(submitted));
+    return submitted_.back().get();
+  };
+  Submitted* plain = submit_with(50, -1);
+  Submitted* later = submit_with(50, free_token);
+  Submitted* cut = submit_with(2, -1);
+  // The first token may open "reasoning" instead (the fake model's own pick, allowed beside the grammar); the
+  // constraint then waits for the closing token (its next pick).
+  Submitted* opened = submit_with(50, free_tokens[1], free_token);
+  // Not taken (the fake model scans allowed ids upwards from its pick, and this one comes last): the grammar applies
+  // from the first token.
+  Submitted* direct = submit_with(50, free_tokens[1], (free_token + FakeModel::kVocab - 1) % FakeModel::kVocab);
+  run_to_completion();
+  const auto text = [&](const std::vector<int32_t>& ids, size_t from) {
+    std::string s;
+    for (size_t i = from; i < ids.size(); ++i) s += bytes[ids[i]];
+    return s;
+  };
+  EXPECT_EQ(plain->reason, FinishReason::kStop);
+  EXPECT_FALSE(plain->stop_token);  // ended by the grammar: the last token is output
+  EXPECT_TRUE(text(plain->output, 0) == "abcd" || text(plain->output, 0) == "abce") << text(plain->output, 0);
+  EXPECT_EQ(later->reason, FinishReason::kStop);
+  ASSERT_FALSE(later->output.empty());
+  EXPECT_EQ(later->output[0], free_token);
+  EXPECT_TRUE(text(later->output, 1) == "abcd" || text(later->output, 1) == "abce") << text(later->output, 1);
+  ASSERT_GE(opened->output.size(), 2u);
+  EXPECT_EQ(opened->output[0], free_tokens[0]);
+  EXPECT_EQ(opened->output[1], free_tokens[1]);
+  EXPECT_TRUE(text(opened->output, 2) == "abcd" || text(opened->output, 2) == "abce") << text(opened->output, 2);
+  EXPECT_TRUE(text(direct->output, 0) == "abcd" || text(direct->output, 0) == "abce") << text(direct->output, 0);
+  EXPECT_EQ(cut->reason, FinishReason::kLength);
+  EXPECT_EQ(text(cut->output, 0), "ab");
+  expect_no_leaks();
 }
 
 }  // namespace

@@ -29,8 +29,10 @@ struct Sequence {
   bool admitted_before = false;  // true after the first admission (a preempted sequence is readmitted)
   double queue_seconds = 0;      // arrival to first admission (reported with the first event)
   bool first_event_sent = false;
-  bool finished = false;     // set by Scheduler::finish; the sequence leaves the running batch after the step
-  uint64_t admit_order = 0;  // larger = admitted later; the newest is preempted first
+  bool finished = false;        // set by Scheduler::finish; the sequence leaves the running batch after the step
+  uint64_t admit_order = 0;     // larger = admitted later; the newest is preempted first
+  bool grammar_active = false;  // request->grammar constrains the next token
+  std::vector<uint32_t> token_bitmask;  // the next token's mask while grammar_active (engine::SamplingRow)
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }

@@ -158,12 +158,38 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
   if (!options.stop.empty() && !model_.text.has_tokenizer())
     return invalid_param("stop", "Stop strings need a tokenizer, which this model lacks; use stop_token_ids.",
                          "unsupported_parameter");
+  if (options.constraint.kind != OutputConstraint::Kind::kNone) {
+    if (auto error = compile_constraint(options)) return *error;
+  }
   for (const auto& [id, bias] : options.sampling.logit_bias)
     if (id >= model_.vocab_size)
       return invalid_param("logit_bias",
                            fmt::format("Token id {} is outside the vocabulary [0, {}).", id, model_.vocab_size),
                            "invalid_token_id");
   return prompts;
+}
+
+std::optional<ApiError> GenerateHandler::compile_constraint(GenerationOptions& options) const {
+  const OutputConstraint& constraint = options.constraint;
+  if (!model_.grammar)
+    return invalid_param(constraint.param,
+                         fmt::format("'{}' needs the model's tokenizer, which this model lacks.", constraint.param),
+                         "unsupported_parameter");
+  if (model_.harmony.enabled())
+    return invalid_param(constraint.param,
+                         fmt::format("'{}' is not supported yet for models that answer in the harmony format "
+                                     "(gpt-oss).",
+                                     constraint.param),
+                         "unsupported_parameter");
+  if (constraint.kind == OutputConstraint::Kind::kToolCalls && !model_.hermes_tool_calls)
+    return invalid_param("tool_choice",
+                         "tool_choice 'required' or a named function needs the model's tool-call format: start the "
+                         "server with --tool-call-parser qwen3.",
+                         "unsupported_parameter");
+  auto compiled = compile_output_constraint(constraint, *model_.grammar);
+  if (auto* error = std::get_if<ApiError>(&compiled)) return *error;
+  options.grammar = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(std::move(compiled));
+  return std::nullopt;
 }
 
 std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,

@@ -35,6 +35,8 @@ class GenerateHandler {
   std::variant<std::vector<std::vector<int32_t>>, ApiError> build_prompts(Endpoint endpoint, const std::string& body,
                                                                           GenerationOptions& options,
                                                                           std::string& logged_input);
+  // Compiles options.constraint into options.grammar, or a 400 naming the parameter.
+  std::optional<ApiError> compile_constraint(GenerationOptions& options) const;
   // A 400 when num_prompts x n exceeds model_.max_choices_per_call.
   std::optional<ApiError> check_num_choices(size_t num_prompts, int32_t n) const;
   std::variant<int32_t, ApiError> max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,

@@ -63,6 +63,18 @@ bool Generation::submit() {
     request->stream = stream_;
     request->choice_index = static_cast<int32_t>(c);
     request->arrival = arrival_;
+    if (options_.grammar) {
+      request->grammar = std::make_unique<grammar::GrammarMatcher>(options_.grammar);
+      // A reasoning model thinks freely; the structure starts after it closes the reasoning block. When the prompt
+      // neither opened nor closed one, the model may open it with its first token or answer at once.
+      if (options_.separate_reasoning && model_.reasoning.enabled()) {
+        const std::vector<int32_t>& prompt = prompts_[c / options_.n];
+        const bool has_open = std::find(prompt.begin(), prompt.end(), model_.reasoning.open_id) != prompt.end();
+        // (A prompt that closed it, as Qwen3's with thinking off does, is constrained from the start.)
+        if (prompt_opens_reasoning(prompt) || !has_open) request->grammar_after_token = model_.reasoning.close_id;
+        if (!has_open) request->grammar_or_token = model_.reasoning.open_id;
+      }
+    }
     if (!scheduler_.submit(std::move(request))) {
       abort();
       return false;
@@ -103,7 +115,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
   ChoiceDelta delta;
   delta.index = event.choice_index;
   const auto now = Clock::now();
-  const bool ends_on_stop_token = event.finished && event.finish_reason == sched::FinishReason::kStop;
+  const bool ends_on_stop_token = event.finished && event.stop_token;
   for (size_t t = 0; t < event.tokens.size() && !choice.finished; ++t) {
     const engine::SampledToken& token = event.tokens[t];
     if (!first_token_) first_token_ = now;

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "engine/forward_batch.h"
+#include "grammar/compiler.h"
 #include "sched/scheduler.h"
 #include "server/harmony_parser.h"
 #include "server/metrics.h"
@@ -67,6 +68,8 @@ struct ServingModel {
   HarmonyTokens harmony;
   // Tool calls in the Qwen3 / Hermes <tool_call> format are parsed (--tool-call-parser qwen3); harmony's always are.
   bool hermes_tool_calls = false;
+  // Compiles structured output constraints for this model's vocabulary (cached by text); null without a tokenizer.
+  std::shared_ptr<grammar::GrammarCompiler> grammar;
 
   bool serves(std::string_view requested) const {
     return requested == name || std::find(aliases.begin(), aliases.end(), requested) != aliases.end();

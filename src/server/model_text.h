@@ -51,6 +51,7 @@ class ModelText {
   ModelText& operator=(ModelText&&) noexcept;
 
   bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_.get(); }
   bool has_chat_template() const { return chat_template_ != nullptr; }
   // Chats are rendered in gpt-oss's harmony format (answers then arrive in harmony channels).
   bool harmony_chat() const;

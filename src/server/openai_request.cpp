@@ -97,14 +97,15 @@ const std::set<std::string, std::less<>> kCommonFields = {
     // Extensions shared with vLLM and SGLang.
     "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens",
     "spaces_between_special_tokens", "skip_special_tokens", "return_token_ids", "include_stop_str_in_output",
-    "return_tokens_as_token_ids", "priority"};
+    "return_tokens_as_token_ids", "priority",
+    // Structured output: OpenAI's response_format, SGLang's regex/ebnf, vLLM's guided_*.
+    "response_format", "regex", "ebnf", "guided_json", "guided_regex", "guided_grammar"};
 const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "max_completion_tokens",
                                                         "top_logprobs",
                                                         "tools",
                                                         "tool_choice",
                                                         "parallel_tool_calls",
-                                                        "response_format",
                                                         "reasoning_effort",
                                                         "modalities",
                                                         "audio",
@@ -334,12 +335,8 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
       reader.fail(invalid_param("top_logprobs", "'top_logprobs' requires 'logprobs' to be true", "invalid_value"));
     request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
   }
-  if (const json* format = reader.find("response_format");
-      format && !(format->is_object() && format->value("type", "") == "text"))
-    reader.fail(invalid_param("response_format", "only {\"type\": \"text\"} is supported", "unsupported_parameter"));
-  if (auto choice = reader.find("tool_choice");
-      choice && !(choice->is_string() && (*choice == "auto" || *choice == "none")))
-    reader.fail(invalid_param("tool_choice", "only 'auto' and 'none' are supported", "unsupported_parameter"));
+  if (!reader.error)
+    if (auto error = read_output_constraint(object, /*chat=*/true, request.options.constraint)) reader.fail(*error);
   for (const char* name : {"audio", "prediction", "functions", "function_call", "web_search_options"})
     reader.unsupported(name, "this server generates text only");
   if (const json* tools = reader.find("tools")) {
@@ -412,6 +409,8 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
     request.options.sampling.logprobs = true;
     request.options.sampling.top_logprobs = static_cast<int32_t>(*v);
   }
+  if (!reader.error)
+    if (auto error = read_output_constraint(object, /*chat=*/false, request.options.constraint)) reader.fail(*error);
   request.options.echo = reader.boolean("echo").value_or(false);
   if (request.options.echo && request.options.sampling.logprobs)
     reader.fail(

@@ -13,6 +13,7 @@
 
 #include "engine/sampling_params.h"
 #include "server/api_error.h"
+#include "server/structured_output.h"
 
 namespace rs::server {
 
@@ -33,6 +34,9 @@ struct GenerationOptions {
   bool separate_reasoning = false;  // chat with --reasoning-parser: reasoning goes to reasoning_content
   bool parse_tool_calls = false;    // chat with tools (tool_choice not "none") and a model whose calls are parsed
   engine::SamplingParams sampling;  // logprobs / top_logprobs included
+  OutputConstraint constraint;      // structured output (response_format, regex, ebnf, guided_*, tool_choice)
+  // The constraint compiled for the served model (by the handler); null when there is none.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 struct ChatRequest {

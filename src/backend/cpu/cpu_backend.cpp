@@ -123,6 +123,14 @@ void CpuBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& 
   cpu::gated_rms_norm(pool_, x, z, weight, eps, out);
 }
 void CpuBackend::sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor out) { cpu::sigmoid_mul(pool_, x, gate, out); }
+void CpuBackend::apply_token_bitmask(Tensor logits, const Tensor& bitmask) {
+  RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && bitmask.ndim() == 2 &&
+               bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) == (logits.dim(1) + 31) / 32 &&
+               dtype_size(bitmask.dtype()) == 4,
+           "apply_token_bitmask: logits {} bitmask {}", logits.shape_string(), bitmask.shape_string());
+  cpu::apply_token_bitmask(logits, bitmask);
+}
+
 void CpuBackend::sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) {
   RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) == static_cast<int64_t>(specs.size()) &&
                out.size() == specs.size(),

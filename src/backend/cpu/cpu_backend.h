@@ -49,6 +49,7 @@ class CpuBackend final : public Backend {
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) override;
   void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor out) override;
   void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) override;
+  void apply_token_bitmask(Tensor logits, const Tensor& bitmask) override;
 
  private:
   ThreadPool pool_;

@@ -344,6 +344,16 @@ class CudaBackend final : public Backend {
     run_moe_experts(*ctx_, x, ids, weights, experts, out);
   }
 
+  void apply_token_bitmask(Tensor logits, const Tensor& bitmask) override {
+    RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && bitmask.ndim() == 2 &&
+                 bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) == (logits.dim(1) + 31) / 32 &&
+                 dtype_size(bitmask.dtype()) == 4,
+             "apply_token_bitmask: logits {} bitmask {}", logits.shape_string(), bitmask.shape_string());
+    on_device({&logits, &bitmask});
+    launch_token_bitmask(logits.data_as<float>(), static_cast<const uint32_t*>(bitmask.data()),
+                         static_cast<int32_t>(logits.dim(0)), static_cast<int32_t>(logits.dim(1)), ctx_->stream());
+  }
+
   void sample(Tensor logits, std::span<const SampleSpec> specs, std::span<SampledToken> out) override {
     const auto rows = static_cast<int32_t>(specs.size());
     RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.dim(0) == rows && out.size() == specs.size(),

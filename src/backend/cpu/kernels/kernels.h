@@ -20,6 +20,9 @@ void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tens
 void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias,
                       Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params, Tensor out);
 
+// Backend::apply_token_bitmask on host memory: logits [R, vocab] f32, bitmask [R, ceil(vocab / 32)] 32-bit words.
+void apply_token_bitmask(Tensor logits, const Tensor& bitmask);
+
 // out [T, out] = x [T, in] . W^T (+ bias); W dense f32/bf16/f16 or MXFP4. With bf16_activations, multi-token
 // products with bf16 weights round x to bf16 and use the AVX512-BF16 kernel (f32 accumulation); otherwise exact f32.
 void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,

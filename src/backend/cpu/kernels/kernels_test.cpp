@@ -398,3 +398,29 @@ TEST(CpuKernels, SiluMulMatchesScalarReference) {
 
 }  // namespace
 }  // namespace rs::cpu
+
+namespace rs::cpu {
+namespace {
+
+TEST(CpuKernels, TokenBitmaskMasksClearBitsAndTheDefaultAgrees) {
+  const int64_t rows = 3, vocab = 70, words = 3;                  // 70: the last word is partial
+  std::vector<uint32_t> bits = {0xFFFFFFFFu, 0u,          0x3Fu,  // row 0: tokens 0-31 and 64-69
+                                0x5u,        0x80000000u, 0u,     // row 1: tokens 0, 2 and 63
+                                0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu};
+  const auto expected_allowed = [&](int64_t r, int64_t v) { return (bits[r * words + v / 32] >> (v % 32)) & 1u; };
+  const std::vector<float> logits = random_vector(rows * vocab, 5);
+  std::vector<float> kernel = logits, fallback = logits;
+  apply_token_bitmask(Tensor(kernel.data(), DType::kF32, {rows, vocab}),
+                      Tensor(bits.data(), DType::kU32, {rows, words}));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t v = 0; v < vocab; ++v)
+      EXPECT_EQ(kernel[r * vocab + v], expected_allowed(r, v) ? logits[r * vocab + v] : -INFINITY) << r << "," << v;
+  // Backend's default (through host copies) gives the same rows.
+  auto backend = make_backend("cpu", BackendOptions{.num_threads = 1});
+  backend->Backend::apply_token_bitmask(Tensor(fallback.data(), DType::kF32, {rows, vocab}),
+                                        Tensor(bits.data(), DType::kU32, {rows, words}));
+  EXPECT_EQ(fallback, kernel);
+}
+
+}  // namespace
+}  // namespace rs::cpu

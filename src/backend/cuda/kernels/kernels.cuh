@@ -224,4 +224,8 @@ size_t sample_scratch_bytes(int32_t rows, int32_t vocab);
 void launch_sample(float* logits, int32_t rows, int32_t vocab, const SampleRowSpec* specs, const int2* penalties,
                    SampleRowResult* results, void* scratch, cudaStream_t stream);
 
+// ---- token_bitmask.cu ----
+// logits [rows, vocab] f32: -inf where bit (v % 32) of bitmask[row, v / 32] is clear (bitmask [rows, ceil(vocab/32)]).
+void launch_token_bitmask(float* logits, const uint32_t* bitmask, int32_t rows, int32_t vocab, cudaStream_t stream);
+
 }  // namespace rs::cuda

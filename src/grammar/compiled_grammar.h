@@ -1,0 +1,41 @@
+// CompiledGrammar: a lowered Grammar bound to a tokenizer's vocabulary, with the token masks computed so far
+// (shared by every matcher of the grammar). Immutable after construction except the mask cache, which locks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/vocab.h"
+
+namespace rs::grammar {
+
+class CompiledGrammar {
+ public:
+  CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
+      : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+
+  const Grammar& grammar() const { return grammar_; }
+  const TokenVocab& vocab() const { return *vocab_; }
+
+  // The cached mask (words over vocab().size()) for a matcher state key (Pda::append_key), if computed before.
+  std::optional<std::vector<uint32_t>> cached_mask(const std::string& state_key) const;
+  // Stores a mask; the cache is dropped whole when it would exceed kMaxCachedMaskBytes.
+  void cache_mask(const std::string& state_key, const std::vector<uint32_t>& mask) const;
+
+  static constexpr size_t kMaxCachedMaskBytes = size_t{64} << 20;
+
+ private:
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocab> vocab_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<std::string, std::vector<uint32_t>> masks_;
+  mutable size_t cached_bytes_ = 0;
+};
+
+}  // namespace rs::grammar

@@ -1,0 +1,145 @@
+#include "grammar/json_schema.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "grammar/int_range.h"
+#include "grammar/test_util.h"
+
+namespace rs::grammar {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::shared_ptr<const CompiledGrammar> schema_grammar(const std::string& schema) {
+  return testing::compile_for_test(json_schema_rules(json::parse(schema)));
+}
+
+std::string error_of(const std::string& schema) {
+  try {
+    schema_grammar(schema);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(JsonSchema, ObjectsWithRequiredAndOptionalProperties) {
+  const auto g = schema_grammar(R"({"type": "object", "properties": {
+      "name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}},
+      "required": ["name"]})");
+  EXPECT_TRUE(testing::fullmatch(g, R"({"name": "Ann"})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"name":"Ann","age":3})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"name": "A\"n\u00e9", "tags": ["x", "y"]})"));
+  EXPECT_TRUE(testing::fullmatch(g, "{\n  \"name\": \"Ann\",\n  \"age\": -12\n}"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"age": 3})"));               // name is required
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "x": 1})"));  // no additional properties
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann",})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": 5})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "a)"
+                                     "\n"
+                                     R"("})"));  // raw control character
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "age": 1.5})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"name": "Ann", "age": 012})"));
+}
+
+TEST(JsonSchema, OptionalPropertiesBeforeRequiredOnes) {
+  const auto g = schema_grammar(R"({"properties": {"a": {"type": "boolean"}, "b": {"type": "null"},
+      "c": {"const": 1}}, "required": ["c"]})");
+  EXPECT_TRUE(testing::fullmatch(g, R"({"c": 1})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"a": true, "c": 1})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"b": null, "c": 1})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"a": false, "b": null, "c": 1})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"a": false, "b": null})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"c": 2})"));
+}
+
+TEST(JsonSchema, AdditionalPropertiesSchema) {
+  const auto g = schema_grammar(R"({"type": "object", "additionalProperties": {"type": "number"}})");
+  EXPECT_TRUE(testing::fullmatch(g, R"({})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"x": 1, "y": 2.5e-3, "z": -1E+99})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"x": 1e999})"));  // valid JSON, but no finite double
+  EXPECT_FALSE(testing::fullmatch(g, R"({"x": "1"})"));
+}
+
+TEST(JsonSchema, EnumsAnyOfRefsAndRecursion) {
+  const auto g = schema_grammar(R"({"$defs": {"node": {"type": "object", "properties": {
+      "value": {"enum": ["a", 1, null, {"k": [true]}]},
+      "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["value"]}},
+      "anyOf": [{"$ref": "#/$defs/node"}, {"type": "string", "maxLength": 2}]})");
+  EXPECT_TRUE(testing::fullmatch(g, R"({"value": "a"})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"value": {"k":[true]}, "children": [{"value": 1, "children": []}]})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"("ab")"));
+  EXPECT_FALSE(testing::fullmatch(g, R"("abc")"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"value": "b"})"));
+}
+
+TEST(JsonSchema, ArraysCountItems) {
+  const auto g = schema_grammar(R"({"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})");
+  EXPECT_FALSE(testing::fullmatch(g, "[1]"));
+  EXPECT_TRUE(testing::fullmatch(g, "[1, 2]"));
+  EXPECT_TRUE(testing::fullmatch(g, "[1,2,3]"));
+  EXPECT_FALSE(testing::fullmatch(g, "[1,2,3,4]"));
+  const auto tuple = schema_grammar(R"({"prefixItems": [{"type": "string"}, {"type": "number"}], "items": false})");
+  EXPECT_TRUE(testing::fullmatch(tuple, R"(["a", 1])"));
+  EXPECT_FALSE(testing::fullmatch(tuple, R"(["a", 1, 2])"));
+}
+
+TEST(JsonSchema, StringFormatsAndPatterns) {
+  const auto date = schema_grammar(R"({"type": "string", "format": "date"})");
+  EXPECT_TRUE(testing::fullmatch(date, R"("2024-02-29")"));
+  EXPECT_FALSE(testing::fullmatch(date, R"("2024-13-01")"));
+  const auto uuid = schema_grammar(R"({"type": "string", "format": "uuid"})");
+  EXPECT_TRUE(testing::fullmatch(uuid, R"("123e4567-e89b-12d3-a456-426614174000")"));
+  const auto code = schema_grammar(R"({"type": "string", "pattern": "^[A-Z]{3}-\\d+$"})");
+  EXPECT_TRUE(testing::fullmatch(code, R"("ABC-12")"));
+  EXPECT_FALSE(testing::fullmatch(code, R"("AB-12")"));
+  const auto contains = schema_grammar(R"({"type": "string", "pattern": "ok"})");  // unanchored
+  EXPECT_TRUE(testing::fullmatch(contains, R"("it is ok here")"));
+  EXPECT_FALSE(testing::fullmatch(contains, R"("no")"));
+  const auto quoted = schema_grammar(R"({"type": "string", "pattern": "^a\"b.$"})");
+  EXPECT_TRUE(testing::fullmatch(quoted, R"("a\"bc")"));
+  EXPECT_FALSE(testing::fullmatch(quoted, "\"a\\\"b\"\""));  // '.' never produces a raw quote
+}
+
+TEST(JsonSchema, IntegerRangesMatchExactlyTheirMembers) {
+  const std::pair<std::optional<int64_t>, std::optional<int64_t>> ranges[] = {
+      {0, 150}, {-40, 7}, {-105, -3}, {13, 999}, {1, std::nullopt}, {std::nullopt, -2}, {100, 100}};
+  for (const auto& [lo, hi] : ranges) {
+    RuleSet rules;
+    rules.add("root", integer_range(lo, hi));
+    const auto g = testing::compile_for_test(rules);
+    for (int64_t v = -1200; v <= 1200; ++v) {
+      const bool inside = (!lo || v >= *lo) && (!hi || v <= *hi);
+      ASSERT_EQ(testing::fullmatch(g, std::to_string(v)), inside) << v;
+    }
+    EXPECT_FALSE(testing::fullmatch(g, "007"));
+    EXPECT_FALSE(testing::fullmatch(g, "-0"));
+  }
+}
+
+TEST(JsonSchema, NumberBounds) {
+  const auto g = schema_grammar(R"({"type": "number", "minimum": 1, "maximum": 5})");
+  for (const char* ok : {"1", "1.5", "4.999", "5", "5.00"}) EXPECT_TRUE(testing::fullmatch(g, ok)) << ok;
+  for (const char* bad : {"0.5", "5.01", "6", "-1", "1e3"}) EXPECT_FALSE(testing::fullmatch(g, bad)) << bad;
+}
+
+TEST(JsonSchema, ErrorsNameThePath) {
+  EXPECT_EQ(error_of(R"({"type": "object", "properties": {"a": {"type": "strin"}}})"),
+            "invalid JSON schema at #/properties/a/type: unknown type 'strin'");
+  EXPECT_EQ(error_of(R"({"properties": {"a": {"not": {"type": "string"}}}})"),
+            "invalid JSON schema at #/properties/a: the keyword 'not' is not supported");
+  EXPECT_EQ(error_of(R"({"$ref": "#/$defs/missing"})"),
+            "invalid JSON schema at #: the reference '#/$defs/missing' points nowhere");
+  EXPECT_EQ(error_of(R"({"type": "array", "minItems": 3, "maxItems": 1})"),
+            "invalid JSON schema at #: maxItems is below minItems");
+  EXPECT_EQ(error_of(R"({"enum": []})"), "invalid JSON schema at #/enum: enum must be a non-empty array");
+  EXPECT_EQ(error_of(R"({"type": "string", "pattern": "(a"})"),
+            "invalid JSON schema at #/pattern: regex at line 1, column 1: unclosed '('");
+  EXPECT_EQ(error_of(R"(7)"), "invalid JSON schema at #: a schema must be an object or a boolean");
+}
+
+}  // namespace
+}  // namespace rs::grammar

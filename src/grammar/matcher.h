@@ -1,0 +1,55 @@
+// GrammarMatcher: one request's position in a CompiledGrammar. Advances by tokens, rolls back (for speculative
+// decoding), and fills the bitmask of tokens that may come next. Not thread-safe: one thread (the scheduler) owns it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "grammar/compiled_grammar.h"
+#include "grammar/pda.h"
+
+namespace rs::grammar {
+
+// Words of a token bitmask over `vocab_size` ids: bit (id % 32) of word id / 32 is set when id is allowed.
+inline int32_t bitmask_words(int64_t vocab_size) { return static_cast<int32_t>((vocab_size + 31) / 32); }
+
+class GrammarMatcher {
+ public:
+  // Keeps the last `max_rollback` tokens' states for rollback().
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback = 16);
+
+  // Advances by the token's bytes; false (and no change) when the grammar does not allow them. Special tokens
+  // (no bytes) are refused.
+  bool accept_token(int32_t token_id);
+  // Advances by raw bytes; false (and no change) when not allowed. Counts as one token for rollback.
+  bool accept_bytes(std::string_view bytes);
+  // Undoes the last `num_tokens` accepted tokens (at most max_rollback, and no more than were accepted).
+  void rollback(int32_t num_tokens);
+  int32_t num_rollback_states() const { return static_cast<int32_t>(history_.size()) - 1; }
+
+  // The output so far is a complete sentence (a stop token may end it).
+  bool can_finish() const { return history_.back().accepting; }
+  // Complete, and nothing more may follow: the request should end now.
+  bool terminated() const { return history_.back().entries.empty(); }
+
+  // Fills `bitmask` (bitmask_words(vocab) words, vocab >= 1) with the tokens that may come next: those whose bytes
+  // keep the grammar alive, plus `stop_ids` when the output can finish. Ids past the tokenizer's vocabulary are 0.
+  void fill_next_token_bitmask(std::span<uint32_t> bitmask, std::span<const int32_t> stop_ids);
+
+ private:
+  bool advance_bytes(std::string_view bytes, PdaState& out);
+  void compute_mask(const PdaState& state, std::vector<uint32_t>& mask);
+
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  Pda pda_;
+  int32_t max_rollback_;
+  std::deque<PdaState> history_;  // back() is the current state
+  std::vector<PdaState> levels_;  // trie walk scratch: the state after each depth's byte
+  std::string key_;
+};
+
+}  // namespace rs::grammar

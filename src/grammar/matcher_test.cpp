@@ -1,0 +1,114 @@
+#include "grammar/matcher.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "grammar/gbnf.h"
+#include "grammar/test_util.h"
+
+namespace rs::grammar {
+namespace {
+
+using testing::compile_for_test;
+using testing::fullmatch;
+
+TEST(GrammarMatcher, AcceptsSentencesAndRejectsOthers) {
+  const auto g = compile_for_test(parse_gbnf(R"G(root ::= "(" list? ")"
+list ::= item ("," item)*
+item ::= [a-z]+ | root)G"));
+  EXPECT_TRUE(fullmatch(g, "()"));
+  EXPECT_TRUE(fullmatch(g, "(ab,c)"));
+  EXPECT_TRUE(fullmatch(g, "(a,(b,(c)),())"));
+  EXPECT_FALSE(fullmatch(g, "(a,)"));
+  EXPECT_FALSE(fullmatch(g, "(a"));
+  EXPECT_FALSE(fullmatch(g, "(A)"));
+  EXPECT_FALSE(fullmatch(g, "()x"));
+}
+
+TEST(GrammarMatcher, RefusedInputLeavesTheStateUnchanged) {
+  GrammarMatcher m(compile_for_test(parse_gbnf(R"(root ::= "ab" "c"*)")));
+  EXPECT_FALSE(m.can_finish());
+  EXPECT_FALSE(m.accept_bytes("ax"));
+  EXPECT_TRUE(m.accept_bytes("a"));
+  EXPECT_FALSE(m.accept_bytes("a"));
+  EXPECT_TRUE(m.accept_bytes("b"));
+  EXPECT_TRUE(m.can_finish());
+  EXPECT_FALSE(m.terminated());  // more c's may follow
+}
+
+TEST(GrammarMatcher, TerminatesWhenNothingMayFollow) {
+  GrammarMatcher m(compile_for_test(parse_gbnf(R"(root ::= "yes" | "no")")));
+  EXPECT_TRUE(m.accept_bytes("no"));
+  EXPECT_TRUE(m.can_finish());
+  EXPECT_TRUE(m.terminated());
+}
+
+TEST(GrammarMatcher, RollsBackTokens) {
+  GrammarMatcher m(compile_for_test(parse_gbnf(R"(root ::= "abc" | "abd")")), 4);
+  ASSERT_TRUE(m.accept_bytes("a"));
+  ASSERT_TRUE(m.accept_bytes("bc"));
+  EXPECT_TRUE(m.can_finish());
+  m.rollback(1);
+  EXPECT_FALSE(m.can_finish());
+  EXPECT_TRUE(m.accept_bytes("bd"));
+  EXPECT_TRUE(m.can_finish());
+  m.rollback(2);
+  EXPECT_TRUE(m.accept_bytes("abc"));
+  EXPECT_THROW(m.rollback(5), Error);
+}
+
+TEST(GrammarMatcher, RollbackKeepsOnlyTheLastStates) {
+  GrammarMatcher m(compile_for_test(parse_gbnf(R"(root ::= "a"*)")), 2);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(m.accept_bytes("a"));
+  EXPECT_EQ(m.num_rollback_states(), 2);
+  m.rollback(2);
+  EXPECT_EQ(m.num_rollback_states(), 0);
+}
+
+TEST(GrammarMatcher, LongRepetitionKeepsTheStackFlat) {
+  // Tail calls return to the caller's continuation, so 100k repetitions create no new stack nodes per byte.
+  const auto g = compile_for_test(parse_gbnf(R"(root ::= "[" ("x" | "yy")* "]")"));
+  std::string text = "[";
+  for (int i = 0; i < 100000; ++i) text += i % 3 ? "x" : "yy";
+  text += "]";
+  EXPECT_TRUE(fullmatch(g, text));
+}
+
+TEST(GrammarMatcher, RejectsLeftRecursionAndUndefinedRules) {
+  try {
+    compile_for_test(parse_gbnf("root ::= root \"a\" | \"a\""));
+    FAIL() << "left recursion accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("left-recursive"), std::string::npos) << e.what();
+  }
+  try {
+    compile_for_test(parse_gbnf("root ::= x* \nx ::= \"a\"?"));
+    FAIL() << "nullable repetition accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("left-recursive"), std::string::npos) << e.what();
+  }
+  try {
+    compile_for_test(parse_gbnf("root ::= missing"));
+    FAIL() << "undefined rule accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("undefined rule 'missing'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GrammarMatcher, UnicodeClassesMatchWholeUtf8Characters) {
+  const auto g = compile_for_test(parse_gbnf(R"(root ::= [^a]+)"));
+  EXPECT_TRUE(fullmatch(g, "é日本😀"));
+  EXPECT_FALSE(fullmatch(g, "éa"));
+  EXPECT_FALSE(fullmatch(g, "\xC3"));          // truncated character
+  EXPECT_FALSE(fullmatch(g, "\xED\xA0\x80"));  // a surrogate is not a character
+  EXPECT_FALSE(fullmatch(g, "\xC0\xAF"));      // overlong
+  const auto greek = compile_for_test(parse_gbnf(R"(root ::= [α-ω]{2,3})"));
+  EXPECT_TRUE(fullmatch(greek, "αβ"));
+  EXPECT_TRUE(fullmatch(greek, "ωψχ"));
+  EXPECT_FALSE(fullmatch(greek, "α"));
+  EXPECT_FALSE(fullmatch(greek, "αβγδ"));
+  EXPECT_FALSE(fullmatch(greek, "Α"));  // capital alpha
+}
+
+}  // namespace
+}  // namespace rs::grammar

@@ -1,0 +1,69 @@
+#include "grammar/pda.h"
+
+#include <algorithm>
+
+namespace rs::grammar {
+
+PdaState Pda::initial_state() {
+  PdaState state;
+  for (uint32_t start : grammar_->alternatives[grammar_->root]) closure(start, -1, state);
+  return state;
+}
+
+int32_t Pda::intern(uint32_t pos, int32_t parent) {
+  const uint64_t key = (uint64_t{pos} << 32) | static_cast<uint32_t>(parent + 1);
+  const auto [it, inserted] = node_index_.try_emplace(key, static_cast<int32_t>(nodes_.size()));
+  if (inserted) nodes_.push_back({pos, parent});
+  return it->second;
+}
+
+// Expands "continue at pos, then parent" until every way forward starts with a byte set. Terminates because lowering
+// rejects left recursion; an entry reached twice is kept once.
+void Pda::closure(uint32_t pos, int32_t parent, PdaState& out) {
+  const Grammar& g = *grammar_;
+  while (true) {
+    const uint32_t element = g.elements[pos];
+    if (element == Grammar::kEnd) {
+      if (parent < 0) {
+        out.accepting = true;
+        return;
+      }
+      const Node node = nodes_[parent];
+      pos = node.pos;
+      parent = node.parent;
+      continue;
+    }
+    if (Grammar::is_bytes(element)) {
+      const PdaEntry entry{pos, parent};
+      if (std::find(out.entries.begin(), out.entries.end(), entry) == out.entries.end()) out.entries.push_back(entry);
+      return;
+    }
+    // Entering a rule in tail position returns straight to our parent, so repetition does not deepen the stack.
+    const int32_t ret = g.elements[pos + 1] == Grammar::kEnd ? parent : intern(pos + 1, parent);
+    const auto& starts = g.alternatives[element & ~Grammar::kRuleFlag];
+    for (size_t i = 0; i + 1 < starts.size(); ++i) closure(starts[i], ret, out);
+    if (starts.empty()) return;
+    pos = starts.back();
+    parent = ret;
+  }
+}
+
+void Pda::advance(const PdaState& from, uint8_t byte, PdaState& out) {
+  out.entries.clear();
+  out.accepting = false;
+  const Grammar& g = *grammar_;
+  for (const PdaEntry& entry : from.entries)
+    if (g.byte_sets[g.elements[entry.pos]].has(byte)) closure(entry.pos + 1, entry.parent, out);
+}
+
+void Pda::append_key(const PdaState& state, std::string& key) const {
+  const auto put = [&key](uint32_t value) { key.append(reinterpret_cast<const char*>(&value), sizeof(value)); };
+  put(state.accepting ? 1 : 0);
+  for (const PdaEntry& entry : state.entries) {
+    put(entry.pos);
+    for (int32_t node = entry.parent; node >= 0; node = nodes_[node].parent) put(nodes_[node].pos);
+    put(Grammar::kEnd);
+  }
+}
+
+}  // namespace rs::grammar

@@ -1,0 +1,48 @@
+// TokenVocab: the bytes of every token a grammar may emit, and a byte trie over them in preorder, built once per
+// tokenizer. Special added tokens are left out (a grammar never produces them; stop tokens are allowed separately).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rs::tokenizer {
+class Tokenizer;
+}
+
+namespace rs::grammar {
+
+struct TrieNode {
+  uint8_t byte = 0;           // the byte on the edge into this node
+  uint16_t depth = 0;         // 1 for a child of the root
+  uint32_t subtree_end = 0;   // index of the first node after this node's subtree
+  uint32_t tokens_begin = 0;  // tokens whose bytes end here: TokenVocab::trie_tokens[tokens_begin, tokens_end)
+  uint32_t tokens_end = 0;
+};
+
+class TokenVocab {
+ public:
+  // From a loaded tokenizer. Byte-level vocabularies (GPT-2 alphabet: Qwen, Llama 3, gpt-oss) map back to raw bytes;
+  // others (SentencePiece) read U+2581 as a space and <0xXX> as a byte.
+  static std::shared_ptr<const TokenVocab> from_tokenizer(const tokenizer::Tokenizer& tokenizer);
+  // From explicit token bytes (tests); ids in `special` are never emitted by a grammar.
+  static std::shared_ptr<const TokenVocab> from_bytes(std::vector<std::string> token_bytes,
+                                                      const std::vector<int32_t>& special = {});
+
+  int32_t size() const { return static_cast<int32_t>(token_bytes_.size()); }
+  // Raw bytes of token `id` (empty for ids out of range and for special tokens).
+  const std::string& token_bytes(int32_t id) const;
+  const std::vector<TrieNode>& trie() const { return trie_; }
+  const std::vector<int32_t>& trie_tokens() const { return trie_tokens_; }
+
+ private:
+  void build_trie();
+
+  std::vector<std::string> token_bytes_;
+  std::vector<bool> excluded_;
+  std::vector<TrieNode> trie_;
+  std::vector<int32_t> trie_tokens_;
+};
+
+}  // namespace rs::grammar

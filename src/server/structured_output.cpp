@@ -1,0 +1,183 @@
+#include "server/structured_output.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+#include "grammar/json_schema.h"
+
+namespace rs::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Kind = OutputConstraint::Kind;
+
+std::optional<ApiError> read_response_format(const json& format, OutputConstraint& out) {
+  if (!format.is_object()) return wrong_type("response_format", "an object", format);
+  const auto type = format.find("type");
+  if (type == format.end() || !type->is_string())
+    return invalid_param("response_format", "response_format.type must be 'text', 'json_object' or 'json_schema'.",
+                         "invalid_value");
+  if (*type == "text") return std::nullopt;
+  out.param = "response_format";
+  if (*type == "json_object") {
+    out.kind = Kind::kJsonObject;
+    return std::nullopt;
+  }
+  if (*type != "json_schema")
+    return invalid_param("response_format",
+                         fmt::format("Invalid response_format.type '{}': expected 'text', 'json_object' or "
+                                     "'json_schema'.",
+                                     type->get<std::string>()),
+                         "invalid_value");
+  const auto spec = format.find("json_schema");
+  if (spec == format.end() || !spec->is_object())
+    return invalid_param("response_format",
+                         "response_format of type 'json_schema' needs a 'json_schema' object {name, schema, strict}.",
+                         "missing_required_parameter");
+  const auto name = spec->find("name");
+  if (name != spec->end() && !name->is_string())
+    return invalid_param("response_format", "response_format.json_schema.name must be a string.", "invalid_type");
+  const auto schema = spec->find("schema");
+  // OpenAI requires a schema; without one any JSON value is allowed (as vLLM does).
+  out.kind = Kind::kJsonSchema;
+  out.text = schema == spec->end() || schema->is_null() ? "{}" : schema->dump();
+  if (schema != spec->end() && !schema->is_object() && !schema->is_boolean())
+    return invalid_param("response_format", "response_format.json_schema.schema must be a JSON Schema object.",
+                         "invalid_type");
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_tool_choice(const json& body, const json& choice, OutputConstraint& out) {
+  const auto tools = body.find("tools");
+  const bool has_tools = tools != body.end() && tools->is_array() && !tools->empty();
+  if (choice.is_string() && (choice == "auto" || choice == "none")) return std::nullopt;
+  if (choice.is_string() && choice == "required") {
+    if (!has_tools) return invalid_param("tool_choice", "tool_choice 'required' needs a non-empty 'tools' array.");
+    out.tools = *tools;
+  } else if (choice.is_object() && choice.value("type", "") == "function" && choice.contains("function") &&
+             choice["function"].is_object() && choice["function"].contains("name") &&
+             choice["function"]["name"].is_string()) {
+    const std::string name = choice["function"]["name"].get<std::string>();
+    if (!has_tools)
+      return invalid_param("tool_choice", fmt::format("tool_choice names '{}' but no tools are given.", name));
+    for (const json& tool : *tools)
+      if (tool.is_object() && tool.contains("function") && tool["function"].is_object() &&
+          tool["function"].value("name", "") == name)
+        out.tools = json::array({tool});
+    if (out.tools.empty())
+      return invalid_param("tool_choice", fmt::format("tool_choice names '{}', which is not one of the tools.", name),
+                           "invalid_value");
+  } else {
+    return invalid_param("tool_choice",
+                         "tool_choice must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
+                         "{\"name\": ...}}.",
+                         "invalid_value");
+  }
+  for (const json& tool : out.tools)
+    if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
+        !tool["function"].contains("name") || !tool["function"]["name"].is_string())
+      return invalid_param("tools", "Each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}.");
+  out.kind = Kind::kToolCalls;
+  out.param = "tool_choice";
+  const auto parallel = body.find("parallel_tool_calls");
+  out.parallel_tool_calls = parallel == body.end() || !parallel->is_boolean() || parallel->get<bool>();
+  return std::nullopt;
+}
+
+// A literal in the grammar's text for a JSON string: the string's JSON encoding.
+grammar::Expr json_literal(const std::string& text) { return grammar::Expr::bytes(json(text).dump()); }
+
+grammar::RuleSet tool_call_rules(const OutputConstraint& constraint) {
+  using grammar::Expr;
+  grammar::RuleSet rules;
+  std::vector<Expr> calls;
+  int index = 0;
+  for (const json& tool : constraint.tools) {
+    const json& function = tool["function"];
+    const json parameters = function.contains("parameters") && !function["parameters"].is_null()
+                                ? function["parameters"]
+                                : json{{"type", "object"}, {"additionalProperties", true}};
+    Expr arguments = grammar::add_json_schema(rules, parameters, fmt::format("tool{}-", index++));
+    calls.push_back(Expr::seq({Expr::bytes("{\"name\": "), json_literal(function["name"].get<std::string>()),
+                               Expr::bytes(", \"arguments\": "), std::move(arguments), Expr::bytes("}")}));
+  }
+  rules.add("call",
+            Expr::seq({Expr::bytes("<tool_call>\n"), Expr::alt(std::move(calls)), Expr::bytes("\n</tool_call>")}));
+  Expr more = constraint.parallel_tool_calls ? Expr::repeat(Expr::seq({Expr::bytes("\n"), Expr::ref("call")}), 0, -1)
+                                             : Expr::empty();
+  rules.add("root", Expr::seq({Expr::repeat(Expr::bytes("\n"), 0, 2), Expr::ref("call"), std::move(more)}));
+  return rules;
+}
+
+}  // namespace
+
+std::optional<ApiError> read_output_constraint(const json& body, bool chat, OutputConstraint& out) {
+  struct Source {
+    const char* param;
+    Kind kind;
+  };
+  static constexpr Source kExtensions[] = {{"regex", Kind::kRegex},
+                                           {"ebnf", Kind::kGrammar},
+                                           {"guided_json", Kind::kJsonSchema},
+                                           {"guided_regex", Kind::kRegex},
+                                           {"guided_grammar", Kind::kGrammar}};
+  std::vector<std::string> given;
+  if (const auto format = body.find("response_format"); format != body.end() && !format->is_null()) {
+    if (auto error = read_response_format(*format, out)) return error;
+    if (out.kind != Kind::kNone) given.push_back("response_format");
+  }
+  for (const Source& source : kExtensions) {
+    const auto value = body.find(source.param);
+    if (value == body.end() || value->is_null()) continue;
+    given.push_back(source.param);
+    out.kind = source.kind;
+    out.param = source.param;
+    if (source.kind == Kind::kJsonSchema && (value->is_object() || value->is_boolean())) {
+      out.text = value->dump();
+    } else if (value->is_string()) {
+      out.text = value->get<std::string>();
+    } else {
+      return wrong_type(source.param, source.kind == Kind::kJsonSchema ? "a JSON Schema object or string" : "a string",
+                        *value);
+    }
+  }
+  if (chat)
+    if (const auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
+      OutputConstraint tools;
+      if (auto error = read_tool_choice(body, *choice, tools)) return error;
+      if (tools.kind != Kind::kNone) {
+        given.push_back("tool_choice");
+        out = std::move(tools);
+      }
+    }
+  if (given.size() > 1)
+    return invalid_param(given[1],
+                         fmt::format("Only one output constraint may be given; this request has '{}' and "
+                                     "'{}'.",
+                                     given[0], given[1]),
+                         "invalid_value");
+  return std::nullopt;
+}
+
+std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
+    const OutputConstraint& constraint, grammar::GrammarCompiler& compiler) {
+  try {
+    switch (constraint.kind) {
+      case Kind::kJsonObject: return compiler.compile({grammar::GrammarKind::kJsonObject, ""});
+      case Kind::kJsonSchema: return compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text});
+      case Kind::kRegex: return compiler.compile({grammar::GrammarKind::kRegex, constraint.text});
+      case Kind::kGrammar: return compiler.compile({grammar::GrammarKind::kGbnf, constraint.text});
+      case Kind::kToolCalls:
+        return compiler.compile_rules(
+            tool_call_rules(constraint),
+            fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
+      case Kind::kNone: break;
+    }
+  } catch (const std::exception& e) {
+    const std::string param = constraint.kind == Kind::kToolCalls ? "tools" : constraint.param;
+    return invalid_param(param, fmt::format("Invalid '{}': {}", param, e.what()), "invalid_value");
+  }
+  return invalid_param(constraint.param, "no output constraint was given");
+}
+
+}  // namespace rs::server

@@ -1,0 +1,127 @@
+#include "server/structured_output.h"
+
+#include <gtest/gtest.h>
+
+#include "grammar/matcher.h"
+
+namespace rs::server {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Kind = OutputConstraint::Kind;
+
+struct Read {
+  OutputConstraint constraint;
+  std::optional<ApiError> error;
+};
+
+Read read(const std::string& body, bool chat = true) {
+  Read r;
+  r.error = read_output_constraint(json::parse(body), chat, r.constraint);
+  return r;
+}
+
+bool fullmatch(const std::shared_ptr<const grammar::CompiledGrammar>& g, const std::string& text) {
+  grammar::GrammarMatcher matcher(g);
+  return matcher.accept_bytes(text) && matcher.can_finish();
+}
+
+grammar::GrammarCompiler& compiler() {
+  static grammar::GrammarCompiler instance(grammar::TokenVocab::from_bytes({"a"}));
+  return instance;
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> compile(const OutputConstraint& c) {
+  auto compiled = compile_output_constraint(c, compiler());
+  EXPECT_TRUE(std::holds_alternative<std::shared_ptr<const grammar::CompiledGrammar>>(compiled));
+  return std::get<std::shared_ptr<const grammar::CompiledGrammar>>(compiled);
+}
+
+TEST(StructuredOutput, ReadsEachWayToAskForStructure) {
+  EXPECT_EQ(read(R"({"response_format": {"type": "text"}})").constraint.kind, Kind::kNone);
+  EXPECT_EQ(read(R"({"response_format": {"type": "json_object"}})").constraint.kind, Kind::kJsonObject);
+  const Read schema = read(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": true,
+      "schema": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}}}}}})");
+  EXPECT_EQ(schema.constraint.kind, Kind::kJsonSchema);
+  EXPECT_EQ(schema.constraint.text, R"({"type":"object","properties":{"b":{"type":"string"},"a":{"type":"integer"}}})");
+  EXPECT_EQ(read(R"({"regex": "[0-9]+"})").constraint.kind, Kind::kRegex);
+  EXPECT_EQ(read(R"({"guided_regex": "[0-9]+"})", false).constraint.kind, Kind::kRegex);
+  EXPECT_EQ(read(R"({"ebnf": "root ::= \"x\""})").constraint.kind, Kind::kGrammar);
+  EXPECT_EQ(read(R"({"guided_grammar": "root ::= \"x\""})").constraint.kind, Kind::kGrammar);
+  EXPECT_EQ(read(R"({"guided_json": {"type": "integer"}})").constraint.text, R"({"type":"integer"})");
+  EXPECT_EQ(read(R"({"guided_json": "{\"type\": \"integer\"}"})").constraint.text, R"({"type": "integer"})");
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "get_time"}}])";
+  const Read required = read("{" + tools + R"(, "tool_choice": "required"})");
+  EXPECT_EQ(required.constraint.kind, Kind::kToolCalls);
+  EXPECT_EQ(required.constraint.tools.size(), 2u);
+  const Read named = read("{" + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "get_time"}}})");
+  ASSERT_EQ(named.constraint.tools.size(), 1u);
+  EXPECT_EQ(named.constraint.tools[0]["function"]["name"], "get_time");
+  EXPECT_EQ(read("{" + tools + R"(, "tool_choice": "auto"})").constraint.kind, Kind::kNone);
+}
+
+TEST(StructuredOutput, MisuseIsA400NamingTheParameter) {
+  const auto error_of = [](const std::string& body) {
+    const Read r = read(body);
+    EXPECT_TRUE(r.error.has_value()) << body;
+    return r.error ? r.error->param + ": " + r.error->message : std::string();
+  };
+  EXPECT_EQ(error_of(R"({"response_format": {"type": "yaml"}})"),
+            "response_format: Invalid response_format.type 'yaml': expected 'text', 'json_object' or 'json_schema'.");
+  EXPECT_EQ(error_of(R"({"response_format": {"type": "json_schema"}})").substr(0, 16), "response_format:");
+  EXPECT_EQ(error_of(R"({"regex": "a", "guided_json": {}})"),
+            "guided_json: Only one output constraint may be given; this request has 'regex' and 'guided_json'.");
+  EXPECT_EQ(error_of(R"({"regex": 5})").substr(0, 6), "regex:");
+  EXPECT_EQ(error_of(R"({"tool_choice": "required"})"),
+            "tool_choice: tool_choice 'required' needs a non-empty 'tools' array.");
+  EXPECT_EQ(error_of(R"({"tools": [{"type": "function", "function": {"name": "a"}}],
+                         "tool_choice": {"type": "function", "function": {"name": "b"}}})"),
+            "tool_choice: tool_choice names 'b', which is not one of the tools.");
+  EXPECT_EQ(error_of(R"({"tool_choice": "sometimes"})").substr(0, 12), "tool_choice:");
+}
+
+TEST(StructuredOutput, InvalidSchemasRegexesAndGrammarsAre400s) {
+  const auto error_of = [](const std::string& body) {
+    const Read r = read(body);
+    EXPECT_FALSE(r.error.has_value());
+    auto compiled = compile_output_constraint(r.constraint, compiler());
+    const ApiError* error = std::get_if<ApiError>(&compiled);
+    EXPECT_NE(error, nullptr) << body;
+    if (error) {
+      EXPECT_EQ(error->status, 400);
+    }
+    return error ? error->param + ": " + error->message : std::string();
+  };
+  EXPECT_EQ(error_of(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
+                        {"type": "object", "properties": {"a": {"type": "strng"}}}}}})"),
+            "response_format: Invalid 'response_format': invalid JSON schema at #/properties/a/type: unknown type "
+            "'strng'");
+  EXPECT_EQ(error_of(R"({"regex": "(ab"})"), "regex: Invalid 'regex': regex at line 1, column 1: unclosed '('");
+  EXPECT_EQ(error_of(R"({"ebnf": "root ::= \"a\" | ("})"),
+            "ebnf: Invalid 'ebnf': grammar at line 1, column 16: unclosed '('");
+  EXPECT_EQ(error_of(R"({"guided_json": "{not json"})").substr(0, 42), "guided_json: Invalid 'guided_json': the JS");
+}
+
+TEST(StructuredOutput, ToolCallGrammarFollowsTheToolsParameters) {
+  const Read r = read(R"({"tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+      {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+      "required": ["city"]}}}, {"type": "function", "function": {"name": "now"}}], "tool_choice": "required"})");
+  const auto g = compile(r.constraint);
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"days\": 2}}\n</tool_call>";
+  const std::string now = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  EXPECT_TRUE(fullmatch(g, weather));
+  EXPECT_TRUE(fullmatch(g, "\n\n" + now + "\n" + weather));
+  EXPECT_FALSE(fullmatch(g, ""));
+  EXPECT_FALSE(fullmatch(g, "Sure! " + now));
+  EXPECT_FALSE(fullmatch(g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 2}}\n</tool_call>"));
+  EXPECT_FALSE(fullmatch(g, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n</tool_call>"));
+  Read single = r;
+  single.constraint.parallel_tool_calls = false;
+  EXPECT_FALSE(fullmatch(compile(single.constraint), now + "\n" + now));
+}
+
+}  // namespace
+}  // namespace rs::server
