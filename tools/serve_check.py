@@ -5,6 +5,7 @@ has no node, so the e2e tests cannot run there). Starts the server, then checks 
   - logit_bias +100 on one token: greedy picks it every step;
   - min_tokens: a stop token that would end the answer at once is banned until min_tokens tokens exist;
   - a seeded temperature-1 request alone and beside concurrent requests (reported, not required: batch invariance);
+  - structured output (guided_json, regex): every output validates / fullmatches;
   - streaming delivers the same text as the non-streaming answer.
 
   tools/serve_check.py SERVER_BINARY MODEL_DIR [extra serve flags...]      exits 1 on the first failed check
@@ -97,6 +98,22 @@ def main():
         # Informational until batch-invariant kernels exist (issue 17 item 7): other rows change the GEMM shapes.
         check(alone == beside, "seeded sampling gives the same tokens alone and in a batch", f"{alone} vs {beside}",
               required=False)
+
+        # Structured output: the grammar's token bitmask is applied to the logits on the backend's device.
+        schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 3, "maximum": 9}},
+                  "required": ["n"]}
+        for seed in range(3):
+            text = post(base, "/v1/completions", {"model": name, "prompt": "Numbers:", "max_tokens": 200, "seed": seed,
+                                                  "temperature": 1.0, "guided_json": schema})["choices"][0]["text"]
+            try:
+                value = json.loads(text)
+            except ValueError:
+                value = None
+            check(isinstance(value, dict) and isinstance(value.get("n"), int) and 3 <= value["n"] <= 9,
+                  f"guided_json output validates (seed {seed})", repr(text))
+        text = post(base, "/v1/completions", {"model": name, "prompt": "Answer:", "max_tokens": 20, "seed": 1,
+                                              "temperature": 1.0, "regex": "(yes|no|maybe)"})["choices"][0]["text"]
+        check(re.fullmatch("(yes|no|maybe)", text) is not None, "regex output fullmatches", repr(text))
 
         whole = post(base, "/v1/completions", req)["choices"][0]["text"]
         streamed = post(base, "/v1/completions", {**req, "stream": True}, stream=True)
