@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "grammar/json_schema.h"
+#include "grammar/matcher.h"
 
 namespace rs::server {
 namespace {
@@ -161,23 +162,27 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
 
 std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
     const OutputConstraint& constraint, grammar::GrammarCompiler& compiler) {
+  if (constraint.kind == Kind::kNone) return invalid_param(constraint.param, "no output constraint was given");
   try {
+    std::shared_ptr<const grammar::CompiledGrammar> compiled;
     switch (constraint.kind) {
-      case Kind::kJsonObject: return compiler.compile({grammar::GrammarKind::kJsonObject, ""});
-      case Kind::kJsonSchema: return compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text});
-      case Kind::kRegex: return compiler.compile({grammar::GrammarKind::kRegex, constraint.text});
-      case Kind::kGrammar: return compiler.compile({grammar::GrammarKind::kGbnf, constraint.text});
+      case Kind::kJsonObject: compiled = compiler.compile({grammar::GrammarKind::kJsonObject, ""}); break;
+      case Kind::kJsonSchema: compiled = compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text}); break;
+      case Kind::kRegex: compiled = compiler.compile({grammar::GrammarKind::kRegex, constraint.text}); break;
+      case Kind::kGrammar: compiled = compiler.compile({grammar::GrammarKind::kGbnf, constraint.text}); break;
+      case Kind::kNone: break;  // answered above
       case Kind::kToolCalls:
-        return compiler.compile_rules(
-            tool_call_rules(constraint),
-            fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
-      case Kind::kNone: break;
+        compiled =
+            compiler.compile_rules(tool_call_rules(constraint),
+                                   fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
+        break;
     }
+    grammar::GrammarMatcher probe(compiled);  // its start state must be computable (Pda::kMaxClosureSteps)
+    return compiled;
   } catch (const std::exception& e) {
     const std::string param = constraint.kind == Kind::kToolCalls ? "tools" : constraint.param;
     return invalid_param(param, fmt::format("Invalid '{}': {}", param, e.what()), "invalid_value");
   }
-  return invalid_param(constraint.param, "no output constraint was given");
 }
 
 }  // namespace rs::server
