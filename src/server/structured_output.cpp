@@ -177,7 +177,11 @@ std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_
                                    fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
         break;
     }
-    grammar::GrammarMatcher probe(compiled);  // its start state must be computable (Pda::kMaxClosureSteps)
+    // The first mask must be computable (Pda::kMaxClosureSteps): a 400 now rather than a failed request later. It is
+    // cached with the grammar, so the scheduler thread then finds it ready.
+    grammar::GrammarMatcher probe(compiled);
+    std::vector<uint32_t> mask(grammar::bitmask_words(compiled->vocab().size()));
+    probe.fill_next_token_bitmask(mask, {});
     return compiled;
   } catch (const std::exception& e) {
     const std::string param = constraint.kind == Kind::kToolCalls ? "tools" : constraint.param;
