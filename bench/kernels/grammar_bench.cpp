@@ -109,4 +109,25 @@ void BM_GrammarMaskUncached(benchmark::State& state) {
 }
 BENCHMARK(BM_GrammarMaskUncached)->Arg(0)->Arg(1)->Arg(2)->ArgName("prefix")->Unit(benchmark::kMicrosecond);
 
+// A string in a context not seen before, in a grammar whose string masks are already known from another field
+// (customer.name): only the tokens that leave the string (a quote and more) are tried on the new state.
+void BM_GrammarMaskNewStringContext(benchmark::State& state) {
+  auto vocab = qwen3_vocab();
+  std::vector<uint32_t> mask(bitmask_words(151936));
+  const std::string seen = R"({"id": "123e4567-e89b-12d3-a456-426614174000", "customer": {"name": "Al)";
+  const std::string fresh = R"({"id": "123e4567-e89b-12d3-a456-426614174000", "customer": {"name": "Al",
+      "email": "a@b.co"}, "items": [{"sku": "ABC-1234", "qty": 1, "price": 2}], "placed": "2024-01-01T00:00:00Z",
+      "notes": "x)";
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto grammar = GrammarCompiler(vocab).compile({GrammarKind::kJsonSchema, kSchemas[1]});
+    GrammarMatcher first(grammar), second(grammar);
+    if (!first.accept_bytes(seen) || !second.accept_bytes(fresh)) state.SkipWithError("prefix refused");
+    first.fill_next_token_bitmask(mask, {});
+    state.ResumeTiming();
+    second.fill_next_token_bitmask(mask, {});
+  }
+}
+BENCHMARK(BM_GrammarMaskNewStringContext)->Unit(benchmark::kMicrosecond);
+
 }  // namespace

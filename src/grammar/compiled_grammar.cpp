@@ -14,9 +14,27 @@ void CompiledGrammar::cache_mask(const std::string& state_key, const std::vector
   std::lock_guard lock(mutex_);
   if (cached_bytes_ + bytes > kMaxCachedMaskBytes) {
     masks_.clear();
+    local_masks_.clear();
     cached_bytes_ = 0;
   }
   if (masks_.emplace(state_key, mask).second) cached_bytes_ += bytes;
+}
+
+std::shared_ptr<const LocalMask> CompiledGrammar::cached_local_mask(const std::string& local_key) const {
+  std::lock_guard lock(mutex_);
+  const auto it = local_masks_.find(local_key);
+  return it == local_masks_.end() ? nullptr : it->second;
+}
+
+void CompiledGrammar::cache_local_mask(const std::string& local_key, std::shared_ptr<const LocalMask> mask) const {
+  const size_t bytes = (mask->accepted.size() + mask->uncertain.size()) * 4 + local_key.size();
+  std::lock_guard lock(mutex_);
+  if (cached_bytes_ + bytes > kMaxCachedMaskBytes) {
+    masks_.clear();
+    local_masks_.clear();
+    cached_bytes_ = 0;
+  }
+  if (local_masks_.emplace(local_key, std::move(mask)).second) cached_bytes_ += bytes;
 }
 
 }  // namespace rs::grammar

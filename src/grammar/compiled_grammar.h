@@ -15,6 +15,13 @@
 
 namespace rs::grammar {
 
+// The tokens one local entry (Pda::localize) decides on its own: accepted whatever the stack below, or to be tried on
+// the whole state (they leave the local context before their last byte); every other token is rejected.
+struct LocalMask {
+  std::vector<uint32_t> accepted;  // bitmask words over the vocabulary
+  std::vector<int32_t> uncertain;  // token ids
+};
+
 class CompiledGrammar {
  public:
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenVocab> vocab)
@@ -28,6 +35,10 @@ class CompiledGrammar {
   // Stores a mask; the cache is dropped whole when it would exceed kMaxCachedMaskBytes.
   void cache_mask(const std::string& state_key, const std::vector<uint32_t>& mask) const;
 
+  // The same for local entries' masks (xgrammar's context-independent tokens), shared by every state holding one.
+  std::shared_ptr<const LocalMask> cached_local_mask(const std::string& local_key) const;
+  void cache_local_mask(const std::string& local_key, std::shared_ptr<const LocalMask> mask) const;
+
   static constexpr size_t kMaxCachedMaskBytes = size_t{64} << 20;
 
  private:
@@ -35,6 +46,7 @@ class CompiledGrammar {
   std::shared_ptr<const TokenVocab> vocab_;
   mutable std::mutex mutex_;
   mutable std::unordered_map<std::string, std::vector<uint32_t>> masks_;
+  mutable std::unordered_map<std::string, std::shared_ptr<const LocalMask>> local_masks_;
   mutable size_t cached_bytes_ = 0;
 };
 

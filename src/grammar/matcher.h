@@ -42,13 +42,22 @@ class GrammarMatcher {
 
  private:
   bool advance_bytes(std::string_view bytes, PdaState& out);
+  // The mask of `state`: the union of its entries' local masks, with their uncertain tokens tried on the whole state;
+  // a state whose local masks leave too many tokens uncertain walks the trie itself (walk_trie).
   void compute_mask(const PdaState& state, std::vector<uint32_t>& mask);
+  std::shared_ptr<const LocalMask> local_mask(const PdaEntry& entry);
+  // Walks the vocabulary trie from `start`: accepted tokens into `mask`; with `uncertain`, tokens that cross a local
+  // boundary before their last byte go there instead of being rejected.
+  void walk_trie(const PdaState& start, std::vector<uint32_t>& mask, std::vector<int32_t>* uncertain);
+  bool accepts_from(const PdaState& state, std::string_view bytes);
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   Pda pda_;
   int32_t max_rollback_;
   std::deque<PdaState> history_;  // back() is the current state
   std::vector<PdaState> levels_;  // trie walk scratch: the state after each depth's byte
+  std::vector<uint8_t> crossed_;  // trie walk scratch: a boundary was crossed at or above each depth
+  PdaState scratch_a_, scratch_b_;
   std::string key_;
 };
 

@@ -95,6 +95,17 @@ TEST(GrammarMatcher, RejectsLeftRecursionAndUndefinedRules) {
   }
 }
 
+TEST(GrammarMatcher, HugelyAmbiguousGrammarsFailInsteadOfStalling) {
+  // Each byte of this grammar may sit at any of 4000 x 4000 places.
+  const auto g = compile_for_test(parse_gbnf(R"(root ::= ("a"{0,4000}){0,4000} "b")"));
+  EXPECT_THROW(
+      {
+        GrammarMatcher m(g);
+        m.accept_bytes("aa");
+      },
+      Error);
+}
+
 TEST(GrammarMatcher, UnicodeClassesMatchWholeUtf8Characters) {
   const auto g = compile_for_test(parse_gbnf(R"(root ::= [^a]+)"));
   EXPECT_TRUE(fullmatch(g, "é日本😀"));

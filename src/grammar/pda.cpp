@@ -2,9 +2,12 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+
 namespace rs::grammar {
 
 PdaState Pda::initial_state() {
+  closure_steps_ = 0;
   PdaState state;
   for (uint32_t start : grammar_->alternatives[grammar_->root]) closure(start, -1, state);
   return state;
@@ -22,8 +25,14 @@ int32_t Pda::intern(uint32_t pos, int32_t parent) {
 void Pda::closure(uint32_t pos, int32_t parent, PdaState& out) {
   const Grammar& g = *grammar_;
   while (true) {
+    if (++closure_steps_ > kMaxClosureSteps) [[unlikely]]
+      RS_FAIL("the grammar is too ambiguous to run: one byte needs over {} expansions", kMaxClosureSteps);
     const uint32_t element = g.elements[pos];
     if (element == Grammar::kEnd) {
+      if (parent == kBoundary) {
+        out.boundary = true;
+        return;
+      }
       if (parent < 0) {
         out.accepting = true;
         return;
@@ -49,11 +58,28 @@ void Pda::closure(uint32_t pos, int32_t parent, PdaState& out) {
 }
 
 void Pda::advance(const PdaState& from, uint8_t byte, PdaState& out) {
+  closure_steps_ = 0;
   out.entries.clear();
   out.accepting = false;
+  out.boundary = false;
   const Grammar& g = *grammar_;
   for (const PdaEntry& entry : from.entries)
     if (g.byte_sets[g.elements[entry.pos]].has(byte)) closure(entry.pos + 1, entry.parent, out);
+}
+
+PdaEntry Pda::localize(const PdaEntry& entry, int depth, std::string& key) {
+  const auto put = [&key](uint32_t value) { key.append(reinterpret_cast<const char*>(&value), sizeof(value)); };
+  uint32_t kept[16];
+  int count = 0;
+  int32_t node = entry.parent;
+  for (; node >= 0 && count < depth && count < 16; node = nodes_[node].parent) kept[count++] = nodes_[node].pos;
+  const bool whole = node < 0;  // the whole stack fits: no boundary, the local entry is exact
+  put(entry.pos);
+  for (int i = 0; i < count; ++i) put(kept[i]);
+  put(whole ? Grammar::kEnd : Grammar::kEnd - 1);
+  int32_t parent = whole ? -1 : kBoundary;
+  for (int i = count; i-- > 0;) parent = intern(kept[i], parent);
+  return {entry.pos, parent};
 }
 
 void Pda::append_key(const PdaState& state, std::string& key) const {

@@ -21,6 +21,7 @@ struct PdaEntry {
 struct PdaState {
   std::vector<PdaEntry> entries;  // no duplicates
   bool accepting = false;         // the input so far is a complete sentence
+  bool boundary = false;          // some path returned past a local context's end (Pda::localize)
   // Alive: some continuation exists or the input is complete.
   bool alive() const { return accepting || !entries.empty(); }
 };
@@ -30,10 +31,18 @@ class Pda {
   explicit Pda(const Grammar& grammar) : grammar_(&grammar) {}
 
   PdaState initial_state();
-  // out = the state after `byte` from `from` (out's storage is reused). `from` and `out` must differ.
+  // out = the state after `byte` from `from` (out's storage is reused). `from` and `out` must differ. Throws rs::Error
+  // when one byte needs more than kMaxClosureSteps expansions (nested nullable repetitions such as (a{0,9999}){0,9999}
+  // can), so such a grammar fails its request instead of stalling the scheduler.
   void advance(const PdaState& from, uint8_t byte, PdaState& out);
+  static constexpr uint32_t kMaxClosureSteps = 1u << 20;
   // A key equal for states with the same entries (stacks compared by content), for caching across matchers.
   void append_key(const PdaState& state, std::string& key) const;
+  // The entry with its stack cut below `depth` return nodes: what lies deeper becomes kBoundary, where a path that
+  // returns sets PdaState::boundary instead of continuing. Appends a key naming the local entry (its position and the
+  // kept return positions): entries with the same key accept the same tokens up to the boundary, whatever lies below.
+  PdaEntry localize(const PdaEntry& entry, int depth, std::string& key);
+  static constexpr int32_t kBoundary = -2;
   size_t num_nodes() const { return nodes_.size(); }
 
  private:
@@ -45,6 +54,7 @@ class Pda {
   int32_t intern(uint32_t pos, int32_t parent);
 
   const Grammar* grammar_;
+  uint32_t closure_steps_ = 0;  // since the last advance() or initial_state()
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> node_index_;
 };

@@ -337,8 +337,13 @@ FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::strin
     seq.grammar_active = false;
     return FinishReason::kNone;
   }
-  if (!request.grammar->accept_token(token)) {
-    error = fmt::format("token {} does not continue the requested structure", token);
+  try {
+    if (!request.grammar->accept_token(token)) {
+      error = fmt::format("token {} does not continue the requested structure", token);
+      return FinishReason::kNone;
+    }
+  } catch (const std::exception& e) {
+    error = fmt::format("structured output failed: {}", e.what());
     return FinishReason::kNone;
   }
   // Complete with nothing allowed after it: end here instead of sampling a forced stop token.

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "grammar/json_schema.h"
+#include "grammar/matcher.h"
 
 namespace rs::server {
 namespace {
@@ -161,23 +162,31 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
 
 std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
     const OutputConstraint& constraint, grammar::GrammarCompiler& compiler) {
+  if (constraint.kind == Kind::kNone) return invalid_param(constraint.param, "no output constraint was given");
   try {
+    std::shared_ptr<const grammar::CompiledGrammar> compiled;
     switch (constraint.kind) {
-      case Kind::kJsonObject: return compiler.compile({grammar::GrammarKind::kJsonObject, ""});
-      case Kind::kJsonSchema: return compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text});
-      case Kind::kRegex: return compiler.compile({grammar::GrammarKind::kRegex, constraint.text});
-      case Kind::kGrammar: return compiler.compile({grammar::GrammarKind::kGbnf, constraint.text});
+      case Kind::kJsonObject: compiled = compiler.compile({grammar::GrammarKind::kJsonObject, ""}); break;
+      case Kind::kJsonSchema: compiled = compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text}); break;
+      case Kind::kRegex: compiled = compiler.compile({grammar::GrammarKind::kRegex, constraint.text}); break;
+      case Kind::kGrammar: compiled = compiler.compile({grammar::GrammarKind::kGbnf, constraint.text}); break;
+      case Kind::kNone: break;  // answered above
       case Kind::kToolCalls:
-        return compiler.compile_rules(
-            tool_call_rules(constraint),
-            fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
-      case Kind::kNone: break;
+        compiled =
+            compiler.compile_rules(tool_call_rules(constraint),
+                                   fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
+        break;
     }
+    // The first mask must be computable (Pda::kMaxClosureSteps): a 400 now rather than a failed request later. It is
+    // cached with the grammar, so the scheduler thread then finds it ready.
+    grammar::GrammarMatcher probe(compiled);
+    std::vector<uint32_t> mask(grammar::bitmask_words(compiled->vocab().size()));
+    probe.fill_next_token_bitmask(mask, {});
+    return compiled;
   } catch (const std::exception& e) {
     const std::string param = constraint.kind == Kind::kToolCalls ? "tools" : constraint.param;
     return invalid_param(param, fmt::format("Invalid '{}': {}", param, e.what()), "invalid_value");
   }
-  return invalid_param(constraint.param, "no output constraint was given");
 }
 
 }  // namespace rs::server

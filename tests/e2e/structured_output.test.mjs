@@ -217,6 +217,7 @@ test('invalid schemas, regexes, grammars and tool choices are 400s naming the pa
     [{ ebnf: 'root ::= "a" | missing' }, 'ebnf', /undefined rule 'missing'/],
     [{ guided_grammar: 'root ::= [z-a]' }, 'guided_grammar', /out of order/],
     [{ regex: 'a', guided_json: {} }, 'guided_json', /Only one output constraint/],
+    [{ regex: '(a{0,4000}){0,4000}b' }, 'regex', /too ambiguous/],
     [{ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice', /not one of the tools/],
     [{ tool_choice: 'required' }, 'tool_choice', /needs a non-empty 'tools'/],
   ];
