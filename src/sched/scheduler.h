@@ -32,7 +32,7 @@ struct SchedulerConfig {
   // Recurrent-state slots of a hybrid model (the engine's StatePool), one per running sequence; 0 = the model keeps
   // no recurrent state. Until state snapshots exist, a model with state reuses no cached prefix.
   int32_t num_state_slots = 0;
-  int32_t vocab_size = 0;               // width of the model's logit rows: the size of structured output's bitmasks
+  int32_t vocab_size = 0;  // width of the model's logit rows: the size of structured output's bitmasks
 };
 
 // A snapshot for /metrics, taken after every step.

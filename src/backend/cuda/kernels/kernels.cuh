@@ -99,8 +99,8 @@ struct AttentionArgs {
   const int32_t* seq_token_start;  // [S + 1] first token of each sequence (flash kernel only)
   const void* sinks;               // [heads] or null
   ElemType sinks_type;
-  float* out;      // [T, heads * hd]
-  float* partial;  // [T, heads, splits, hd + 2] when splits > 1
+  float* out;                // [T, heads * hd]
+  float* partial;            // [T, heads, splits, hd + 2] when splits > 1
   uint32_t* split_counters;  // flash kernel with splits > 1: zeroed words, one per (tile, KV head) of the grid
   int64_t split_counter_words;
   uint32_t* error_flags;
@@ -167,7 +167,6 @@ struct LinearArgs {
   // gate | up halves in one weight; out_features = glu_offset).
   int64_t glu_offset = 0;
 };
-
 
 // Rows per chunk the GEMV kernel handles (weights are read once per chunk); dense linears in the bf16 fast path use it
 // for up to kGemvFastMaxRows rows and cuBLAS beyond.
