@@ -35,6 +35,12 @@ void GrammarCompiler::store(const std::string& key, std::shared_ptr<const Compil
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpec& spec) {
   const std::string key = std::to_string(static_cast<int>(spec.kind)) + ":" + spec.text;
   if (auto cached = lookup(key)) return cached;
+  auto compiled = std::make_shared<const CompiledGrammar>(lower_rules(rules_for(spec)), vocab_);
+  store(key, compiled);
+  return compiled;
+}
+
+RuleSet GrammarCompiler::rules_for(const GrammarSpec& spec) {
   RuleSet rules;
   switch (spec.kind) {
     case GrammarKind::kJsonObject: rules = json_object_rules(); break;
@@ -51,9 +57,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const GrammarSpe
       break;
     }
   }
-  auto compiled = std::make_shared<const CompiledGrammar>(lower_rules(rules), vocab_);
-  store(key, compiled);
-  return compiled;
+  return rules;
 }
 
 std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile_rules(const RuleSet& rules,

@@ -28,6 +28,8 @@ class GrammarCompiler {
 
   // Throws rs::Error with a message naming the problem (and its position or JSON pointer) for invalid input.
   std::shared_ptr<const CompiledGrammar> compile(const GrammarSpec& spec);
+  // The rules of a spec, uncompiled (for callers that embed them in a larger grammar). Throws as compile() does.
+  static RuleSet rules_for(const GrammarSpec& spec);
   // Rules built by the caller (tool-call grammars), cached under `cache_key`.
   std::shared_ptr<const CompiledGrammar> compile_rules(const RuleSet& rules, const std::string& cache_key);
 

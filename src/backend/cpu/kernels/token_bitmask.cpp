@@ -16,6 +16,10 @@ void apply_token_bitmask(Tensor logits, const Tensor& bitmask) {
       const uint32_t word = bits[w];
       if (word == 0xFFFFFFFFu) continue;
       const int64_t end = std::min<int64_t>(32, vocab - w * 32);
+      if (word == 0) {  // most words of a structural state: a plain fill the compiler vectorises
+        std::fill_n(row + w * 32, end, kNegInf);
+        continue;
+      }
       for (int64_t b = 0; b < end; ++b)
         if (!((word >> b) & 1u)) row[w * 32 + b] = kNegInf;
     }
