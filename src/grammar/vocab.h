@@ -17,7 +17,12 @@ class Tokenizer;
 namespace rs::grammar {
 
 // The bytes that stand for special token `content` (e.g. "<|channel|>") in a vocabulary and in a grammar.
-inline std::string special_token_bytes(std::string_view content) { return "\xFF" + std::string(content); }
+// (Built by append: g++ 12 warns falsely, -Wrestrict, on "literal" + std::string.)
+inline std::string special_token_bytes(std::string_view content) {
+  std::string bytes(1, '\xFF');
+  bytes.append(content);
+  return bytes;
+}
 
 struct TrieNode {
   uint8_t byte = 0;           // the byte on the edge into this node
