@@ -85,17 +85,6 @@ class GbnfParser {
     return items.size() == 1 ? std::move(items[0]) : Expr::seq(std::move(items));
   }
 
-  int32_t number() {
-    if (!std::isdigit(static_cast<unsigned char>(in_.peek()))) in_.fail("expected a number");
-    int64_t value = 0;
-    while (std::isdigit(static_cast<unsigned char>(in_.peek()))) {
-      value = value * 10 + (in_.peek() - '0');
-      if (value > 100000) in_.fail("repetition count too large");
-      in_.consume(in_.peek());
-    }
-    return static_cast<int32_t>(value);
-  }
-
   Expr postfix(Expr e) {
     while (true) {
       const size_t start = in_.pos();
@@ -107,12 +96,12 @@ class GbnfParser {
         e = Expr::repeat(std::move(e), 0, 1);
       } else if (in_.consume('{')) {
         skip_space();
-        const int32_t min = number();
+        const int32_t min = in_.repeat_count();
         int32_t max = min;
         skip_space();
         if (in_.consume(',')) {
           skip_space();
-          max = in_.peek() == '}' ? -1 : number();
+          max = in_.peek() == '}' ? -1 : in_.repeat_count();
           skip_space();
         }
         if (!in_.consume('}')) in_.fail("expected '}'");

@@ -1,4 +1,5 @@
 #include "grammar/parse_util.h"
+#include <cctype>
 
 #include "base/error.h"
 #include "base/utf8.h"
@@ -43,6 +44,17 @@ void TextCursor::fail_at(size_t pos, const std::string& message) const {
     }
   }
   throw Error(fmt::format("{} at line {}, column {}: {}", what_, line, column, message));
+}
+
+int32_t TextCursor::repeat_count() {
+  if (!std::isdigit(static_cast<unsigned char>(peek()))) fail("expected a number");
+  int64_t value = 0;
+  while (std::isdigit(static_cast<unsigned char>(peek()))) {
+    value = value * 10 + (peek() - '0');
+    if (value > 100000) fail("repetition count too large");
+    ++pos_;
+  }
+  return static_cast<int32_t>(value);
 }
 
 }  // namespace rs::grammar

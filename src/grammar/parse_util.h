@@ -30,6 +30,8 @@ class TextCursor {
   char32_t next_code_point();
   // Reads `digits` hex digits as a code point.
   char32_t hex(int digits);
+  // Reads a decimal repetition count ({m,n} of GBNF and regex), at most 100000.
+  int32_t repeat_count();
   // Throws rs::Error: "<what> at line L, column C: <message>".
   [[noreturn]] void fail(const std::string& message) const;
   [[noreturn]] void fail_at(size_t pos, const std::string& message) const;

@@ -58,17 +58,6 @@ class RegexParser {
     return items.size() == 1 ? std::move(items[0]) : Expr::seq(std::move(items));
   }
 
-  int32_t number() {
-    int64_t value = 0;
-    if (!std::isdigit(static_cast<unsigned char>(in_.peek()))) in_.fail("expected a number");
-    while (std::isdigit(static_cast<unsigned char>(in_.peek()))) {
-      value = value * 10 + (in_.peek() - '0');
-      if (value > 100000) in_.fail("repetition count too large");
-      in_.consume(in_.peek());
-    }
-    return static_cast<int32_t>(value);
-  }
-
   Expr quantified(Expr a) {
     while (true) {
       const size_t start = in_.pos();
@@ -80,8 +69,8 @@ class RegexParser {
         max = 1;
       } else if (in_.peek() == '{' && std::isdigit(static_cast<unsigned char>(in_.peek(1)))) {
         in_.consume('{');
-        min = max = number();
-        if (in_.consume(',')) max = in_.peek() == '}' ? -1 : number();
+        min = max = in_.repeat_count();
+        if (in_.consume(',')) max = in_.peek() == '}' ? -1 : in_.repeat_count();
         if (!in_.consume('}')) in_.fail("expected '}'");
         if (max >= 0 && max < min) in_.fail_at(start, "repetition {m,n} with n < m");
       } else {
