@@ -1,6 +1,7 @@
 // Linear layers and MoE experts on CUDA: picks the GEMV (<= 8 rows, reads weights once), cuBLAS (dense f32, and dense
-// bf16 with the activations split into bf16 hi + lo terms for near-fp32 accuracy on tensor cores), or the tiled SIMT
-// GEMM (MXFP4/f16 with many rows, MoE groups) by shape and format. MoE grouping stays on the device.
+// bf16 with the activations split into bf16 hi + lo terms for near-fp32 accuracy on tensor cores), the tensor-core
+// grouped GEMM (MoE groups and MXFP4 with many rows, fast path) or the tiled SIMT GEMM (the same in exact mode, and
+// f16) by shape and format. MoE grouping stays on the device.
 #include <algorithm>
 #include <climits>
 
@@ -59,14 +60,7 @@ void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const Lin
                                lo, CUDA_R_16BF, k, &one, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-// Runs one grouped linear over explicit chunks with the GEMV or the tiled kernel.
-void grouped_linear(DeviceContext& ctx, const LinearArgs& args, bool use_gemv) {
-  if (use_gemv) {
-    launch_gemv(args, args.rows.chunk_rows, ctx.stream());
-  } else {
-    launch_gemm_tiled(args, ctx.stream());
-  }
-}
+enum class MoePath { kGemv, kMma, kTiled };
 
 // Checks that every expert of a list has the first one's format and shape; returns the format.
 WeightFormat expert_format(const std::vector<LinearWeight>& list, int64_t out, int64_t in, size_t num_experts) {
@@ -125,6 +119,9 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
   } else if (format == WeightFormat::kF32 || format == WeightFormat::kBF16) {
     cublas_linear(ctx, args.x, tokens, w, args.out);
     if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
+  } else if (!ctx.exact_f32() && gemm_mma_supported(format, args.in_features, args.x, args.x_stride, args.w.weight)) {
+    args.rows.chunk_rows = kMmaRows;  // MXFP4 with many rows (fast path)
+    launch_gemm_mma(args, ctx.stream());
   } else {
     args.rows.chunk_rows = kTiledRows;
     launch_gemm_tiled(args, ctx.stream());
@@ -169,17 +166,28 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   if (!gpt_oss) RS_CHECK(expert_format(experts.up, inter, hidden, num_experts) == up_format, "gate/up formats differ");
 
   const int64_t slots = tokens * top_k;
-  auto* hidden_act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeHidden, slots * 2 * inter * sizeof(float)));
-  auto* act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeAct, slots * inter * sizeof(float)));
-  auto* y = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeOut, slots * hidden * sizeof(float)));
-  // Few rows per expert (decode): GEMV chunks of <= 8 rows; otherwise 64-row tiles.
+  // Three paths by rows per expert: the GEMV (few rows: decode), the tensor-core grouped GEMM (the fast path), or the
+  // tiled SIMT GEMM (exact mode, or shapes the mma kernel does not take). The GEMV and the mma GEMM apply the gated
+  // activation in their epilogue; the tiled path writes gate and up and runs the activation after.
+  // GEMV chunks: rows per chunk near twice the mean rows per expert (a power of two up to 8), so that batch-1 decode
+  // runs one row per expert and experts that got more rows take a few chunks (their weights then come from L2).
+  int32_t gemv_rows = 1;
+  while (gemv_rows < kGemvMaxRows && gemv_rows * static_cast<int64_t>(num_experts) < 2 * slots) gemv_rows *= 2;
+  const bool gemv_ok = gemv_supported(up_format, hidden, x.data_as<float>(), hidden, nullptr) &&
+                       gemv_supported(down_format, inter, nullptr, inter, nullptr);
+  const bool mma_ok = !ctx.exact_f32() && gemm_mma_supported(up_format, hidden, x.data_as<float>(), hidden, nullptr) &&
+                      gemm_mma_supported(down_format, inter, nullptr, inter, nullptr);
+  // Exact mode keeps the f32 GEMV up to 8 rows per chunk. The fast path hands anything past one row per expert to the
+  // tensor cores: the GEMV re-reads the activation rows per weight vector (MXFP4 at 8 rows per chunk: 85 ms per
+  // gpt-oss step at batch 32, against 24 ms on the tensor cores; at batch 8 with 2 rows per chunk both take ~17 ms).
   const int64_t active = std::min<int64_t>(slots, static_cast<int64_t>(num_experts));
-  const bool use_gemv = slots <= kGemvMaxRows * active &&
-                        gemv_supported(up_format, hidden, x.data_as<float>(), hidden, nullptr) &&
-                        gemv_supported(down_format, inter, act, inter, nullptr);
-  const int32_t chunk_rows = use_gemv ? static_cast<int32_t>(std::min<int64_t>(kGemvMaxRows, slots)) : kTiledRows;
+  const bool few_rows = mma_ok ? gemv_rows == 1 : slots <= kGemvMaxRows * active;
+  const MoePath path = gemv_ok && few_rows ? MoePath::kGemv : mma_ok ? MoePath::kMma : MoePath::kTiled;
+  const int32_t chunk_rows = path == MoePath::kGemv ? gemv_rows : path == MoePath::kMma ? kMmaRows : kTiledRows;
   const int64_t max_chunks = std::min(slots, ceil_div(slots, chunk_rows) + static_cast<int64_t>(num_experts));
   RS_CHECK(max_chunks <= 65535, "MoE batch of {} slots needs {} chunks (grid limit)", slots, max_chunks);
+  auto* act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeAct, slots * inter * sizeof(float)));
+  auto* y = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeOut, slots * hidden * sizeof(float)));
 
   // Scratch: pos_of_slot [slots] | x_row_of_pos [slots] | num_chunks, padded to 16 bytes | chunks [max_chunks].
   const size_t ints = static_cast<size_t>(2 * slots + 4);
@@ -191,36 +199,65 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   launch_moe_sort(ids.data_as<int32_t>(), slots, static_cast<int32_t>(top_k), static_cast<int32_t>(num_experts),
                   chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks, ctx.error_flags(), ctx.stream());
   const RowChunks rows{chunks, num_chunks, static_cast<int32_t>(max_chunks), chunk_rows, slots};
+  const auto run = [&](const LinearArgs& args) {
+    switch (path) {
+      case MoePath::kGemv: return launch_gemv(args, chunk_rows, ctx.stream());
+      case MoePath::kMma: return launch_gemm_mma(args, ctx.stream());
+      case MoePath::kTiled: return launch_gemm_tiled(args, ctx.stream());
+    }
+  };
 
   LinearArgs up{};
   up.x = x.data_as<float>();
   up.x_stride = hidden;
   up.x_rows = x_row_of_pos;
-  up.out_stride = 2 * inter;
   up.in_features = hidden;
   up.format = up_format;
   up.rows = rows;
-  const auto bind = [&](LinearArgs& args, const std::vector<LinearWeight>& list) {
+  const auto bind = [&](GroupedWeights& w, const std::vector<LinearWeight>& list) {
     const ExpertTable table = ctx.expert_table(list);
-    args.w.weight_table = table.weights;
-    args.w.scale_table = table.scales;
+    w.weight_table = table.weights;
+    w.scale_table = table.scales;
   };
-  if (gpt_oss) {
-    up.out = hidden_act;
-    up.out_features = 2 * inter;
-    bind(up, experts.gate_up);
-    set_bias(up.w, experts.gate_up_bias, 2 * inter);
-    grouped_linear(ctx, up, use_gemv);
-    launch_gpt_oss_glu(hidden_act, slots, inter, experts.swiglu_alpha, experts.swiglu_limit, act, ctx.stream());
-  } else {
+  if (path != MoePath::kTiled) {  // gated pairs in the epilogue: up -> act [slots, inter] directly
+    up.out = act;
+    up.out_stride = inter;
     up.out_features = inter;
-    up.out = hidden_act;  // gate into columns [0, I)
-    bind(up, experts.gate);
-    grouped_linear(ctx, up, use_gemv);
-    up.out = hidden_act + inter;  // up into columns [I, 2I)
-    bind(up, experts.up);
-    grouped_linear(ctx, up, use_gemv);
-    launch_silu_mul(hidden_act, slots, inter, act, ctx.stream());
+    if (gpt_oss) {
+      bind(up.w, experts.gate_up);
+      set_bias(up.w, experts.gate_up_bias, 2 * inter);
+      up.pair_act = PairActivation::kGptOss;
+      up.swiglu_alpha = experts.swiglu_alpha;
+      up.swiglu_limit = experts.swiglu_limit;
+    } else {
+      bind(up.w, experts.gate);
+      GroupedWeights up_w{};
+      bind(up_w, experts.up);
+      up.w.up_table = up_w.weight_table;
+      up.w.up_scale_table = up_w.scale_table;
+      up.pair_act = PairActivation::kSilu;
+    }
+    run(up);
+  } else {
+    auto* hidden_act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeHidden, slots * 2 * inter * sizeof(float)));
+    up.out_stride = 2 * inter;
+    if (gpt_oss) {
+      up.out = hidden_act;
+      up.out_features = 2 * inter;
+      bind(up.w, experts.gate_up);
+      set_bias(up.w, experts.gate_up_bias, 2 * inter);
+      run(up);
+      launch_gpt_oss_glu(hidden_act, slots, inter, experts.swiglu_alpha, experts.swiglu_limit, act, ctx.stream());
+    } else {
+      up.out_features = inter;
+      up.out = hidden_act;  // gate into columns [0, I)
+      bind(up.w, experts.gate);
+      run(up);
+      up.out = hidden_act + inter;  // up into columns [I, 2I)
+      bind(up.w, experts.up);
+      run(up);
+      launch_silu_mul(hidden_act, slots, inter, act, ctx.stream());
+    }
   }
   LinearArgs down{};
   down.x = act;
@@ -231,9 +268,9 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   down.out_features = hidden;
   down.format = down_format;
   down.rows = rows;
-  bind(down, experts.down);
+  bind(down.w, experts.down);
   set_bias(down.w, experts.down_bias, hidden);
-  grouped_linear(ctx, down, use_gemv);
+  run(down);
   launch_moe_combine(y, ids.data_as<int32_t>(), weights.data_as<float>(), pos_of_slot, tokens,
                      static_cast<int32_t>(top_k), hidden, out.data_as<float>(), ctx.stream());
 }

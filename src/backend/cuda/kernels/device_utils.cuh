@@ -48,6 +48,17 @@ __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
 // silu(g) * u, the SwiGLU product (one expression for the fused and unfused kernels: identical results).
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// gpt-oss clamped SwiGLU of one (gate, up) pair (one expression for the fused and unfused kernels).
+__device__ __forceinline__ float gpt_oss_glu(float gate, float up, float alpha, float limit) {
+  gate = fminf(gate, limit);
+  up = fminf(fmaxf(up, -limit), limit);
+  return (up + 1.0f) * (gate / (1.0f + expf(-alpha * gate)));
+}
+
+__device__ __forceinline__ float pair_activation(PairActivation act, float gate, float up, float alpha, float limit) {
+  return act == PairActivation::kGptOss ? gpt_oss_glu(gate, up, alpha, limit) : silu_times(gate, up);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);

@@ -81,10 +81,7 @@ __global__ void gpt_oss_glu_kernel(const float* gate_up, int64_t rows, int64_t i
   const int64_t count = rows * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
-    const float gate = fminf(gate_up[r * 2 * inter + 2 * c], limit);
-    const float up = fminf(fmaxf(gate_up[r * 2 * inter + 2 * c + 1], -limit), limit);
-    const float glu = gate / (1.0f + expf(-alpha * gate));
-    out[i] = (up + 1.0f) * glu;
+    out[i] = gpt_oss_glu(gate_up[r * 2 * inter + 2 * c], gate_up[r * 2 * inter + 2 * c + 1], alpha, limit);
   }
 }
 

@@ -28,14 +28,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   using Traits = WeightTraits<F>;
   constexpr int kPerWord = Traits::kPerWord, kPerVec = Traits::kPerVec, kU = kUnroll<F, NT>;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, part = warp % KS;
-  // Plain: a warp computes features o0, o0 + 1. Gated (glu_offset > 0): one feature o0 from weight rows o0 (gate) and
-  // o0 + glu_offset (up).
-  const bool gated = a.glu_offset > 0;
+  // Plain: a warp computes features o0, o0 + 1 (weight rows r0, r1). Gated: one output o0 from a (gate, up) pair of
+  // weight rows: o0 and o0 + glu_offset, or 2 o0 and 2 o0 + 1 (pair_act, interleaved), or row o0 of the gate and of the
+  // up table.
+  const bool pair = a.pair_act != PairActivation::kNone;
+  const bool gated = a.glu_offset > 0 || pair;
   const int64_t unit = static_cast<int64_t>(blockIdx.x) * (kWarpsPerBlock / KS) + warp / KS;
   const int64_t o0 = gated ? unit : unit * kRowsPerWarp;
   const bool active = o0 < a.out_features;
   const bool has1 = gated || o0 + 1 < a.out_features;
-  const int64_t o1 = gated ? o0 + a.glu_offset : has1 ? o0 + 1 : o0;
+  const bool two_tables = pair && a.w.up_table != nullptr;
+  const int64_t row0 = pair && !two_tables ? 2 * o0 : o0;
+  const int64_t row1 = two_tables ? o0 : pair ? 2 * o0 + 1 : a.glu_offset > 0 ? o0 + a.glu_offset : has1 ? o0 + 1 : o0;
   const int vecs = static_cast<int>(a.in_features / kPerVec);  // vectors per row (< 2^31: in_features is checked)
   const int slice = (vecs + KS - 1) / KS, v_begin = part * slice, v_end = min(vecs, v_begin + slice);
   const uint4* w0 = nullptr;
@@ -43,11 +47,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   const uint8_t* s0 = nullptr;
   const uint8_t* s1 = nullptr;
   const auto bind_rows = [&](int group) {
-    w0 = static_cast<const uint4*>(group_weight(a.w, group)) + o0 * vecs;
-    w1 = static_cast<const uint4*>(group_weight(a.w, group)) + o1 * vecs;
+    w0 = static_cast<const uint4*>(group_weight(a.w, group)) + row0 * vecs;
+    w1 = static_cast<const uint4*>(two_tables ? a.w.up_table[group] : group_weight(a.w, group)) + row1 * vecs;
     if constexpr (F == WeightFormat::kMxfp4) {
-      s0 = group_scales(a.w, group) + o0 * vecs;
-      s1 = group_scales(a.w, group) + o1 * vecs;
+      s0 = group_scales(a.w, group) + row0 * vecs;
+      s1 = (two_tables ? a.w.up_scale_table[group] : group_scales(a.w, group)) + row1 * vecs;
     }
   };
   uint4 r0[kU], r1[kU];
@@ -146,16 +150,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
     }
   }
   if (lane == 0 && active) {
-    const float b0 = group_bias(a.w, group, o0), b1 = group_bias(a.w, group, o1);
+    const float b0 = group_bias(a.w, group, row0), b1 = two_tables ? 0.0f : group_bias(a.w, group, row1);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       if (t >= count) break;
       float* out = a.out + (first_row + t) * a.out_stride;
-      if (gated) {
+      if (pair) {
+        out[o0] = pair_activation(a.pair_act, acc0[t] + b0, acc1[t] + b1, a.swiglu_alpha, a.swiglu_limit);
+      } else if (gated) {
         out[o0] = silu_times(acc0[t] + b0, acc1[t] + b1);
       } else {
         out[o0] = acc0[t] + b0;
-        if (has1) out[o1] = acc1[t] + b1;
+        if (has1) out[row1] = acc1[t] + b1;
       }
     }
   }
@@ -185,7 +191,8 @@ void launch_split(const LinearArgs& a, int64_t units, unsigned chunks, cudaStrea
 // blocks still fit one wave, with at least one full batch of loads per warp.
 template <WeightFormat F, int NT>
 void launch_rows(const LinearArgs& a, unsigned chunks, cudaStream_t stream) {
-  const int64_t units = a.glu_offset > 0 ? a.out_features : ceil_div(a.out_features, kRowsPerWarp);
+  const bool gated = a.glu_offset > 0 || a.pair_act != PairActivation::kNone;
+  const int64_t units = gated ? a.out_features : ceil_div(a.out_features, kRowsPerWarp);
   if constexpr (NT <= 2 && F != WeightFormat::kMxfp4) {
     const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = 32LL * kUnroll<F, NT>;
     const int64_t wave = resident_blocks<F, NT, 2>();

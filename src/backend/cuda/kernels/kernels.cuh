@@ -138,6 +138,9 @@ struct GroupedWeights {
   const uint8_t* scales = nullptr;            // single group MXFP4 scales [out, in/32]
   const void* const* weight_table = nullptr;  // per-group device pointer arrays (MoE experts); override the above
   const uint8_t* const* scale_table = nullptr;
+  // PairActivation::kSilu over two weights: gate rows come from weight(_table), up rows from these (same shape).
+  const void* const* up_table = nullptr;
+  const uint8_t* const* up_scale_table = nullptr;
   const void* bias = nullptr;  // [groups, out] or [out]
   ElemType bias_type = ElemType::kF32;
   int64_t bias_group_stride = 0;  // elements between consecutive groups' biases
@@ -153,6 +156,15 @@ struct RowChunks {
   int64_t total_rows = 0;
 };
 
+// Gated activations fused into a linear's output: out[r, j] = act(gate_j . x_r, up_j . x_r). Weight rows come in
+// (gate, up) pairs: rows 2j and 2j + 1 of one weight (gpt-oss stores gate_up interleaved), or, with
+// GroupedWeights::up_table, row j of the gate weight and row j of the up weight (Qwen3-MoE's separate projections).
+enum class PairActivation : int32_t {
+  kNone,
+  kSilu,    // silu(g) * u
+  kGptOss,  // gpt-oss clamped SwiGLU: g = min(g, limit), u = clamp(u, -limit, limit), (u + 1) * g * sigmoid(alpha g)
+};
+
 struct LinearArgs {
   const float* x;  // activations, row stride x_stride
   int64_t x_stride;
@@ -166,6 +178,9 @@ struct LinearArgs {
   // GEMV only, > 0: gated output out[o] = silu(x . W[o]) * (x . W[o + glu_offset]) for o < out_features (SwiGLU's
   // gate | up halves in one weight; out_features = glu_offset).
   int64_t glu_offset = 0;
+  // GEMV and tensor-core GEMM: gated output pairs; out_features counts outputs (half the weight rows).
+  PairActivation pair_act = PairActivation::kNone;
+  float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
 };
 
 // Rows per chunk the GEMV kernel handles (weights are read once per chunk); dense linears in the bf16 fast path use it
@@ -179,6 +194,14 @@ void launch_gemv(const LinearArgs& args, int32_t rows_per_chunk, cudaStream_t st
 
 constexpr int32_t kTiledRows = 64;
 void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
+
+// ---- gemm_mma.cu: grouped GEMM on tensor cores (bf16 activations, f32 accumulation), bf16 or MXFP4 weights ----
+// Row chunks of at most kMmaRows rows; any pair activation; the bf16 fast path (activations rounded to bf16).
+constexpr int32_t kMmaRows = 64;
+// Whether launch_gemm_mma takes this shape: bf16 (in % 8 == 0) or MXFP4 weights, x and its row stride 16-byte
+// aligned (weight == nullptr: a per-group table, checked when it was built).
+bool gemm_mma_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride, const void* weight);
+void launch_gemm_mma(const LinearArgs& args, cudaStream_t stream);
 
 // ---- moe.cu ----
 // logits [T, E] -> ids [T, k], weights [T, k]; softmax_first: kSoftmaxTopK (then optional renormalisation), else
