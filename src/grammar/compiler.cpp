@@ -9,6 +9,23 @@
 #include "grammar/regex.h"
 
 namespace rs::grammar {
+namespace {
+
+// vLLM's guided_choice: the output is exactly one of the strings, byte for byte.
+RuleSet choice_rules(const std::string& text) {
+  const auto choices = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!choices.is_array() || choices.empty()) throw Error("the choices must be a non-empty array of strings");
+  std::vector<Expr> options;
+  for (const auto& choice : choices) {
+    if (!choice.is_string()) throw Error("the choices must be a non-empty array of strings");
+    options.push_back(Expr::bytes(choice.get<std::string>()));
+  }
+  RuleSet rules;
+  rules.add("root", Expr::alt(std::move(options)));
+  return rules;
+}
+
+}  // namespace
 
 GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenVocab> vocab, size_t max_cached)
     : vocab_(std::move(vocab)), max_cached_(std::max<size_t>(max_cached, 1)) {}
@@ -46,6 +63,7 @@ RuleSet GrammarCompiler::rules_for(const GrammarSpec& spec) {
     case GrammarKind::kJsonObject: rules = json_object_rules(); break;
     case GrammarKind::kRegex: rules = regex_rules(spec.text); break;
     case GrammarKind::kGbnf: rules = parse_gbnf(spec.text); break;
+    case GrammarKind::kChoice: rules = choice_rules(spec.text); break;
     case GrammarKind::kJsonSchema: {
       nlohmann::ordered_json schema;
       try {

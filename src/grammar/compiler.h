@@ -1,5 +1,5 @@
-// GrammarCompiler: turns a request's constraint (JSON Schema, json_object, regex, GBNF) into a CompiledGrammar for
-// one tokenizer, caching results by kind and text so a repeated schema compiles once. Thread-safe.
+// GrammarCompiler: turns a request's constraint (JSON Schema, json_object, regex, GBNF, choices) into a CompiledGrammar
+// for one tokenizer, caching results by kind and text so a repeated schema compiles once. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +15,13 @@
 
 namespace rs::grammar {
 
-enum class GrammarKind : uint8_t { kJsonSchema, kJsonObject, kRegex, kGbnf };
+enum class GrammarKind : uint8_t { kJsonSchema, kJsonObject, kRegex, kGbnf, kChoice };
 
 struct GrammarSpec {
   GrammarKind kind = GrammarKind::kJsonObject;
-  std::string text;  // the schema's JSON text, the regex, or the grammar; unused for kJsonObject
+  // The schema's JSON text, the regex, the grammar, or (kChoice) a JSON array of the strings the output may be;
+  // unused for kJsonObject.
+  std::string text;
 };
 
 class GrammarCompiler {

@@ -1,12 +1,11 @@
 #include "grammar/json_schema.h"
 
-#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "base/error.h"
-#include "grammar/int_range.h"
+#include "grammar/json_numbers.h"
 #include "grammar/regex.h"
 
 namespace rs::grammar {
@@ -134,6 +133,8 @@ class SchemaCompiler {
       for (const json& v : values) options.push_back(Expr::bytes(literal(v)));
       return Expr::alt(std::move(options));
     }
+    // oneOf is enforced as anyOf: an output matches at least one branch, but one matching several is not refused
+    // (a grammar cannot count matches; the schemas APIs write have disjoint branches, told apart by a const or type).
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!schema.contains(key)) continue;
       const json& subs = schema[key];
@@ -290,46 +291,14 @@ class SchemaCompiler {
                       Expr::bytes("\"")});
   }
 
-  // Numeric bounds as exact integers (fractional bounds are refused rather than rounded).
-  static std::optional<int64_t> int_bound(const json& schema, const char* key, const std::string& path) {
-    if (!schema.contains(key)) return std::nullopt;
-    const json& v = schema[key];
-    if (!v.is_number()) fail(path + "/" + key, "must be a number");
-    const double d = v.get<double>();
-    if (d != std::floor(d) || std::fabs(d) > 9.0e15)
-      fail(path + "/" + key, "only integer bounds (below 9e15 in magnitude) are supported");
-    return static_cast<int64_t>(d);
-  }
-
-  static std::pair<std::optional<int64_t>, std::optional<int64_t>> bounds(const json& schema, const std::string& path) {
-    std::optional<int64_t> lo = int_bound(schema, "minimum", path), hi = int_bound(schema, "maximum", path);
-    if (const auto x = int_bound(schema, "exclusiveMinimum", path)) lo = lo ? std::max(*lo, *x + 1) : *x + 1;
-    if (const auto x = int_bound(schema, "exclusiveMaximum", path)) hi = hi ? std::min(*hi, *x - 1) : *x - 1;
-    if (lo && hi && *lo > *hi) fail(path, "no integer satisfies the minimum and maximum");
-    return {lo, hi};
-  }
-
   Expr integer(const json& schema, const std::string& path) {
-    const auto [lo, hi] = bounds(schema, path);
-    if (!lo && !hi) return Expr::ref("json-integer");
-    return Expr::ref(new_rule(integer_range(lo, hi), "int"));
+    auto bounded = bounded_integer(schema, path);
+    return bounded ? Expr::ref(new_rule(std::move(*bounded), "int")) : Expr::ref("json-integer");
   }
 
   Expr number(const json& schema, const std::string& path) {
-    if (schema.contains("exclusiveMinimum") || schema.contains("exclusiveMaximum"))
-      fail(path, "exclusiveMinimum/exclusiveMaximum are supported on integers only");
-    const auto [lo, hi] = bounds(schema, path);
-    if (!lo && !hi) return Expr::ref("json-number");
-    if (!lo || *lo < 0) fail(path, "bounds on numbers need a minimum of 0 or more");
-    const Expr fraction = Expr::repeat(Expr::ref("json-fraction"), 0, 1);
-    if (!hi) return Expr::seq({integer_range(lo, std::nullopt), fraction});
-    // [lo, hi]: an integer part below hi with any fraction, or hi itself with zeros after the point.
-    std::vector<Expr> options;
-    if (*hi > *lo) options.push_back(Expr::seq({integer_range(lo, *hi - 1), fraction}));
-    options.push_back(
-        Expr::seq({Expr::bytes(std::to_string(*hi)),
-                   Expr::repeat(Expr::seq({Expr::bytes("."), Expr::repeat(Expr::bytes("0"), 1, -1)}), 0, 1)}));
-    return Expr::ref(new_rule(Expr::alt(std::move(options)), "num"));
+    auto bounded = bounded_number(schema, path);
+    return bounded ? Expr::ref(new_rule(std::move(*bounded), "num")) : Expr::ref("json-number");
   }
 
   Expr object(const json& schema, const std::string& path) {

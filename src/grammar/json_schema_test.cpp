@@ -126,6 +126,96 @@ TEST(JsonSchema, NumberBounds) {
   for (const char* bad : {"0.5", "5.01", "6", "-1", "1e3"}) EXPECT_FALSE(testing::fullmatch(g, bad)) << bad;
 }
 
+// Every bound combination against the numeric comparison, over signed decimals around the bounds.
+TEST(JsonSchema, NumberBoundsMatchExactlyTheirMembers) {
+  std::vector<std::string> texts;
+  for (int whole = 0; whole <= 14; ++whole)
+    for (const char* fraction : {"", ".0", ".00", ".5", ".05", ".001", ".999"})
+      for (const char* sign : {"", "-"})
+        if (!(sign[0] == '-' && whole == 0 && std::string(fraction).find_first_not_of(".0") == std::string::npos))
+          texts.push_back(sign + std::to_string(whole) + fraction);  // "-0" and "-0.0" are left out: they are 0
+  const char* schemas[] = {
+      R"({"type": "number", "minimum": 0})",
+      R"({"type": "number", "exclusiveMinimum": 0})",
+      R"({"type": "number", "maximum": 3})",
+      R"({"type": "number", "exclusiveMaximum": -2})",
+      R"({"type": "number", "minimum": -7, "maximum": 7})",
+      R"({"type": "number", "exclusiveMinimum": -7, "exclusiveMaximum": 7})",
+      R"({"type": "number", "minimum": -12, "exclusiveMaximum": -3})",
+      R"({"type": "number", "exclusiveMinimum": 4, "maximum": 5})",
+      R"({"type": "number", "minimum": 2, "exclusiveMinimum": 3, "maximum": 9, "exclusiveMaximum": 12})",
+      R"({"type": "number", "minimum": 6, "exclusiveMinimum": true})",  // draft 4
+      R"({"type": "number", "minimum": 5, "maximum": 5})",
+  };
+  for (const char* text : schemas) {
+    const json schema = json::parse(text);
+    const auto g = testing::compile_for_test(json_schema_rules(schema));
+    for (const std::string& number : texts) {
+      const double v = std::stod(number);
+      bool inside = true;
+      if (schema.contains("minimum")) {
+        const bool open = schema.value("exclusiveMinimum", json()) == true;
+        inside = inside && (open ? v > schema["minimum"].get<double>() : v >= schema["minimum"].get<double>());
+      }
+      if (schema.contains("exclusiveMinimum") && schema["exclusiveMinimum"].is_number())
+        inside = inside && v > schema["exclusiveMinimum"].get<double>();
+      if (schema.contains("maximum")) inside = inside && v <= schema["maximum"].get<double>();
+      if (schema.contains("exclusiveMaximum")) inside = inside && v < schema["exclusiveMaximum"].get<double>();
+      EXPECT_EQ(testing::fullmatch(g, number), inside) << text << " " << number;
+    }
+    EXPECT_FALSE(testing::fullmatch(g, "5e0")) << text;  // bounded numbers carry no exponent
+  }
+}
+
+TEST(JsonSchema, IntegerBoundsExclusiveAndFractional) {
+  const auto open = schema_grammar(R"({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10})");
+  const auto rounded = schema_grammar(R"({"type": "integer", "minimum": 0.5, "maximum": 9.5})");
+  const auto draft4 = schema_grammar(R"({"type": "integer", "minimum": 0, "exclusiveMinimum": true, "maximum": 9})");
+  for (int v = -3; v <= 13; ++v) {
+    const bool inside = v >= 1 && v <= 9;
+    EXPECT_EQ(testing::fullmatch(open, std::to_string(v)), inside) << v;
+    EXPECT_EQ(testing::fullmatch(rounded, std::to_string(v)), inside) << v;
+    EXPECT_EQ(testing::fullmatch(draft4, std::to_string(v)), inside) << v;
+  }
+  EXPECT_FALSE(testing::fullmatch(open, "5.0"));
+}
+
+TEST(JsonSchema, OneOfIsEnforcedAsAnyOf) {
+  const auto g = schema_grammar(R"({"oneOf": [
+      {"type": "object", "properties": {"kind": {"const": "circle"}, "r": {"type": "number", "minimum": 0}},
+       "required": ["kind", "r"]},
+      {"type": "object", "properties": {"kind": {"const": "square"}, "side": {"type": "integer", "minimum": 1}},
+       "required": ["kind", "side"]},
+      {"type": "integer"}, {"type": "number"}]})");
+  EXPECT_TRUE(testing::fullmatch(g, R"({"kind": "circle", "r": 2.5})"));
+  EXPECT_TRUE(testing::fullmatch(g, R"({"kind": "square", "side": 3})"));
+  EXPECT_TRUE(testing::fullmatch(g, "7"));  // matches two branches: allowed, as anyOf would (documented)
+  EXPECT_FALSE(testing::fullmatch(g, R"({"kind": "square", "r": 2})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"({"kind": "circle", "r": -1})"));
+  EXPECT_FALSE(testing::fullmatch(g, R"("7")"));
+}
+
+TEST(JsonSchema, StringLengthsCountCharactersNotBytes) {
+  const auto g = schema_grammar(R"({"type": "string", "minLength": 2, "maxLength": 3})");
+  for (const char* ok : {R"("ab")", R"("abc")", R"("éü")", R"("a\"b")", R"("\u00e9x")", R"("日本語")"})
+    EXPECT_TRUE(testing::fullmatch(g, ok)) << ok;
+  for (const char* bad : {R"("")", R"("a")", R"("é")", R"("abcd")", R"("a\"bc")", R"("日本語x")"})
+    EXPECT_FALSE(testing::fullmatch(g, bad)) << bad;
+}
+
+TEST(JsonSchema, ItemCountsWithPrefixItems) {
+  const auto g = schema_grammar(R"({"type": "array", "prefixItems": [{"type": "boolean"}],
+      "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})");
+  EXPECT_FALSE(testing::fullmatch(g, "[true]"));
+  EXPECT_TRUE(testing::fullmatch(g, "[true, 1]"));
+  EXPECT_TRUE(testing::fullmatch(g, "[false, 1, 2]"));
+  EXPECT_FALSE(testing::fullmatch(g, "[false, 1, 2, 3]"));
+  EXPECT_FALSE(testing::fullmatch(g, "[1, 2]"));
+  const auto none = schema_grammar(R"({"type": "array", "maxItems": 0})");
+  EXPECT_TRUE(testing::fullmatch(none, "[]"));
+  EXPECT_FALSE(testing::fullmatch(none, "[1]"));
+}
+
 TEST(JsonSchema, ErrorsNameThePath) {
   EXPECT_EQ(error_of(R"({"type": "object", "properties": {"a": {"type": "strin"}}})"),
             "invalid JSON schema at #/properties/a/type: unknown type 'strin'");
@@ -139,6 +229,18 @@ TEST(JsonSchema, ErrorsNameThePath) {
   EXPECT_EQ(error_of(R"({"type": "string", "pattern": "(a"})"),
             "invalid JSON schema at #/pattern: regex at line 1, column 1: unclosed '('");
   EXPECT_EQ(error_of(R"(7)"), "invalid JSON schema at #: a schema must be an object or a boolean");
+  EXPECT_EQ(error_of(R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})"),
+            "invalid JSON schema at #: no integer satisfies the minimum and maximum");
+  EXPECT_EQ(error_of(R"({"type": "number", "exclusiveMinimum": 2, "maximum": 2})"),
+            "invalid JSON schema at #: no number satisfies the minimum and maximum");
+  EXPECT_EQ(error_of(R"({"type": "number", "maximum": 2.5})"),
+            "invalid JSON schema at #: fractional bounds on numbers are not supported (integer bounds are)");
+  EXPECT_EQ(error_of(R"({"type": "integer", "minimum": "1"})"), "invalid JSON schema at #/minimum: must be a number");
+  EXPECT_EQ(error_of(R"({"type": "string", "minLength": 3, "maxLength": 2})"),
+            "invalid JSON schema at #: maxLength is below minLength");
+  EXPECT_EQ(error_of(R"({"type": "string", "minLength": -1})"),
+            "invalid JSON schema at #/minLength: must be a non-negative integer");
+  EXPECT_EQ(error_of(R"({"oneOf": []})"), "invalid JSON schema at #/oneOf: must be a non-empty array");
 }
 
 }  // namespace

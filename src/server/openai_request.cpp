@@ -98,8 +98,9 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens",
     "spaces_between_special_tokens", "skip_special_tokens", "return_token_ids", "include_stop_str_in_output",
     "return_tokens_as_token_ids", "priority",
-    // Structured output: OpenAI's response_format, SGLang's regex/ebnf, vLLM's guided_*.
-    "response_format", "regex", "ebnf", "guided_json", "guided_regex", "guided_grammar"};
+    // Structured output: OpenAI's response_format, SGLang's regex/ebnf, vLLM's guided_* and structured_outputs.
+    "response_format", "regex", "ebnf", "guided_json", "guided_regex", "guided_grammar", "guided_choice",
+    "structured_outputs"};
 const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "max_completion_tokens",
                                                         "top_logprobs",

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "server/harmony_grammar.h"
 
 namespace rs::server {
 namespace {
@@ -110,6 +111,67 @@ grammar::RuleSet tool_call_rules(const OutputConstraint& constraint) {
   return rules;
 }
 
+// One constraint's value: a schema (an object, a boolean, or its JSON text), a string (regex, grammar), or choices (a
+// non-empty array of strings). `name` is the parameter errors name ("guided_choice", "structured_outputs.choice").
+std::optional<ApiError> read_value(const std::string& name, Kind kind, const json& value, OutputConstraint& out) {
+  out.kind = kind;
+  if (kind == Kind::kJsonSchema && (value.is_object() || value.is_boolean())) {
+    out.text = value.dump();
+  } else if (kind == Kind::kChoice) {
+    bool strings = value.is_array() && !value.empty();
+    for (const json& choice : value) strings = strings && choice.is_string();
+    if (!strings)
+      return invalid_param(name, fmt::format("'{}' must be a non-empty array of strings.", name), "invalid_type");
+    out.text = value.dump();
+  } else if (value.is_string()) {
+    out.text = value.get<std::string>();
+  } else {
+    return wrong_type(name, kind == Kind::kJsonSchema ? "a JSON Schema object or string" : "a string", value);
+  }
+  return std::nullopt;
+}
+
+// vLLM's structured_outputs, its newer spelling of the guided_* fields: an object holding exactly one of json, regex,
+// grammar, choice, or json_object: true. Other keys (whitespace_pattern, structural_tag, ...) are refused, never
+// ignored.
+std::optional<ApiError> read_structured_outputs(const json& value, OutputConstraint& out) {
+  static constexpr const char* kParam = "structured_outputs";
+  static constexpr const char* kKeys = "json, regex, grammar, choice or json_object";
+  if (!value.is_object()) return wrong_type(kParam, "an object", value);
+  out.param = kParam;
+  std::vector<std::string> given;
+  for (const auto& [key, v] : value.items()) {
+    if (v.is_null() || (key == "json_object" && v == false)) continue;
+    const std::string name = std::string(kParam) + "." + key;
+    std::optional<ApiError> error;
+    if (key == "json") {
+      error = read_value(name, Kind::kJsonSchema, v, out);
+    } else if (key == "regex") {
+      error = read_value(name, Kind::kRegex, v, out);
+    } else if (key == "grammar") {
+      error = read_value(name, Kind::kGrammar, v, out);
+    } else if (key == "choice") {
+      error = read_value(name, Kind::kChoice, v, out);
+    } else if (key == "json_object") {
+      if (v != true) return wrong_type(name, "a boolean", v);
+      out.kind = Kind::kJsonObject;
+    } else {
+      return invalid_param(kParam, fmt::format("'{}' is not supported; give one of {}.", name, kKeys),
+                           "unsupported_parameter");
+    }
+    if (error) return error;
+    given.push_back(key);
+  }
+  if (given.empty())
+    return invalid_param(kParam, fmt::format("'structured_outputs' needs one of {}.", kKeys), "invalid_value");
+  if (given.size() > 1)
+    return invalid_param(
+        kParam,
+        fmt::format("'structured_outputs' may hold only one of {}; it has '{}' and '{}'.", kKeys, given[0], given[1]),
+        "invalid_value");
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> read_output_constraint(const json& body, bool chat, OutputConstraint& out) {
@@ -117,11 +179,9 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
     const char* param;
     Kind kind;
   };
-  static constexpr Source kExtensions[] = {{"regex", Kind::kRegex},
-                                           {"ebnf", Kind::kGrammar},
-                                           {"guided_json", Kind::kJsonSchema},
-                                           {"guided_regex", Kind::kRegex},
-                                           {"guided_grammar", Kind::kGrammar}};
+  static constexpr Source kExtensions[] = {
+      {"regex", Kind::kRegex},        {"ebnf", Kind::kGrammar},           {"guided_json", Kind::kJsonSchema},
+      {"guided_regex", Kind::kRegex}, {"guided_grammar", Kind::kGrammar}, {"guided_choice", Kind::kChoice}};
   std::vector<std::string> given;
   if (const auto format = body.find("response_format"); format != body.end() && !format->is_null()) {
     if (auto error = read_response_format(*format, out)) return error;
@@ -131,16 +191,12 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
     const auto value = body.find(source.param);
     if (value == body.end() || value->is_null()) continue;
     given.push_back(source.param);
-    out.kind = source.kind;
     out.param = source.param;
-    if (source.kind == Kind::kJsonSchema && (value->is_object() || value->is_boolean())) {
-      out.text = value->dump();
-    } else if (value->is_string()) {
-      out.text = value->get<std::string>();
-    } else {
-      return wrong_type(source.param, source.kind == Kind::kJsonSchema ? "a JSON Schema object or string" : "a string",
-                        *value);
-    }
+    if (auto error = read_value(source.param, source.kind, *value, out)) return error;
+  }
+  if (const auto value = body.find("structured_outputs"); value != body.end() && !value->is_null()) {
+    given.push_back("structured_outputs");
+    if (auto error = read_structured_outputs(*value, out)) return error;
   }
   if (chat)
     if (const auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
@@ -160,68 +216,24 @@ std::optional<ApiError> read_output_constraint(const json& body, bool chat, Outp
   return std::nullopt;
 }
 
-namespace {
-
-// <|channel|>analysis<|message|>TEXT<|end|><|start|>assistant (optional), then <|channel|>final<|message|>ANSWER; the
-// generation prompt already ends with <|start|>assistant.
-grammar::RuleSet harmony_rules(grammar::RuleSet answer) {
-  using grammar::Expr;
-  using grammar::special_token_bytes;
-  for (auto& [name, body] : answer.rules)
-    if (name == answer.root) name = "harmony-answer";
-  for (auto& [name, body] : answer.rules) {
-    // References to the old root (recursive grammars) follow it.
-    std::vector<Expr*> stack = {&body};
-    while (!stack.empty()) {
-      Expr* e = stack.back();
-      stack.pop_back();
-      if (e->kind == Expr::Kind::kRef && e->text == answer.root) e->text = "harmony-answer";
-      for (Expr& child : e->children) stack.push_back(&child);
-    }
-  }
-  const Expr analysis =
-      Expr::seq({Expr::bytes(special_token_bytes("<|channel|>") + "analysis" + special_token_bytes("<|message|>")),
-                 Expr::repeat(Expr::char_class({}, true), 0, -1),
-                 Expr::bytes(special_token_bytes("<|end|>") + special_token_bytes("<|start|>") + "assistant")});
-  answer.rules.emplace_back(
-      "root", Expr::seq({Expr::repeat(analysis, 0, 1),
-                         Expr::bytes(special_token_bytes("<|channel|>") + "final" + special_token_bytes("<|message|>")),
-                         Expr::ref("harmony-answer")}));
-  answer.root = "root";
-  return answer;
-}
-
-}  // namespace
-
 std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
     const OutputConstraint& constraint, grammar::GrammarCompiler& compiler, bool harmony) {
   if (constraint.kind == Kind::kNone) return invalid_param(constraint.param, "no output constraint was given");
   try {
     std::shared_ptr<const grammar::CompiledGrammar> compiled;
-    if (harmony) {
-      if (constraint.kind == Kind::kToolCalls)
-        return invalid_param("tool_choice",
-                             "tool_choice 'required' or a named function is not supported yet for models that answer "
-                             "in the harmony format (gpt-oss).",
-                             "unsupported_parameter");
+    if (constraint.kind == Kind::kToolCalls) {
+      const std::string key = fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump());
+      compiled = harmony ? compiler.compile_rules(harmony_tool_call_rules(constraint.tools), "harmony-" + key)
+                         : compiler.compile_rules(tool_call_rules(constraint), key);
+    } else {
       static constexpr grammar::GrammarKind kKinds[] = {
           grammar::GrammarKind::kJsonObject, grammar::GrammarKind::kJsonObject, grammar::GrammarKind::kJsonSchema,
-          grammar::GrammarKind::kRegex, grammar::GrammarKind::kGbnf};
-      const grammar::GrammarSpec spec{kKinds[static_cast<int>(constraint.kind)], constraint.text};
-      compiled = compiler.compile_rules(harmony_rules(grammar::GrammarCompiler::rules_for(spec)),
-                                        fmt::format("harmony:{}:{}", static_cast<int>(spec.kind), spec.text));
-    }
-    switch (harmony ? Kind::kNone : constraint.kind) {
-      case Kind::kJsonObject: compiled = compiler.compile({grammar::GrammarKind::kJsonObject, ""}); break;
-      case Kind::kJsonSchema: compiled = compiler.compile({grammar::GrammarKind::kJsonSchema, constraint.text}); break;
-      case Kind::kRegex: compiled = compiler.compile({grammar::GrammarKind::kRegex, constraint.text}); break;
-      case Kind::kGrammar: compiled = compiler.compile({grammar::GrammarKind::kGbnf, constraint.text}); break;
-      case Kind::kNone: break;  // answered above
-      case Kind::kToolCalls:
-        compiled =
-            compiler.compile_rules(tool_call_rules(constraint),
-                                   fmt::format("tools:{}:{}", constraint.parallel_tool_calls, constraint.tools.dump()));
-        break;
+          grammar::GrammarKind::kRegex,      grammar::GrammarKind::kGbnf,       grammar::GrammarKind::kChoice};
+      grammar::GrammarSpec spec{kKinds[static_cast<int>(constraint.kind)], constraint.text};
+      if (spec.kind == grammar::GrammarKind::kJsonObject) spec.text.clear();
+      compiled = harmony ? compiler.compile_rules(harmony_answer_rules(grammar::GrammarCompiler::rules_for(spec)),
+                                                  fmt::format("harmony:{}:{}", static_cast<int>(spec.kind), spec.text))
+                         : compiler.compile(spec);
     }
     // The first mask must be computable (Pda::kMaxClosureSteps): a 400 now rather than a failed request later. It is
     // cached with the grammar, so the scheduler thread then finds it ready.

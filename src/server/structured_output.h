@@ -1,6 +1,7 @@
-// Structured output requests: response_format (json_object, json_schema), SGLang's regex/ebnf and vLLM's
-// guided_json/guided_regex/guided_grammar, and tool_choice "required" or a named function, read from a request body
-// and compiled into the grammar the scheduler enforces token by token.
+// Structured output requests: response_format (json_object, json_schema), SGLang's regex/ebnf, vLLM's
+// guided_json/guided_regex/guided_grammar/guided_choice and structured_outputs {json, regex, grammar, choice,
+// json_object}, and tool_choice "required" or a named function, read from a request body and compiled into the grammar
+// the scheduler enforces token by token.
 #pragma once
 
 #include <memory>
@@ -16,10 +17,12 @@
 namespace rs::server {
 
 struct OutputConstraint {
-  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kGrammar, kToolCalls };
+  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kGrammar, kChoice, kToolCalls };
   Kind kind = Kind::kNone;
   std::string param;  // the request parameter it came from, named in errors ("response_format", "guided_json", ...)
-  std::string text;   // kJsonSchema: the schema's JSON text (key order kept); kRegex, kGrammar: the pattern or grammar
+  // kJsonSchema: the schema's JSON text (key order kept); kRegex, kGrammar: the pattern or grammar; kChoice: a JSON
+  // array of the strings the output may be.
+  std::string text;
   nlohmann::ordered_json tools;  // kToolCalls: the tools a call may use (one for a named tool_choice)
   bool parallel_tool_calls = true;
 };
@@ -31,8 +34,8 @@ std::optional<ApiError> read_output_constraint(const nlohmann::ordered_json& bod
 // Compiles a constraint (kind != kNone). Qwen3/Hermes tool calls: one or more
 // <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call> blocks whose arguments follow the tool's parameters.
 // An invalid schema, regex or grammar is a 400 naming the parameter and the problem's position. harmony (gpt-oss):
-// the answer is wrapped in the harmony messages around it: an optional analysis message (free text), then the final
-// channel's message, which follows the constraint (tool calls are not supported there yet).
+// the constraint is wrapped in the harmony messages around it (server/harmony_grammar.h): an optional analysis
+// message (free text), then the final channel's message, or for tool calls one commentary message to functions.NAME.
 std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_output_constraint(
     const OutputConstraint& constraint, grammar::GrammarCompiler& compiler, bool harmony = false);
 

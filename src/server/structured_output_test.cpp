@@ -60,6 +60,33 @@ TEST(StructuredOutput, ReadsEachWayToAskForStructure) {
   ASSERT_EQ(named.constraint.tools.size(), 1u);
   EXPECT_EQ(named.constraint.tools[0]["function"]["name"], "get_time");
   EXPECT_EQ(read("{" + tools + R"(, "tool_choice": "auto"})").constraint.kind, Kind::kNone);
+  const Read choice = read(R"({"guided_choice": ["yes", "no"]})", false);
+  EXPECT_EQ(choice.constraint.kind, Kind::kChoice);
+  EXPECT_EQ(choice.constraint.text, R"(["yes","no"])");
+  EXPECT_EQ(read(R"({"structured_outputs": {"choice": ["a"]}})").constraint.kind, Kind::kChoice);
+  EXPECT_EQ(read(R"({"structured_outputs": {"json": {"type": "integer"}}})").constraint.text, R"({"type":"integer"})");
+  EXPECT_EQ(read(R"({"structured_outputs": {"json": "{}"}})").constraint.kind, Kind::kJsonSchema);
+  EXPECT_EQ(read(R"({"structured_outputs": {"regex": "a+"}})", false).constraint.kind, Kind::kRegex);
+  EXPECT_EQ(read(R"({"structured_outputs": {"grammar": "root ::= \"x\""}})").constraint.kind, Kind::kGrammar);
+  const Read object = read(R"({"structured_outputs": {"json_object": true, "regex": null}})");
+  EXPECT_EQ(object.constraint.kind, Kind::kJsonObject);
+  EXPECT_EQ(object.constraint.param, "structured_outputs");
+}
+
+TEST(StructuredOutput, ChoicesMatchExactlyOneString) {
+  const auto g = compile(read(R"({"guided_choice": ["yes", "no", "not sure", "é \"q\""]})").constraint);
+  for (const char* ok : {"yes", "no", "not sure", "é \"q\""}) EXPECT_TRUE(fullmatch(g, ok)) << ok;
+  for (const char* bad : {"", "ye", "yes ", "not", "noyes", "Yes", "\"yes\""}) EXPECT_FALSE(fullmatch(g, bad)) << bad;
+  grammar::GrammarMatcher matcher(g);
+  ASSERT_TRUE(matcher.accept_bytes("yes"));
+  EXPECT_TRUE(matcher.terminated());  // nothing may follow: the request ends there
+  grammar::GrammarMatcher shorter(g);
+  ASSERT_TRUE(shorter.accept_bytes("no"));
+  EXPECT_TRUE(shorter.can_finish());  // "no" may end, or go on to "not sure"
+  EXPECT_FALSE(shorter.terminated());
+  grammar::GrammarMatcher prefix(g);
+  ASSERT_TRUE(prefix.accept_bytes("not"));
+  EXPECT_FALSE(prefix.can_finish());
 }
 
 TEST(StructuredOutput, MisuseIsA400NamingTheParameter) {
@@ -80,6 +107,31 @@ TEST(StructuredOutput, MisuseIsA400NamingTheParameter) {
                          "tool_choice": {"type": "function", "function": {"name": "b"}}})"),
             "tool_choice: tool_choice names 'b', which is not one of the tools.");
   EXPECT_EQ(error_of(R"({"tool_choice": "sometimes"})").substr(0, 12), "tool_choice:");
+  EXPECT_EQ(error_of(R"({"guided_choice": []})"),
+            "guided_choice: 'guided_choice' must be a non-empty array of strings.");
+  EXPECT_EQ(error_of(R"({"guided_choice": ["a", 1]})"),
+            "guided_choice: 'guided_choice' must be a non-empty array of strings.");
+  EXPECT_EQ(error_of(R"({"guided_choice": "a"})"),
+            "guided_choice: 'guided_choice' must be a non-empty array of strings.");
+  EXPECT_EQ(error_of(R"({"guided_choice": ["a"], "regex": "a"})"),
+            "guided_choice: Only one output constraint may be given; this request has 'regex' and 'guided_choice'.");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {"choice": ["a"], "regex": "a"}})"),
+            "structured_outputs: 'structured_outputs' may hold only one of json, regex, grammar, choice or "
+            "json_object; it has 'choice' and 'regex'.");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {}})"),
+            "structured_outputs: 'structured_outputs' needs one of json, regex, grammar, choice or json_object.");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {"whitespace_pattern": " "}})"),
+            "structured_outputs: 'structured_outputs.whitespace_pattern' is not supported; give one of json, regex, "
+            "grammar, choice or json_object.");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {"choice": [true]}})"),
+            "structured_outputs.choice: 'structured_outputs.choice' must be a non-empty array of strings.");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {"regex": 3}})"),
+            "structured_outputs.regex: Invalid type for 'structured_outputs.regex': expected a string, but got an "
+            "integer instead.");
+  EXPECT_EQ(error_of(R"({"structured_outputs": ["a"]})").substr(0, 19), "structured_outputs:");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {"choice": ["a"]}, "guided_json": {}})"),
+            "structured_outputs: Only one output constraint may be given; this request has 'guided_json' and "
+            "'structured_outputs'.");
 }
 
 TEST(StructuredOutput, InvalidSchemasRegexesAndGrammarsAre400s) {
@@ -102,6 +154,11 @@ TEST(StructuredOutput, InvalidSchemasRegexesAndGrammarsAre400s) {
   EXPECT_EQ(error_of(R"({"ebnf": "root ::= \"a\" | ("})"),
             "ebnf: Invalid 'ebnf': grammar at line 1, column 16: unclosed '('");
   EXPECT_EQ(error_of(R"({"guided_json": "{not json"})").substr(0, 42), "guided_json: Invalid 'guided_json': the JS");
+  EXPECT_EQ(error_of(R"({"structured_outputs": {"regex": "(a"}})"),
+            "structured_outputs: Invalid 'structured_outputs': regex at line 1, column 1: unclosed '('");
+  EXPECT_EQ(error_of(R"({"guided_json": {"type": "integer", "minimum": 3, "maximum": 2}})"),
+            "guided_json: Invalid 'guided_json': invalid JSON schema at #: no integer satisfies the minimum and "
+            "maximum");
 }
 
 TEST(StructuredOutput, ToolCallGrammarFollowsTheToolsParameters) {
@@ -143,10 +200,13 @@ TEST(StructuredOutput, HarmonyWrapsTheAnswerInTheFinalChannel) {
                                R"({"ok":false})"));
   EXPECT_FALSE(fullmatch(g, R"({"ok": true})"));
   EXPECT_FALSE(fullmatch(g, "\xFF<|channel|>final\xFF<|message|>{}"));
-  const Read tools = read(R"({"tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required"})");
-  auto refused = compile_output_constraint(tools.constraint, compiler(), /*harmony=*/true);
-  ASSERT_TRUE(std::holds_alternative<ApiError>(refused));
-  EXPECT_EQ(std::get<ApiError>(refused).param, "tool_choice");
+  // A choice in harmony: the final message is exactly one of the strings.
+  auto choice = compile_output_constraint(read(R"({"guided_choice": ["yes", "no"]})").constraint, compiler(), true);
+  ASSERT_TRUE(std::holds_alternative<std::shared_ptr<const grammar::CompiledGrammar>>(choice));
+  const auto c = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(choice);
+  EXPECT_TRUE(fullmatch(c, final_header + "no"));
+  EXPECT_FALSE(fullmatch(c, final_header + "maybe"));
+  EXPECT_FALSE(fullmatch(c, "yes"));
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // tokens, from tests/npm): a random model writes garbage, so only the token masks keep its output valid. Every
 // output of the schema corpus (tests/data/schemas/corpus.json, several seeds each) must parse and validate; regex
 // outputs must fullmatch; grammars with escapes and Unicode must hold; tool_choice "required" and named calls must
-// come back as valid tool calls; the openai client's parse() helper must parse our answers; misuse is a 400.
+// come back as valid tool calls (Qwen3 <tool_call> blocks, and gpt-oss harmony calls); guided_choice and
+// structured_outputs answers must be one of the choices; the openai client's parse() helper must parse our answers;
+// misuse is a 400.
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -192,6 +194,25 @@ test('tool_choice "required" and a named function give valid tool calls', async 
   }
 });
 
+test('guided_choice and structured_outputs: the answer is exactly one of the choices', async () => {
+  const choices = ['positive', 'negative', 'neutral', 'not sure "maybe"'];
+  const chat = await client.chat.completions.create({
+    messages: user('Sentiment?'), max_tokens: 50, seed: 13, n: 4, guided_choice: choices,
+  });
+  const completion = await client.completions.create({
+    prompt: 'Sentiment:', max_tokens: 50, seed: 14, n: 4, structured_outputs: { choice: choices },
+  });
+  for (const choice of [...chat.choices.map((c) => c.message.content), ...completion.choices.map((c) => c.text)])
+    assert.ok(choices.includes(choice), JSON.stringify(choice));
+  for (const choice of [...chat.choices, ...completion.choices]) assert.equal(choice.finish_reason, 'stop');
+  const schema = { type: 'object', properties: { n: { type: 'integer', exclusiveMinimum: -3, exclusiveMaximum: 3 } },
+    required: ['n'] };
+  const json = await client.completions.create({
+    prompt: 'JSON:', max_tokens: 200, seed: 15, n: 3, structured_outputs: { json: schema },
+  });
+  for (const choice of json.choices) assert.deepEqual(validate(schema, JSON.parse(choice.text)), [], choice.text);
+});
+
 test("the openai client's parse() helper parses our answers", async () => {
   const { zodResponseFormat } = requireFromNpm('openai/helpers/zod');
   const { z } = requireFromNpm('zod');
@@ -220,6 +241,13 @@ test('invalid schemas, regexes, grammars and tool choices are 400s naming the pa
     [{ regex: '(a{0,4000}){0,4000}b' }, 'regex', /too ambiguous/],
     [{ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice', /not one of the tools/],
     [{ tool_choice: 'required' }, 'tool_choice', /needs a non-empty 'tools'/],
+    [{ guided_json: { type: 'integer', minimum: 5, exclusiveMaximum: 5 } }, 'guided_json', /no integer satisfies/],
+    [{ guided_json: { type: 'number', maximum: 0.5 } }, 'guided_json', /fractional bounds on numbers/],
+    [{ guided_json: { oneOf: [] } }, 'guided_json', /oneOf: must be a non-empty array/],
+    [{ guided_choice: [] }, 'guided_choice', /non-empty array of strings/],
+    [{ guided_choice: ['a'], regex: 'a' }, 'guided_choice', /Only one output constraint/],
+    [{ structured_outputs: { choice: ['a'], regex: 'a' } }, 'structured_outputs', /only one of/],
+    [{ structured_outputs: { whitespace_pattern: ' ' } }, 'structured_outputs', /is not supported/],
   ];
   for (const [extra, param, message] of cases) {
     const res = await fetch(`${server.baseURL}/v1/chat/completions`, {
@@ -259,7 +287,7 @@ test('a reasoning model thinks first: with --reasoning-parser qwen3 the content 
 });
 
 
-test('gpt-oss (harmony): the final message follows the schema, after a free analysis message', async () => {
+test('gpt-oss (harmony): the final message follows the schema and tool calls their tool, after free analysis', async () => {
   const harmonyDir = mkdtempSync(path.join(tmpdir(), 'rs-structured-harmony-'));
   const config = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/models/gpt_oss/config.json'), 'utf8'));
   writeFileSync(path.join(harmonyDir, 'config.json'),
@@ -278,7 +306,8 @@ test('gpt-oss (harmony): the final message follows the schema, after a free anal
     // Bounded numbers: gpt-oss's tokenizer has a token for every 3-digit group, so a random model's unbounded
     // integers run to hundreds of digits (valid JSON, but past a double's range).
     const schema = corpus.find((entry) => entry.name === 'sentiment').schema;
-    const answer = await harmony.client({ timeout: 600000 }).chat.completions.create({
+    const harmonyClient = harmony.client({ timeout: 600000 });
+    const answer = await harmonyClient.chat.completions.create({
       messages: user('Weather?'), max_tokens: MAX_TOKENS, seed: 31, n: 3, logit_bias: bias,
       response_format: { type: 'json_schema', json_schema: { name: 'weather', schema } },
     });
@@ -286,6 +315,38 @@ test('gpt-oss (harmony): the final message follows the schema, after a free anal
       assert.equal(choice.finish_reason, 'stop');
       assert.deepEqual(validate(schema, JSON.parse(choice.message.content)), [], choice.message.content);
     }
+    // tool_choice: a commentary message to functions.NAME whose arguments follow the tool's parameters, then <|call|>.
+    const boundedTools = [{
+      type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {
+        city: { enum: ['Oslo', 'Lima'] }, days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city'] } },
+    }, {
+      type: 'function', function: { name: 'add', parameters: { type: 'object', properties: {
+        a: { type: 'integer', minimum: -99, maximum: 99 }, b: { type: 'integer', minimum: 0, maximum: 9 } },
+      required: ['a', 'b'] } },
+    }];
+    for (const toolChoice of ['required', { type: 'function', function: { name: 'add' } }]) {
+      const called = await harmonyClient.chat.completions.create({
+        messages: user('Call a tool.'), tools: boundedTools, tool_choice: toolChoice, max_tokens: MAX_TOKENS, seed: 41,
+        n: 3, logit_bias: bias,
+      });
+      for (const choice of called.choices) {
+        assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice.message));
+        assert.equal(choice.message.tool_calls.length, 1);
+        const call = choice.message.tool_calls[0];
+        const tool = boundedTools.find((t) => t.function.name === call.function.name);
+        assert.ok(tool, call.function.name);
+        if (typeof toolChoice === 'object') assert.equal(call.function.name, 'add');
+        assert.deepEqual(validate(tool.function.parameters, JSON.parse(call.function.arguments)), [],
+          call.function.arguments);
+      }
+    }
+    const badName = await fetch(`${harmony.baseURL}/v1/chat/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ messages: user('x'), tool_choice: 'required',
+        tools: [{ type: 'function', function: { name: 'get weather' } }] }),
+    });
+    assert.equal(badName.status, 400);
+    assert.equal((await badName.json()).error.param, 'tools');
   } finally {
     await harmony.stop();
     rmSync(harmonyDir, { recursive: true, force: true });
