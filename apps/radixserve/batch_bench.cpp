@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "apps/radixserve/bench_grammar.h"
 #include "base/clock.h"
 
 namespace rs::app {
@@ -83,7 +84,7 @@ engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32
     batch.seq_kv_len.push_back(chunk.begin + static_cast<int32_t>(chunk.ids.size()));
     if (chunk.sample) {
       batch.logit_rows.push_back(batch.num_tokens() - 1);
-      batch.sampling.push_back(engine::SamplingRow{&greedy_, {}, {}, 0});
+      batch.sampling.push_back(engine::SamplingRow{.params = &greedy_, .token_bitmask = chunk.token_bitmask});
     }
   }
   for (int g = 0; g < pool.num_groups(); ++g) {
@@ -108,7 +109,21 @@ engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32
   return batch;
 }
 
-BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps) {
+bool BatchBench::fill_masks(std::span<Chunk> chunks, BatchGrammar& grammar) {
+  bool all = true;
+  for (Chunk& chunk : chunks) {
+    if (!chunk.sample) continue;
+    if (grammar.active(chunk.seq)) {
+      chunk.token_bitmask = grammar.fill_mask(chunk.seq);
+    } else {
+      all = false;
+    }
+  }
+  return all;
+}
+
+BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
+                             BatchGrammar* grammar) {
   const int32_t batch_size = static_cast<int32_t>(prompts.size());
   RS_CHECK(batch_size > 0 && batch_size <= max_batch_, "batch of {} sequences (1 to {} allowed)", batch_size,
            max_batch_);
@@ -118,6 +133,11 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
              "sequence of {} + {} tokens exceeds {}", prompt.size(), decode_steps, max_context_);
   BatchTimings timings;
   std::vector<Chunk> chunks;
+  if (grammar) grammar->reset(batch_size);
+  // Feeds a sampled token to the grammar (while the sequence is constrained).
+  auto accept = [&](int32_t seq, int32_t token) {
+    if (grammar && grammar->active(seq)) grammar->accept(seq, token);
+  };
 
   // Prefill: sequences in order, each taking what is left of the step's token budget (and of its window rings).
   auto start = Clock::now();
@@ -134,11 +154,14 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
       budget -= n;
     }
     if (chunks.empty()) break;
+    if (grammar) fill_masks(chunks, *grammar);
     const engine::StepOutput out = engine_.forward(build_step(chunks, batch_size));
     size_t row = 0;
     for (const Chunk& chunk : chunks) {
       length[chunk.seq] += static_cast<int32_t>(chunk.ids.size());
-      if (chunk.sample) next[chunk.seq] = out.tokens.at(row++).token_id;
+      if (!chunk.sample) continue;
+      next[chunk.seq] = out.tokens.at(row++).token_id;
+      accept(chunk.seq, next[chunk.seq]);
     }
     ++timings.prefill_steps;
   }
@@ -150,11 +173,19 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     const auto step_start = Clock::now();
     chunks.clear();
     for (int32_t s = 0; s < batch_size; ++s) chunks.push_back(Chunk{s, length[s], std::span(&next[s], 1), true});
+    if (grammar) {
+      const auto fill_start = Clock::now();
+      timings.all_constrained.push_back(fill_masks(chunks, *grammar));
+      timings.mask_fill_seconds.push_back(seconds_since(fill_start));
+    }
     const engine::StepOutput out = engine_.forward(build_step(chunks, batch_size));
+    const auto accept_start = Clock::now();
     for (int32_t s = 0; s < batch_size; ++s) {
       next[s] = out.tokens.at(s).token_id;
       ++length[s];
+      accept(s, next[s]);
     }
+    if (grammar) timings.accept_seconds.push_back(seconds_since(accept_start));
     timings.decode_step_seconds.push_back(seconds_since(step_start));
   }
   timings.decode_seconds = seconds_since(start);

@@ -16,7 +16,14 @@ struct BatchTimings {
   int32_t prefill_steps = 0;
   double decode_seconds = 0;
   std::vector<double> decode_step_seconds;  // one per decode step
+  // With a grammar, per decode step: CPU seconds filling the masks and accepting the sampled tokens (both inside the
+  // step's time, as in the scheduler), and whether every sequence was still constrained.
+  std::vector<double> mask_fill_seconds;
+  std::vector<double> accept_seconds;
+  std::vector<uint8_t> all_constrained;
 };
+
+class BatchGrammar;
 
 // KV bytes a pool needs for `max_batch` sequences of `max_context` tokens: the full-attention pages of every sequence
 // plus the window groups as kv::plan_kv_pool sizes them for that batch and step budget (plus slack for rounding).
@@ -35,8 +42,10 @@ class BatchBench {
   BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_context, int64_t max_step_tokens);
 
   // Prefills `prompts` (one per sequence; several sequences per step, long prompts split across steps as chunked
-  // prefill does), then runs `decode_steps` steps of one greedy token per sequence, each fed its own sample.
-  BatchTimings run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps);
+  // prefill does), then runs `decode_steps` steps of one greedy token per sequence, each fed its own sample. With
+  // `grammar`, every sampled token of a sequence whose output is not complete is constrained by its mask.
+  BatchTimings run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
+                   BatchGrammar* grammar = nullptr);
 
  private:
   struct Chunk {
@@ -44,8 +53,11 @@ class BatchBench {
     int32_t begin = 0;  // position of the first token
     std::span<const int32_t> ids;
     bool sample = false;
+    std::span<const uint32_t> token_bitmask;  // of the sampled token; empty: unconstrained
   };
   engine::ForwardBatch build_step(std::span<const Chunk> chunks, int32_t batch_size) const;
+  // Fills the masks of the sampling chunks of active sequences; true when every sampling chunk got one.
+  static bool fill_masks(std::span<Chunk> chunks, BatchGrammar& grammar);
   // Most new tokens a sequence of `length` tokens may take in one step without its window rings overwriting a page
   // the step still reads.
   int32_t max_chunk(int32_t length, int32_t batch_size) const;

@@ -2,11 +2,14 @@
 // and llama-batched-bench): B random prompts prefilled together, then decode steps of one token per sequence, beside
 // the memory-bandwidth bound of a decode step (weight bytes + KV bytes read / measured bandwidth). A table on stdout;
 // --json FILE also writes every figure with the command line, device, model config and the build's git revision.
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "apps/radixserve/batch_bench.h"
+#include "apps/radixserve/bench_grammar.h"
 #include "apps/radixserve/bench_report.h"
 #include "apps/radixserve/bench_util.h"
 #include "apps/radixserve/commands.h"
@@ -23,8 +26,35 @@ struct OneBatchOptions {
   int64_t max_step_tokens = 8192;
   uint32_t seed = 0;
   std::string json_path;
+  std::string json_schema_path;  // structured output: every sequence constrained by this schema (or regex)
+  std::string regex;
+  std::string tokenizer_dir;  // the grammar's vocabulary (default: the model folder)
   engine::EngineConfig engine;
 };
+
+// The grammar of --json-schema / --regex as a request would carry it, or null when neither is given.
+std::unique_ptr<BatchGrammar> make_grammar(const OneBatchOptions& options, const loader::ModelConfig& mc) {
+  server::OutputConstraint constraint;
+  if (!options.json_schema_path.empty()) {
+    std::ifstream file(options.json_schema_path);
+    RS_CHECK(file, "cannot read {}", options.json_schema_path);
+    std::stringstream text;
+    text << file.rdbuf();
+    // As read_output_constraint keeps it: the parsed schema, key order kept.
+    constraint = {.kind = server::OutputConstraint::Kind::kJsonSchema,
+                  .param = "json_schema",
+                  .text = nlohmann::ordered_json::parse(text.str()).dump()};
+  } else if (!options.regex.empty()) {
+    constraint = {.kind = server::OutputConstraint::Kind::kRegex, .param = "regex", .text = options.regex};
+  } else {
+    return nullptr;
+  }
+  const std::string dir = options.tokenizer_dir.empty() ? options.model_dir : options.tokenizer_dir;
+  auto grammar =
+      std::make_unique<BatchGrammar>(constraint, tokenizer::Tokenizer::load(dir), mc.vocab_size, mc.eos_token_ids);
+  RS_LOG_INFO("grammar compiled in {:.1f} ms", grammar->compile_seconds() * 1e3);
+  return grammar;
+}
 
 // Sizes the engine for the largest batch: its requests, their context, their KV pages (unless --kv-cache-gb).
 engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t max_batch) {
@@ -52,6 +82,8 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
 void run_one_batch(const OneBatchOptions& options) {
   const int32_t max_batch = *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
   const int32_t context = options.input_len + options.output_len;
+  // Before the engine loads, so that a bad schema or a missing tokenizer fails fast.
+  const std::unique_ptr<BatchGrammar> grammar = make_grammar(options, loader::load_model_config(options.model_dir));
   engine::Engine engine(options.model_dir, engine_config_for(options, max_batch));
   const auto& mc = engine.model_config();
   const kv::KvPoolConfig& kv_config = engine.kv_pool().config();
@@ -71,12 +103,20 @@ void run_one_batch(const OneBatchOptions& options) {
   const auto warm_batch = static_cast<int32_t>((largest_step + options.input_len - 1) / options.input_len);
   bench.run(prompts(warm_batch, options.input_len), 1);
   bench.run(prompts(max_batch, std::min(options.input_len, 8)), std::min(options.output_len, 3));
+  if (grammar)
+    bench.run(prompts(max_batch, std::min(options.input_len, 8)), std::min(options.output_len, 3), grammar.get());
 
   std::vector<std::pair<int32_t, BatchTimings>> runs;
+  std::vector<nlohmann::json> grammar_results;
   for (int32_t batch : options.batch_sizes) {
     RS_LOG_INFO("batch {}: prefill {} x {} tokens, decode {} steps", batch, batch, options.input_len,
                 options.output_len);
-    runs.emplace_back(batch, bench.run(prompts(batch, options.input_len), options.output_len));
+    const auto batch_prompts = prompts(batch, options.input_len);
+    runs.emplace_back(batch, bench.run(batch_prompts, options.output_len));
+    if (!grammar) continue;
+    RS_LOG_INFO("batch {}: the same, constrained", batch);  // same prompts, so the same KV lengths step by step
+    grammar_results.push_back(
+        grammar_result(runs.back().second, bench.run(batch_prompts, options.output_len, grammar.get()), *grammar));
   }
   std::string bandwidth_method;
   const double bandwidth = measure_engine_bandwidth(engine, &bandwidth_method);  // GB/s
@@ -112,6 +152,21 @@ void run_one_batch(const OneBatchOptions& options) {
                        {"bound_tokens_per_s", bound},
                        {"fraction_of_bound", bound > 0 ? decode_rate / bound : 0.0}});
   }
+  nlohmann::json grammar_json;  // null without a grammar
+  if (grammar) {
+    grammar_json = {{"json_schema", options.json_schema_path},
+                    {"regex", options.regex},
+                    {"compile_ms", grammar->compile_seconds() * 1e3}};
+    std::cout << fmt::format(
+                     "structured output ({}): compiled in {:.1f} ms; decode steps where every sequence is "
+                     "constrained, against the same steps unconstrained\n",
+                     options.regex.empty() ? options.json_schema_path : "--regex", grammar->compile_seconds() * 1e3)
+              << grammar_table_header();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      std::cout << grammar_table_row(runs[i].first, grammar_results[i]);
+      results[i]["structured_output"] = grammar_results[i];
+    }
+  }
   std::cout.flush();
   if (options.json_path.empty()) return;
   const nlohmann::json report = {{"command_line", command_line()},
@@ -130,6 +185,7 @@ void run_one_batch(const OneBatchOptions& options) {
                                  {"weight_bytes_per_step", weight_bytes},
                                  {"bandwidth_gb_per_s", bandwidth},
                                  {"bandwidth_method", bandwidth_method},
+                                 {"structured_output", grammar_json},
                                  {"results", results}};
   write_json_report(options.json_path, report);
 }
@@ -157,6 +213,14 @@ CLI::App* add_bench_one_batch_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write every figure, with the run's context, to this file");
+  cmd->add_option("--json-schema", options->json_schema_path,
+                  "Constrain every sequence by this JSON Schema, as response_format json_schema would, and report the "
+                  "cost of its token masks")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--regex", options->regex, "The same with a regex (SGLang's regex)")->excludes("--json-schema");
+  cmd->add_option("--tokenizer", options->tokenizer_dir,
+                  "Folder of the tokenizer.json the grammar reads (default: --model; dummy configs lack one)")
+      ->check(CLI::ExistingDirectory);
   add_engine_options(*cmd, options->engine);
   cmd->get_option("--kv-cache-gb")->description("KV cache budget in GiB (0 = enough for the largest batch)");
   cmd->get_option("--context-length")->description("Max tokens per sequence (at least input + output length)");
