@@ -145,19 +145,15 @@ struct MoeCase {
   int64_t hidden, inter;
 };
 
-TEST_F(CudaParity, MoeExperts) {
-  const MoeCase cases[] = {
-      {MoeActivation::kSwiGlu, DType::kBF16, false, 8, 2, 128, 64},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 64, 96},
-      {MoeActivation::kGptOssSwiGlu, DType::kF32, false, 32, 4, 96, 64},
-  };
-  for (const MoeCase& c : cases) {
-    MoeWeights host_experts, dev_experts;
+// MoE parity fixture: random experts of a case on the host and their device copies (gpt-oss: with biases).
+class MoeParity : public CudaParity {
+ protected:
+  void make_experts(const MoeCase& c, bool narrow_scales, MoeWeights& host_experts, MoeWeights& dev_experts) {
     host_experts.activation = dev_experts.activation = c.activation;
     const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
     for (int32_t e = 0; e < c.experts; ++e) {
       auto add = [&](std::vector<LinearWeight>& h, std::vector<LinearWeight>& d, int64_t out, int64_t in) {
-        h.push_back(random_weight(rng_, c.dtype, c.mxfp4, out, in, host_));
+        h.push_back(random_weight(rng_, c.dtype, c.mxfp4, out, in, host_, narrow_scales));
         d.push_back(dev_weight(h.back()));
       };
       if (gpt_oss) {
@@ -175,6 +171,19 @@ TEST_F(CudaParity, MoeExperts) {
       dev_experts.gate_up_bias = dev(host_experts.gate_up_bias);
       dev_experts.down_bias = dev(host_experts.down_bias);
     }
+  }
+};
+
+TEST_F(MoeParity, MoeExperts) {
+  const MoeCase cases[] = {
+      {MoeActivation::kSwiGlu, DType::kBF16, false, 8, 2, 128, 64},
+      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 64, 96},
+      {MoeActivation::kGptOssSwiGlu, DType::kF32, false, 32, 4, 96, 64},
+  };
+  for (const MoeCase& c : cases) {
+    MoeWeights host_experts, dev_experts;
+    make_experts(c, /*narrow_scales=*/false, host_experts, dev_experts);
+    const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
     for (int64_t tokens : {1, 3, 40, 300}) {
       const Tensor logits = host(normal(rng_, tokens * c.experts), DType::kF32, {tokens, int64_t{c.experts}});
       Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
@@ -196,7 +205,7 @@ TEST_F(CudaParity, MoeExperts) {
 // ragged rows per expert (chunks of 64 rows and partial ones), all tokens on the same experts, top-k ties. The inputs
 // are exact in bf16 and MXFP4 scales checkpoint-like, so that the only rounding is the intermediate activation's
 // (a numpy model of these shapes gives <= 2.8e-3 normalised error; a wrong weight, scale or row is O(1)).
-TEST_F(CudaParity, MoeExpertsFast) {
+TEST_F(MoeParity, MoeExpertsFast) {
   const MoeCase cases[] = {
       {MoeActivation::kSwiGlu, DType::kBF16, false, 16, 4, 256, 96},
       {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 8, 4, 96, 160},
@@ -204,30 +213,8 @@ TEST_F(CudaParity, MoeExpertsFast) {
   };
   for (const MoeCase& c : cases) {
     MoeWeights host_experts, dev_experts;
-    host_experts.activation = dev_experts.activation = c.activation;
+    make_experts(c, /*narrow_scales=*/true, host_experts, dev_experts);
     const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
-    for (int32_t e = 0; e < c.experts; ++e) {
-      auto add = [&](std::vector<LinearWeight>& h, std::vector<LinearWeight>& d, int64_t out, int64_t in) {
-        h.push_back(random_weight(rng_, c.dtype, c.mxfp4, out, in, host_, /*narrow_scales=*/true));
-        d.push_back(dev_weight(h.back()));
-      };
-      if (gpt_oss) {
-        add(host_experts.gate_up, dev_experts.gate_up, 2 * c.inter, c.hidden);
-      } else {
-        add(host_experts.gate, dev_experts.gate, c.inter, c.hidden);
-        add(host_experts.up, dev_experts.up, c.inter, c.hidden);
-      }
-      add(host_experts.down, dev_experts.down, c.hidden, c.inter);
-    }
-    if (gpt_oss) {
-      host_experts.swiglu_alpha = dev_experts.swiglu_alpha = 1.702f;
-      host_experts.swiglu_limit = dev_experts.swiglu_limit = 7.0f;
-      host_experts.gate_up_bias =
-          host(to_bf16(normal(rng_, c.experts * 2 * c.inter)), DType::kBF16, {c.experts, 2 * c.inter});
-      host_experts.down_bias = host(normal(rng_, c.experts * c.hidden), DType::kF32, {c.experts, c.hidden});
-      dev_experts.gate_up_bias = dev(host_experts.gate_up_bias);
-      dev_experts.down_bias = dev(host_experts.down_bias);
-    }
     for (int routing = 0; routing < 3; ++routing) {  // random | every token on the same experts | all logits tied
       for (int64_t tokens : {1, 5, 64, 300, 700}) {
         std::vector<float> logit_values = normal(rng_, tokens * c.experts);
