@@ -308,37 +308,19 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
 }
 
 void Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
-  std::vector<Sequence*> constrained;
-  for (const StepItem& item : items)
-    if (item.seq->grammar_active && item.samples()) constrained.push_back(item.seq);
-  if (constrained.empty()) return;
-  std::vector<std::string> errors(constrained.size());
-  const auto fill = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      Sequence& seq = *constrained[i];
-      try {
-        seq.token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
-        seq.request->grammar->fill_next_token_bitmask(seq.token_bitmask, seq.request->stop_token_ids);
-        const int32_t alternative = seq.request->grammar_or_token;
-        if (seq.num_output() == 0 && alternative >= 0 && alternative < config_.vocab_size)
-          seq.token_bitmask[alternative / 32] |= 1u << (alternative % 32);
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
+  for (const StepItem& item : items) {
+    Sequence& seq = *item.seq;
+    if (!seq.grammar_active || !item.samples()) continue;
+    try {
+      seq.token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
+      seq.request->grammar->fill_next_token_bitmask(seq.token_bitmask, seq.request->stop_token_ids);
+      const int32_t alternative = seq.request->grammar_or_token;
+      if (seq.num_output() == 0 && alternative >= 0 && alternative < config_.vocab_size)
+        seq.token_bitmask[alternative / 32] |= 1u << (alternative % 32);
+    } catch (const std::exception& e) {
+      RS_LOG_ERROR("rid={} token mask failed: {}", seq.request->id, e.what());
+      finish(seq, FinishReason::kError, fmt::format("structured output failed: {}", e.what()));
     }
-  };
-  // A cold mask costs ~20 ms with a 150k vocabulary: spread the sequences over a few threads (up to 8).
-  if (constrained.size() > 1 && !grammar_pool_)
-    grammar_pool_ = std::make_unique<ThreadPool>(std::min(8, hardware_threads()));
-  if (grammar_pool_ && constrained.size() > 1) {
-    grammar_pool_->parallel_for(static_cast<int64_t>(constrained.size()), fill);
-  } else {
-    fill(0, static_cast<int64_t>(constrained.size()));
-  }
-  for (size_t i = 0; i < constrained.size(); ++i) {
-    if (errors[i].empty()) continue;
-    RS_LOG_ERROR("rid={} token mask failed: {}", constrained[i]->request->id, errors[i]);
-    finish(*constrained[i], FinishReason::kError, fmt::format("structured output failed: {}", errors[i]));
   }
 }
 

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "base/channel.h"
-#include "base/thread_pool.h"
 #include "engine/forward_batch.h"
 #include "kv/kv_pool.h"
 #include "sched/batch_builder.h"
@@ -95,8 +94,7 @@ class Scheduler {
   void release_memory(Sequence& seq);
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
-  // Structured output: fills the token bitmask of every constrained sequence that samples this step, in parallel
-  // over the sequences (each has its own matcher; a mask met for the first time walks the whole vocabulary).
+  // Structured output: fills the token bitmask of every constrained sequence that samples this step.
   void fill_token_bitmasks(const std::vector<StepItem>& items);
   // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
   FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
@@ -114,8 +112,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order (oldest first)
   uint64_t admit_counter_ = 0;
-  SchedulerStats counters_;                   // scheduler thread's running totals
-  std::unique_ptr<ThreadPool> grammar_pool_;  // created at the first step with two constrained sequences
+  SchedulerStats counters_;  // scheduler thread's running totals
   mutable std::mutex stats_mutex_;
   SchedulerStats published_;  // guarded by stats_mutex_
 };
