@@ -1,4 +1,5 @@
-// Structured output's parsers and matcher: any JSON Schema text, regex or GBNF grammar (the first byte picks which)
+// Structured output's parsers and matcher: any JSON Schema text, regex, GBNF grammar, choice list (a JSON array of
+// strings) or json_object (the first byte picks which)
 // either compiles or is refused with rs::Error; a compiled grammar then runs over the rest of the input as output
 // bytes and fills a token mask over a small vocabulary, which must agree with trying each token.
 #include <cstddef>
@@ -22,10 +23,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {"{", "}", "\"", "a", "\":", " ", "1", "[", "]", ",", "true", "\xC3\xA9", "\xC3", "\\", "ab", "\"}"});
   rs::grammar::GrammarCompiler compiler(vocab);
   static constexpr rs::grammar::GrammarKind kKinds[] = {
-      rs::grammar::GrammarKind::kJsonSchema, rs::grammar::GrammarKind::kRegex, rs::grammar::GrammarKind::kGbnf};
+      rs::grammar::GrammarKind::kJsonSchema, rs::grammar::GrammarKind::kRegex, rs::grammar::GrammarKind::kGbnf,
+      rs::grammar::GrammarKind::kChoice, rs::grammar::GrammarKind::kJsonObject};
+  constexpr size_t kNumKinds = sizeof(kKinds) / sizeof(kKinds[0]);
   std::shared_ptr<const rs::grammar::CompiledGrammar> grammar;
   try {
-    grammar = compiler.compile({kKinds[data[0] % 3], spec});
+    grammar = compiler.compile({kKinds[data[0] % kNumKinds], spec});
   } catch (const rs::Error&) {
     return 0;
   }
