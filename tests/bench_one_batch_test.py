@@ -76,7 +76,13 @@ def check_one_batch(radixserve: str, model_dir: pathlib.Path, args: list) -> Non
     check(report["input_len"] == input_len and report["output_len"] == output_len, "lengths not reported")
     bandwidth = report["bandwidth_gb_per_s"]
     check(bandwidth > 0, f"bandwidth {bandwidth}")
-    check(report["weight_bytes_per_step"] > 0, "no weight bytes")
+    check(report["dense_weight_bytes"] > 0, "no weight bytes")
+    # MoE: the routed experts' bytes are reported apart and read in the share a batch selects (uniform routing).
+    experts = config.get("num_local_experts") or config.get("num_experts") or 0
+    top_k = config.get("num_experts_per_tok") or config.get("experts_per_token") or 0
+    check((report["expert_weight_bytes"] > 0) == (experts > 0), f"expert bytes {report['expert_weight_bytes']}")
+    if experts:
+        check(report["num_experts"] == experts and report["experts_per_token"] == top_k, "expert counts")
 
     results = report["results"]
     check([r["batch_size"] for r in results] == batch_sizes, f"results for {[r['batch_size'] for r in results]}")
@@ -89,7 +95,11 @@ def check_one_batch(radixserve: str, model_dir: pathlib.Path, args: list) -> Non
         expected_kv = expected_kv_bytes_per_step(config, report["kv_cache_dtype"], b, input_len, output_len)
         check(math.isclose(r["kv_bytes_per_step"], expected_kv, rel_tol=1e-9),
               f"batch {b}: KV bytes per step {r['kv_bytes_per_step']}, expected {expected_kv}")
-        check(math.isclose(r["bytes_per_step"], r["kv_bytes_per_step"] + report["weight_bytes_per_step"]),
+        share = 1 - (1 - min(1, top_k / experts)) ** b if experts else 1
+        weights = report["dense_weight_bytes"] + report["expert_weight_bytes"] * share
+        check(math.isclose(r["weight_bytes_per_step"], weights, rel_tol=1e-9),
+              f"batch {b}: weight bytes per step {r['weight_bytes_per_step']}, expected {weights}")
+        check(math.isclose(r["bytes_per_step"], r["kv_bytes_per_step"] + r["weight_bytes_per_step"]),
               f"batch {b}: bytes per step")
         bound = b * bandwidth * 1e9 / r["bytes_per_step"]
         check(math.isclose(r["bound_tokens_per_s"], bound, rel_tol=1e-6),

@@ -47,8 +47,9 @@ void run_bench(const BenchOptions& options) {
     for (int32_t i = 0; i < options.decode_tokens; ++i) next = sequence.feed(std::span(&next, 1), row).token_id;
     decode_rates.push_back(options.decode_tokens / seconds_since(start));
   }
-  // Per decoded token every weight is read once, except the embedding table when the LM head is separate.
-  const size_t bytes_per_token = decode_weight_bytes(engine);
+  // Per decoded token every weight is read once (MoE: the selected experts), except the embedding table when the LM
+  // head is separate.
+  const double bytes_per_token = decode_weight_bytes(engine).per_step(1);
   const int threads = config.num_threads > 0 ? config.num_threads : hardware_threads();
   const double bandwidth = engine.backend().device().is_cpu() ? measure_read_bandwidth(threads) : 0.0;
   nlohmann::json result = {

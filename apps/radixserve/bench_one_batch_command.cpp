@@ -120,11 +120,17 @@ void run_one_batch(const OneBatchOptions& options) {
   }
   std::string bandwidth_method;
   const double bandwidth = measure_engine_bandwidth(engine, &bandwidth_method);  // GB/s
-  const size_t weight_bytes = decode_weight_bytes(engine);
+  const DecodeWeightBytes weights = decode_weight_bytes(engine);
+  const std::string expert_text =
+      weights.experts == 0 ? std::string()
+                           : fmt::format(
+                                 " + {:.1f} MiB of routed experts, of which a batch reads the share its tokens "
+                                 "select ({} of {} per token, uniform routing)",
+                                 weights.experts / double(1 << 20), weights.top_k, weights.num_experts);
 
   nlohmann::json results = nlohmann::json::array();
-  std::cout << fmt::format("{} on {}: weights read per step {:.1f} MiB, KV cache {}, bandwidth {:.1f} GB/s ({})\n",
-                           mc.architecture, engine.backend().name(), weight_bytes / double(1 << 20),
+  std::cout << fmt::format("{} on {}: weights read per step {:.1f} MiB{}, KV cache {}, bandwidth {:.1f} GB/s ({})\n",
+                           mc.architecture, engine.backend().name(), weights.dense / double(1 << 20), expert_text,
                            dtype_name(kv_config.dtype), bandwidth, bandwidth_method)
             << fmt::format("{:>6} {:>14} {:>13} {:>10} {:>9} {:>12} {:>12} {:>9}\n", "batch", "prefill tok/s",
                            "decode tok/s", "tok/s/seq", "step ms", "KV MiB/step", "bound tok/s", "of bound");
@@ -132,6 +138,7 @@ void run_one_batch(const OneBatchOptions& options) {
     const double prefill_rate = double(batch) * options.input_len / t.prefill_seconds;
     const double decode_rate = double(batch) * options.output_len / t.decode_seconds;
     const double kv_bytes = kv_bytes_read_per_decode_step(kv_config, batch, options.input_len, options.output_len);
+    const double weight_bytes = weights.per_step(batch);
     const double step_bytes = weight_bytes + kv_bytes;
     const double bound = bandwidth > 0 ? batch * bandwidth * 1e9 / step_bytes : 0.0;
     const double step_ms = median(t.decode_step_seconds) * 1e3;
@@ -182,7 +189,10 @@ void run_one_batch(const OneBatchOptions& options) {
                                  {"output_len", options.output_len},
                                  {"max_step_tokens", options.max_step_tokens},
                                  {"seed", options.seed},
-                                 {"weight_bytes_per_step", weight_bytes},
+                                 {"dense_weight_bytes", weights.dense},
+                                 {"expert_weight_bytes", weights.experts},
+                                 {"num_experts", weights.num_experts},
+                                 {"experts_per_token", weights.top_k},
                                  {"bandwidth_gb_per_s", bandwidth},
                                  {"bandwidth_method", bandwidth_method},
                                  {"structured_output", grammar_json},

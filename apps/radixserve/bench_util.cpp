@@ -2,6 +2,7 @@
 #include "apps/radixserve/bench_util.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "base/clock.h"
@@ -72,10 +73,23 @@ double measure_engine_bandwidth(engine::Engine& engine, std::string* method) {
   return measure_copy_bandwidth(engine.backend());
 }
 
-size_t decode_weight_bytes(engine::Engine& engine) {
+double DecodeWeightBytes::expert_share(int64_t batch) const {
+  if (experts == 0 || num_experts <= 0 || top_k <= 0) return 1.0;
+  return 1.0 - std::pow(1.0 - std::min(1.0, double(top_k) / num_experts), static_cast<double>(batch));
+}
+
+DecodeWeightBytes decode_weight_bytes(engine::Engine& engine) {
   const auto& mc = engine.model_config();
   const size_t embed_bytes = static_cast<size_t>(mc.vocab_size) * mc.hidden_size * dtype_size(mc.dtype);
-  return engine.weight_bytes() - (mc.tie_word_embeddings ? 0 : embed_bytes);
+  DecodeWeightBytes bytes;
+  bytes.experts = mc.num_experts > 0 ? engine.weight_bytes_if([](std::string_view name) {
+    return name.find(".experts.") != std::string_view::npos;
+  })
+                                     : 0;
+  bytes.dense = engine.weight_bytes() - (mc.tie_word_embeddings ? 0 : embed_bytes) - bytes.experts;
+  bytes.num_experts = mc.num_experts;
+  bytes.top_k = mc.num_experts_per_tok;
+  return bytes;
 }
 
 double median(std::vector<double> values) {

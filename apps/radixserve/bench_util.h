@@ -21,8 +21,18 @@ double measure_copy_bandwidth(Backend& backend, size_t max_bytes = size_t{2} << 
 // (optional) receives how it was measured.
 double measure_engine_bandwidth(engine::Engine& engine, std::string* method = nullptr);
 
-// Weight bytes one decode step reads: every weight once, except the embedding table when the LM head is separate.
-size_t decode_weight_bytes(engine::Engine& engine);
+// Weight bytes one decode step of `batch` sequences reads: every weight once, except the embedding table when the LM
+// head is separate, and of a mixture-of-experts layer only the experts the batch selects: under uniform routing a
+// share 1 - (1 - k/E)^batch of them (real routers are skewed and select fewer, so the bound this gives is
+// conservative).
+struct DecodeWeightBytes {
+  size_t dense = 0;    // read every step
+  size_t experts = 0;  // every MoE layer's routed experts (tensors named "*.experts.*")
+  int32_t num_experts = 0, top_k = 0;
+  double expert_share(int64_t batch) const;
+  double per_step(int64_t batch) const { return static_cast<double>(dense) + experts * expert_share(batch); }
+};
+DecodeWeightBytes decode_weight_bytes(engine::Engine& engine);
 
 double median(std::vector<double> values);
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "backend/backend.h"
 #include "engine/forward_batch.h"
@@ -74,6 +75,9 @@ class Engine {
   int64_t context_length() const { return context_length_; }
   // Bytes of weights as stored (quantized formats counted packed).
   size_t weight_bytes() const { return weights_->bytes_loaded(); }
+  size_t weight_bytes_if(const std::function<bool(std::string_view)>& pred) const {
+    return weights_->bytes_loaded_if(pred);
+  }
 
   // Runs the model over `batch` (writing its K/V into the pool) and samples one token per logit row on the device.
   // keep_logits also returns the raw logits of the logit rows. Called from one thread at a time (the scheduler).

@@ -65,6 +65,7 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
              checkpoint_->file_of(name), name, dtype_name(tensor.dtype()));
   }
   bytes_loaded_ += tensor.bytes();
+  loaded_.emplace_back(name, tensor.bytes());
   // Safetensors only promises 8-byte alignment of the data section; an odd offset gets an aligned copy.
   if (reinterpret_cast<uintptr_t>(tensor.data()) % dtype_size(tensor.dtype()) != 0) {
     auto buffer = std::make_shared<Buffer>(Buffer::host(tensor.bytes()));
@@ -120,7 +121,15 @@ Tensor WeightSource::make_dummy(const std::string& name, const std::vector<int64
   }
   owned_buffers_.push_back(buffer);
   bytes_loaded_ += buffer->bytes();
+  loaded_.emplace_back(name, buffer->bytes());
   return Tensor(buffer->data(), dtype, shape.data(), static_cast<int>(shape.size()));
+}
+
+size_t WeightSource::bytes_loaded_if(const std::function<bool(std::string_view)>& pred) const {
+  size_t bytes = 0;
+  for (const auto& [name, size] : loaded_)
+    if (pred(name)) bytes += size;
+  return bytes;
 }
 
 }  // namespace rs::loader

@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "loader/safetensors.h"
@@ -34,6 +36,8 @@ class WeightSource {
   Tensor require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype = {});
   bool is_dummy() const { return checkpoint_ == nullptr; }
   size_t bytes_loaded() const { return bytes_loaded_; }
+  // Bytes of the tensors loaded so far whose names satisfy `pred` (e.g. MoE experts, for bandwidth bounds).
+  size_t bytes_loaded_if(const std::function<bool(std::string_view)>& pred) const;
 
  private:
   WeightSource() = default;
@@ -45,6 +49,7 @@ class WeightSource {
   std::vector<std::shared_ptr<Buffer>> owned_buffers_;  // dummy tensors and aligned copies
   std::shared_ptr<ThreadPool> fill_pool_;               // fills large dummy tensors in parallel
   size_t bytes_loaded_ = 0;
+  std::vector<std::pair<std::string, size_t>> loaded_;  // name, bytes of every tensor handed out
 };
 
 }  // namespace rs::loader
