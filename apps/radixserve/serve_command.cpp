@@ -191,6 +191,8 @@ void run_serve(ServeOptions options) {
   ShutdownSignal shutdown;
   if (options.http.api_key.empty())
     if (const char* key = std::getenv("RADIXSERVE_API_KEY")) options.http.api_key = key;
+  RS_CHECK(!options.http.protect_metrics || !options.http.api_key.empty(),
+           "--protect-metrics needs an API key (--api-key or $RADIXSERVE_API_KEY)");
   options.http.version = version_string();
   options.http.num_threads =
       std::min(1024, options.scheduler.max_running_requests + options.scheduler.max_queued_requests + 16);
@@ -303,6 +305,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--allowed-origins", options->http.allowed_origins,
                   "Browser origins allowed to call the API (CORS), e.g. http://localhost:3000 or '*'; default none")
       ->delimiter(',');
+  cmd->add_option("--metrics-port", options->http.metrics_port,
+                  "Serve /metrics (and /health) on this port of the same host instead of the API port (0 = any free "
+                  "port); /health stays on the API port too")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_flag("--protect-metrics", options->http.protect_metrics,
+                "Require the API key on /metrics and /health too (default: public)");
   cmd->add_flag_callback(
       "--no-web-ui", [options] { options->http.web_ui = false; }, "Do not serve the chat page at GET /");
   cmd->add_flag("--log-requests", options->http.log_requests,

@@ -65,26 +65,45 @@ void HttpServer::start() {
   // and a client's delayed ACK then batches whole answers into one segment (bench serve saw 0 ms inter-token gaps).
   http_->set_tcp_nodelay(true);
   add_routes();
-  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and silently take half its
-  // connections. SO_REUSEADDR alone still allows a restart while old connections sit in TIME_WAIT.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  if (config_.port == 0)
-    bound_port_ = http_->bind_to_any_port(config_.host);
-  else
-    bound_port_ = http_->bind_to_port(config_.host, config_.port) ? config_.port : -1;
-  RS_CHECK(bound_port_ > 0, "cannot listen on {}:{} (address in use or not available)", config_.host, config_.port);
+  bound_port_ = bind(*http_, config_.port);
+  if (config_.metrics_port >= 0) {  // bound before any listener runs: a failure leaves nothing to stop
+    metrics_http_ = std::make_unique<httplib::Server>();
+    metrics_http_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+    metrics_http_->set_read_timeout(config_.read_timeout_s, 0);
+    metrics_http_->set_write_timeout(config_.write_timeout_s, 0);
+    add_observability_routes(*metrics_http_, /*with_metrics=*/true);
+    metrics_bound_port_ = bind(*metrics_http_, config_.metrics_port);
+  }
   listener_ = std::thread([this] { http_->listen_after_bind(); });
+  if (metrics_http_) metrics_listener_ = std::thread([this] { metrics_http_->listen_after_bind(); });
   // httplib's stop() does nothing before its accept loop runs: wait for it, so that a stop right after start (a
   // signal during start-up) cannot leave the loop running and stop() joining it forever.
   for (int waited_ms = 0; !http_->is_running() && waited_ms < 5000; ++waited_ms)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int waited_ms = 0; metrics_http_ && !metrics_http_->is_running() && waited_ms < 5000; ++waited_ms)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   RS_LOG_INFO("listening on http://{}:{}", config_.host, bound_port_);
+  if (metrics_http_) RS_LOG_INFO("/metrics and /health on http://{}:{}", config_.host, metrics_bound_port_);
+}
+
+int HttpServer::bind(httplib::Server& server, int port) const {
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and silently take half its
+  // connections. SO_REUSEADDR alone still allows a restart while old connections sit in TIME_WAIT.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  const int bound =
+      port == 0 ? server.bind_to_any_port(config_.host) : (server.bind_to_port(config_.host, port) ? port : -1);
+  RS_CHECK(bound > 0, "cannot listen on {}:{} (address in use or not available)", config_.host, port);
+  return bound;
 }
 
 void HttpServer::stop() {
+  if (metrics_listener_.joinable()) {
+    metrics_http_->stop();
+    metrics_listener_.join();
+  }
   if (!listener_.joinable()) return;
   http_->stop();
   listener_.join();
@@ -101,8 +120,8 @@ void HttpServer::allow_origin(const httplib::Request& req, httplib::Response& re
 }
 
 // Known routes and their methods: a known path asked with another method gets 405 with Allow, not 404.
-static const char* allowed_methods(const std::string& path, bool web_ui) {
-  if ((web_ui && path == "/") || path == "/health" || path == "/metrics" || path == "/version" ||
+static const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) {
+  if ((web_ui && path == "/") || path == "/health" || (metrics && path == "/metrics") || path == "/version" ||
       path == "/v1/models" || path.rfind("/v1/models/", 0) == 0)
     return "GET";
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize" ||
@@ -111,11 +130,35 @@ static const char* allowed_methods(const std::string& path, bool web_ui) {
   return nullptr;
 }
 
+void HttpServer::add_observability_routes(httplib::Server& server, bool with_metrics) {
+  if (&server != http_.get() && config_.protect_metrics) {  // the main server checks keys in its pre-routing handler
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (authorized(req.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
+      metrics_.count_client_error(401);
+      send_error(res, api_error(401, "invalid_request_error",
+                                "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {},
+                                "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (draining_) return send_json(res, 503, {{"status", "draining"}});
+    if (!ready_) return send_json(res, 503, {{"status", "loading"}});
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  if (!with_metrics) return;
+  server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
+    res.set_content(metrics_.render(stats, page_size_, ready_ ? model_->name : std::string()),
+                    "text/plain; version=0.0.4");
+  });
+}
+
 void HttpServer::add_routes() {
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     allow_origin(req, res);
     if (req.method == "OPTIONS") {  // CORS preflight: no credentials are sent with it
-      const char* methods = allowed_methods(req.path, config_.web_ui);
+      const char* methods = allowed_methods(req.path, config_.web_ui, config_.metrics_port < 0);
       res.status = methods ? 204 : 404;
       if (methods) res.set_header("Allow", std::string(methods) + ", OPTIONS");
       if (methods && res.has_header("Access-Control-Allow-Origin")) {
@@ -126,7 +169,8 @@ void HttpServer::add_routes() {
       return httplib::Server::HandlerResponse::Handled;
     }
     const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache" ||
-                                req.path == "/tokenize" || req.path == "/detokenize";
+                                req.path == "/tokenize" || req.path == "/detokenize" ||
+                                (config_.protect_metrics && (req.path == "/metrics" || req.path == "/health"));
     if (!protected_path || authorized(req.get_header_value("Authorization")))
       return httplib::Server::HandlerResponse::Unhandled;
     metrics_.count_client_error(401);
@@ -141,8 +185,10 @@ void HttpServer::add_routes() {
     std::string message = "HTTP error " + std::to_string(status);
     if (status == 404) message = "Unknown route: " + req.method + " " + req.path;
     if (status >= 400 && status < 500)
-      metrics_.count_client_error(status == 404 && allowed_methods(req.path, config_.web_ui) ? 405 : status);
-    if (const char* methods = status == 404 ? allowed_methods(req.path, config_.web_ui) : nullptr) {
+      metrics_.count_client_error(
+          status == 404 && allowed_methods(req.path, config_.web_ui, config_.metrics_port < 0) ? 405 : status);
+    if (const char* methods =
+            status == 404 ? allowed_methods(req.path, config_.web_ui, config_.metrics_port < 0) : nullptr) {
       res.status = 405;
       res.set_header("Allow", methods);
       return send_error(
@@ -172,11 +218,7 @@ void HttpServer::add_routes() {
     send_error(res, server_error(500, "Internal error: " + what));
   });
 
-  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (draining_) return send_json(res, 503, {{"status", "draining"}});
-    if (!ready_) return send_json(res, 503, {{"status", "loading"}});
-    send_json(res, 200, {{"status", "ok"}});
-  });
+  add_observability_routes(*http_, /*with_metrics=*/config_.metrics_port < 0);
   if (config_.web_ui)  // public: the page holds no secrets, and its API calls carry the key the user enters
     http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
       // The page loads nothing from elsewhere and talks only to this server.
@@ -190,12 +232,6 @@ void HttpServer::add_routes() {
   http_->Get("/version", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"version", config_.version}});
   });
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
-    res.set_content(metrics_.render(stats, page_size_, ready_ ? model_->name : std::string()),
-                    "text/plain; version=0.0.4");
-  });
-
   auto model_card = [this](const std::string& id) {
     return json{{"id", id},
                 {"object", "model"},

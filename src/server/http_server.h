@@ -35,6 +35,10 @@ struct ServerConfig {
   std::string version;        // reported by GET /version
   bool web_ui = true;         // serve the chat page at GET / (--no-web-ui turns it off)
   bool log_requests = false;  // also log each accepted call's prompt or messages, truncated (--log-requests)
+  // Observability: /metrics on its own port of the same host (-1 = on the main port; 0 = any free port), /health on
+  // both; and/or /metrics and /health behind the API key (protect_metrics, with api_key set).
+  int metrics_port = -1;
+  bool protect_metrics = false;
 };
 
 class HttpServer {
@@ -48,6 +52,7 @@ class HttpServer {
   // address cannot be bound.
   void start();
   int port() const { return bound_port_; }
+  int metrics_port() const { return metrics_bound_port_; }  // -1 without a metrics port
   // The model is loaded: generation routes serve from now on. model and scheduler must outlive the server.
   void set_ready(const ServingModel& model, sched::Scheduler& scheduler, int32_t page_size);
   // Refuses new generation calls (503) and reports unhealthy; calls in flight carry on.
@@ -59,6 +64,10 @@ class HttpServer {
 
  private:
   void add_routes();
+  // The observability routes (/health, and /metrics unless it has its own port) on `server`, key-checked when asked.
+  void add_observability_routes(httplib::Server& server, bool with_metrics);
+  // Binds `server` to host:port (0 = any free port), returns the bound port; throws rs::Error when it cannot.
+  int bind(httplib::Server& server, int port) const;
   void add_model_routes();
   // Sets the CORS headers for the request's Origin when it is allowed.
   void allow_origin(const httplib::Request& req, httplib::Response& res) const;
@@ -67,6 +76,9 @@ class HttpServer {
   ServerConfig config_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
+  std::unique_ptr<httplib::Server> metrics_http_;  // with ServerConfig::metrics_port >= 0
+  std::thread metrics_listener_;
+  int metrics_bound_port_ = -1;
   int bound_port_ = 0;
   ServerMetrics metrics_;
   const ServingModel* model_ = nullptr;

@@ -62,5 +62,55 @@ TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
   no_page.stop();
 }
 
+TEST(HttpServer, MetricsOnTheirOwnPortLeaveTheApiPort) {
+  HttpServer server(ServerConfig{.port = 0, .num_threads = 2, .metrics_port = 0});
+  server.start();
+  ASSERT_GT(server.metrics_port(), 0);
+  ASSERT_NE(server.metrics_port(), server.port());
+  httplib::Client api("127.0.0.1", server.port()), observe("127.0.0.1", server.metrics_port());
+  const auto metrics = observe.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("# TYPE"), std::string::npos) << metrics->body;
+  EXPECT_EQ(observe.Get("/health")->status, 503);  // loading, on both ports
+  EXPECT_EQ(api.Get("/health")->status, 503);
+  EXPECT_EQ(api.Get("/metrics")->status, 404);
+  EXPECT_EQ(observe.Post("/v1/completions", "{}", "application/json")->status, 404);  // only observability there
+  server.stop();
+
+  // A metrics port that is taken fails the start clearly, like the API port.
+  HttpServer taken(ServerConfig{.port = 0, .num_threads = 2, .metrics_port = server.port()});
+  HttpServer holder(ServerConfig{.port = server.port(), .num_threads = 2});
+  holder.start();
+  try {
+    taken.start();
+    FAIL() << "the metrics port " << server.port() << " was bound twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("address in use"), std::string::npos) << e.what();
+  }
+  holder.stop();
+}
+
+TEST(HttpServer, ProtectedMetricsNeedTheKeyOnEitherPort) {
+  for (const int metrics_port : {-1, 0}) {
+    HttpServer server(ServerConfig{
+        .port = 0, .api_key = "sk-test", .num_threads = 2, .metrics_port = metrics_port, .protect_metrics = true});
+    server.start();
+    httplib::Client client("127.0.0.1", metrics_port < 0 ? server.port() : server.metrics_port());
+    EXPECT_EQ(client.Get("/metrics")->status, 401) << "metrics port " << metrics_port;
+    EXPECT_EQ(client.Get("/health")->status, 401);
+    const httplib::Headers key = {{"Authorization", "Bearer sk-test"}};
+    EXPECT_EQ(client.Get("/metrics", key)->status, 200);
+    EXPECT_EQ(client.Get("/health", key)->status, 503);  // loading
+    server.stop();
+  }
+  // Without protect_metrics they stay public beside a key.
+  HttpServer open_server(ServerConfig{.port = 0, .api_key = "sk-test", .num_threads = 2});
+  open_server.start();
+  httplib::Client client("127.0.0.1", open_server.port());
+  EXPECT_EQ(client.Get("/metrics")->status, 200);
+  open_server.stop();
+}
+
 }  // namespace
 }  // namespace rs::server
