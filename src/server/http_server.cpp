@@ -130,15 +130,20 @@ static const char* allowed_methods(const std::string& path, bool web_ui, bool me
   return nullptr;
 }
 
+bool HttpServer::refuse_without_key(const httplib::Request& req, httplib::Response& res) {
+  if (authorized(req.get_header_value("Authorization"))) return false;
+  metrics_.count_client_error(401);
+  send_error(res,
+             api_error(401, "invalid_request_error",
+                       "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {}, "invalid_api_key"));
+  return true;
+}
+
 void HttpServer::add_observability_routes(httplib::Server& server, bool with_metrics) {
   if (&server != http_.get() && config_.protect_metrics) {  // the main server checks keys in its pre-routing handler
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (authorized(req.get_header_value("Authorization"))) return httplib::Server::HandlerResponse::Unhandled;
-      metrics_.count_client_error(401);
-      send_error(res, api_error(401, "invalid_request_error",
-                                "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {},
-                                "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
+      return refuse_without_key(req, res) ? httplib::Server::HandlerResponse::Handled
+                                          : httplib::Server::HandlerResponse::Unhandled;
     });
   }
   server.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
@@ -171,13 +176,8 @@ void HttpServer::add_routes() {
     const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache" ||
                                 req.path == "/tokenize" || req.path == "/detokenize" ||
                                 (config_.protect_metrics && (req.path == "/metrics" || req.path == "/health"));
-    if (!protected_path || authorized(req.get_header_value("Authorization")))
-      return httplib::Server::HandlerResponse::Unhandled;
-    metrics_.count_client_error(401);
-    send_error(
-        res, api_error(401, "invalid_request_error",
-                       "Incorrect API key provided. Send it as 'Authorization: Bearer <key>'.", {}, "invalid_api_key"));
-    return httplib::Server::HandlerResponse::Handled;
+    return protected_path && refuse_without_key(req, res) ? httplib::Server::HandlerResponse::Handled
+                                                          : httplib::Server::HandlerResponse::Unhandled;
   });
   http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

@@ -72,6 +72,8 @@ class HttpServer {
   // Sets the CORS headers for the request's Origin when it is allowed.
   void allow_origin(const httplib::Request& req, httplib::Response& res) const;
   bool authorized(const std::string& authorization) const;
+  // Answers 401 and returns true when the request lacks the API key (false: carry on).
+  bool refuse_without_key(const httplib::Request& req, httplib::Response& res);
 
   ServerConfig config_;
   std::unique_ptr<httplib::Server> http_;
