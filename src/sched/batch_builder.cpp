@@ -27,15 +27,22 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
     for (const auto& pages : seq.memory.kv.pages)
       batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
     if (item.samples()) {
-      batch.logit_rows.push_back(batch.num_tokens() - 1);
-      batch.sampling.push_back(engine::SamplingRow{.params = &seq.request->sampling,
-                                                   .prompt_ids = seq.prompt_ids(),
-                                                   .output_ids = seq.output_ids(),
-                                                   .rng_seed = sampling_seed(*seq.request),
-                                                   .stop_ids = seq.request->stop_token_ids,
-                                                   .token_bitmask = seq.grammar_active
-                                                                        ? std::span<const uint32_t>(seq.token_bitmask)
-                                                                        : std::span<const uint32_t>()});
+      // One row for the next token and, with a draft under verification, one per draft token. The row at position
+      // pos samples token pos + 1 with the output before it as its history (penalties, min_tokens and the seeded
+      // stream's counter), exactly as a plain decode step at that point would.
+      const int32_t last = batch.num_tokens() - 1;
+      for (int32_t row = last - seq.num_draft; row <= last; ++row) {
+        const int64_t history = item.end - (last - row) - seq.num_prompt;
+        batch.logit_rows.push_back(row);
+        batch.sampling.push_back(engine::SamplingRow{.params = &seq.request->sampling,
+                                                     .prompt_ids = seq.prompt_ids(),
+                                                     .output_ids = seq.output_ids().first(static_cast<size_t>(history)),
+                                                     .rng_seed = sampling_seed(*seq.request),
+                                                     .stop_ids = seq.request->stop_token_ids,
+                                                     .token_bitmask = seq.grammar_active
+                                                                          ? std::span<const uint32_t>(seq.token_bitmask)
+                                                                          : std::span<const uint32_t>()});
+      }
     }
   }
   RS_CHECK(batch.state_slots.empty() || batch.state_slots.size() == items.size(),

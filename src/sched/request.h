@@ -12,6 +12,7 @@
 #include "engine/forward_batch.h"
 #include "engine/sampling_params.h"
 #include "grammar/matcher.h"
+#include "spec/acceptance.h"
 
 namespace rs::sched {
 
@@ -30,6 +31,7 @@ struct TokenEvent {
   // The last token is one of the request's stop tokens: it ends the output and adds no text. (A request also stops,
   // with finish_reason kStop, when its grammar is complete; that last token is output.)
   bool stop_token = false;
+  spec::SpecTotals speculative;  // the request's speculative-decoding totals so far (zero without speculation)
 };
 
 // Shared by the HTTP handler (consumer) and the scheduler (producer).

@@ -9,15 +9,22 @@
 
 namespace rs::sched {
 
-Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward)
+Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward,
+                     std::unique_ptr<spec::Drafter> drafter)
     : config_(config),
       forward_(std::move(forward)),
+      drafter_(std::move(drafter)),
       kv_(kv_geometry, config.prefix_cache && config.num_state_slots == 0),
       state_slots_(config.num_state_slots) {
   RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
   RS_CHECK(config_.context_length > 0, "context length must be positive");
+  RS_CHECK(!drafter_ || config_.num_state_slots == 0,
+           "speculative decoding needs rollback of rejected tokens, which recurrent (gated-delta-net) state cannot do "
+           "yet");
+  RS_CHECK(!drafter_ || (config_.speculative.num_draft_tokens > 0 && config_.speculative.max_batch > 0),
+           "speculative decoding needs positive draft tokens and batch limit");
   publish_stats();
 }
 
@@ -140,7 +147,10 @@ bool Scheduler::step() {
              output.tokens.size(), batch.logit_rows.size());
   } catch (const std::exception& e) {
     RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
-    for (const StepItem& item : items) finish(*item.seq, FinishReason::kError, e.what());
+    for (const StepItem& item : items) {
+      drop_draft(*item.seq);
+      finish(*item.seq, FinishReason::kError, e.what());
+    }
     drop_finished();
     publish_stats();
     return true;
@@ -156,6 +166,7 @@ std::vector<StepItem> Scheduler::schedule() {
   std::vector<StepItem> items;
   schedule_decodes(items);
   schedule_prefills(items);
+  schedule_drafts(items);  // last: drafts are optional and take only pages nothing else needed this step
   if (items.empty() && !running_.empty()) {
     // Every running sequence is a prefill starved of pages: retract the newest so the others can move on.
     if (running_.size() == 1) {
@@ -252,6 +263,56 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
   return true;
 }
 
+void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
+  if (!drafter_) return;
+  const spec::SpeculativeConfig& policy = config_.speculative;
+  std::vector<StepItem*> decodes;
+  for (StepItem& item : items)
+    if (item.end - item.begin == 1 && item.samples()) decodes.push_back(&item);
+  if (decodes.empty() || static_cast<int32_t>(decodes.size()) > policy.max_batch) return;
+  std::vector<spec::DraftRequest> requests;
+  std::vector<StepItem*> drafting;
+  for (StepItem* item : decodes) {
+    Sequence& seq = *item->seq;
+    // Constrained output would need the grammar advanced along the draft; such sequences decode one token a step.
+    if (seq.request->grammar || !seq.spec.should_draft(seq.num_output())) continue;
+    // The step emits up to draft + 1 tokens, within max_new_tokens and the context.
+    const int64_t room =
+        std::min<int64_t>(seq.request->max_new_tokens - seq.num_output(), config_.context_length - seq.num_tokens()) -
+        1;
+    const int32_t max_tokens = static_cast<int32_t>(std::min<int64_t>(policy.num_draft_tokens, room));
+    if (max_tokens <= 0) continue;
+    requests.push_back(spec::DraftRequest{.id = seq.request->id, .tokens = seq.tokens, .max_tokens = max_tokens});
+    drafting.push_back(item);
+  }
+  if (requests.empty()) return;
+  try {
+    drafter_->propose(requests);
+  } catch (const std::exception& e) {
+    RS_LOG_WARN("drafting failed; this step decodes without drafts: {}", e.what());
+    return;
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    StepItem& item = *drafting[i];
+    Sequence& seq = *item.seq;
+    const auto& draft = requests[i].draft;
+    const int64_t wanted = std::min<int64_t>(static_cast<int64_t>(draft.size()), requests[i].max_tokens);
+    if (wanted <= 0) continue;
+    // Pages for the draft positions only if free (or evictable) now: a draft never preempts anything.
+    const int64_t reserved = kv_.reserve(seq.memory.kv, seq.kv_len, item.end + wanted);
+    const int64_t length = std::min<int64_t>(wanted, reserved - item.end);
+    if (length <= 0) continue;
+    seq.tokens.insert(seq.tokens.end(), draft.begin(), draft.begin() + length);
+    seq.num_draft = static_cast<int32_t>(length);
+    item.end = seq.num_tokens();
+  }
+}
+
+void Scheduler::drop_draft(Sequence& seq) {
+  seq.tokens.resize(seq.tokens.size() - seq.num_draft);
+  seq.num_draft = 0;
+}
+
 void Scheduler::preempt_newest() {
   std::unique_ptr<Sequence> seq = std::move(running_.back());
   running_.pop_back();
@@ -275,36 +336,73 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
   size_t row = 0;
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
+    if (seq.num_draft > 0) {
+      const size_t rows = static_cast<size_t>(seq.num_draft) + 1;
+      commit_verified(seq, output, row);
+      row += rows;
+      continue;
+    }
     seq.kv_len = item.end;
     if (item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);  // share prompt pages early
     if (!item.samples()) continue;
-    const engine::SampledToken& sampled = output.tokens[row++];
-    seq.tokens.push_back(sampled.token_id);
-    ++counters_.generation_tokens;
-    TokenEvent event;
-    event.tokens.push_back(sampled);
-    event.choice_index = seq.request->choice_index;
-    if (!seq.first_event_sent) {
-      seq.first_event_sent = true;
-      event.prompt_tokens = seq.num_prompt;
-      event.cached_tokens = seq.cached_tokens;
-      event.queue_seconds = seq.queue_seconds;
-    }
-    std::string grammar_error;
-    event.finish_reason = advance_grammar(seq, sampled.token_id, grammar_error);
-    if (!grammar_error.empty()) {
-      finish(seq, FinishReason::kError, grammar_error);  // sends the final event itself
-      continue;
-    }
-    if (event.finish_reason == FinishReason::kNone) {
-      event.finish_reason = stop_reason(seq, sampled.token_id);
-      const auto& stops = seq.request->stop_token_ids;
-      event.stop_token = std::find(stops.begin(), stops.end(), sampled.token_id) != stops.end();
-    }
-    event.finished = event.finish_reason != FinishReason::kNone;
-    if (event.finished) finish(seq, event.finish_reason);
-    seq.request->stream->events.push(std::move(event));
+    TokenEvent event = start_event(seq);
+    if (append_token(seq, output.tokens[row++], event)) seq.request->stream->events.push(std::move(event));
   }
+}
+
+void Scheduler::commit_verified(Sequence& seq, const engine::StepOutput& output, size_t row) {
+  const int32_t drafted = seq.num_draft;
+  const std::vector<int32_t> draft(seq.tokens.end() - drafted, seq.tokens.end());
+  drop_draft(seq);
+  std::vector<int32_t> sampled;
+  for (int32_t j = 0; j <= drafted; ++j) sampled.push_back(output.tokens[row + j].token_id);
+  const int32_t accepted = spec::accepted_length(draft, sampled);
+  seq.spec.record(drafted, accepted, seq.num_output(), config_.speculative);
+  ++counters_.spec_verifies;
+  counters_.spec_draft_tokens += static_cast<uint64_t>(drafted);
+  counters_.spec_accepted_tokens += static_cast<uint64_t>(accepted);
+  // K/V is right for the last committed token and for each accepted draft token: the kept tokens but the newest.
+  seq.kv_len = seq.num_tokens();
+  TokenEvent event = start_event(seq);
+  for (int32_t j = 0; j <= accepted; ++j) {
+    if (j > 0) ++seq.kv_len;
+    if (!append_token(seq, output.tokens[row + j], event)) return;
+    if (event.finished) break;
+  }
+  seq.request->stream->events.push(std::move(event));
+}
+
+TokenEvent Scheduler::start_event(Sequence& seq) {
+  TokenEvent event;
+  event.choice_index = seq.request->choice_index;
+  event.speculative = seq.spec.totals();
+  if (!seq.first_event_sent) {
+    seq.first_event_sent = true;
+    event.prompt_tokens = seq.num_prompt;
+    event.cached_tokens = seq.cached_tokens;
+    event.queue_seconds = seq.queue_seconds;
+  }
+  return event;
+}
+
+bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled, TokenEvent& event) {
+  seq.tokens.push_back(sampled.token_id);
+  ++counters_.generation_tokens;
+  event.tokens.push_back(sampled);
+  std::string grammar_error;
+  event.finish_reason = advance_grammar(seq, sampled.token_id, grammar_error);
+  if (!grammar_error.empty()) {
+    finish(seq, FinishReason::kError, grammar_error);  // sends the final event itself
+    return false;
+  }
+  if (event.finish_reason == FinishReason::kNone) {
+    event.finish_reason = stop_reason(seq, sampled.token_id);
+    const auto& stops = seq.request->stop_token_ids;
+    event.stop_token = std::find(stops.begin(), stops.end(), sampled.token_id) != stops.end();
+  }
+  event.finished = event.finish_reason != FinishReason::kNone;
+  if (event.finished) finish(seq, event.finish_reason);
+  return true;
 }
 
 void Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
@@ -362,6 +460,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
   event.choice_index = seq.request->choice_index;
   event.prompt_tokens = seq.num_prompt;
   event.cached_tokens = seq.cached_tokens;
+  event.speculative = seq.spec.totals();
   seq.request->stream->events.push(std::move(event));
 }
 
@@ -369,6 +468,7 @@ void Scheduler::release_memory(Sequence& seq) {
   if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.release(seq.memory.kv);
   if (seq.memory.state_slot >= 0) state_slots_.free(seq.memory.state_slot);
   seq.memory.state_slot = -1;
+  if (drafter_) drafter_->release(seq.request->id);
 }
 
 void Scheduler::drop_finished() {

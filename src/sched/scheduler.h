@@ -18,6 +18,8 @@
 #include "sched/kv_manager.h"
 #include "sched/request.h"
 #include "sched/sequence.h"
+#include "spec/drafter.h"
+#include "spec/speculative_config.h"
 #include "state/slot_allocator.h"
 
 namespace rs::sched {
@@ -33,6 +35,9 @@ struct SchedulerConfig {
   // no recurrent state. Until state snapshots exist, a model with state reuses no cached prefix.
   int32_t num_state_slots = 0;
   int32_t vocab_size = 0;  // width of the model's logit rows: the size of structured output's bitmasks
+  // Speculative decoding policy (draft length, batch limit, acceptance floor); the drafter itself is passed to the
+  // constructor. Ignored without one.
+  spec::SpeculativeConfig speculative;
 };
 
 // A snapshot for /metrics, taken after every step.
@@ -46,6 +51,9 @@ struct SchedulerStats {
   uint64_t generation_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  uint64_t spec_verifies = 0;         // sequence passes that verified a draft
+  uint64_t spec_draft_tokens = 0;     // draft tokens verified
+  uint64_t spec_accepted_tokens = 0;  // of which accepted
 };
 
 // Runs one step's ForwardBatch and samples a token per logit row (Engine::forward in production, a fake in tests).
@@ -53,8 +61,10 @@ using ForwardFn = std::function<engine::StepOutput(const engine::ForwardBatch&)>
 
 class Scheduler {
  public:
-  // kv_geometry: the pool's page size and groups (with num_pages), usually engine.kv_pool().config().
-  Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward);
+  // kv_geometry: the pool's page size and groups (with num_pages), usually engine.kv_pool().config(). With a
+  // drafter, decode steps of up to config.speculative.max_batch sequences verify its drafts (speculative decoding).
+  Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward,
+            std::unique_ptr<spec::Drafter> drafter = nullptr);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
@@ -89,10 +99,21 @@ class Scheduler {
   void schedule_decodes(std::vector<StepItem>& items);
   void schedule_prefills(std::vector<StepItem>& items);
   bool admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items);
+  // Speculative decoding: appends the drafter's proposal to the decode items of sequences that draft this step.
+  void schedule_drafts(std::vector<StepItem>& items);
+  // Removes a sequence's unverified draft from its tokens (a failed step).
+  static void drop_draft(Sequence& seq);
   void preempt_newest();
   // Drops every page reference and the state slot of `seq` (its K/V pages stay in the prefix cache if cached).
   void release_memory(Sequence& seq);
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
+  // Verifies a drafted sequence against the target's samples in rows [row, row + draft + 1), keeps the accepted
+  // prefix (plus the target's own next token) and sends them.
+  void commit_verified(Sequence& seq, const engine::StepOutput& output, size_t row);
+  // Appends one sampled token to `seq` and `event`, finishing the sequence when it stops; false when the sequence
+  // failed (its error event is already sent and `event` must not be).
+  bool append_token(Sequence& seq, const engine::SampledToken& sampled, TokenEvent& event);
+  TokenEvent start_event(Sequence& seq);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
   // Structured output: fills the token bitmask of every constrained sequence that samples this step.
   void fill_token_bitmasks(const std::vector<StepItem>& items);
@@ -105,6 +126,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   ForwardFn forward_;
+  std::unique_ptr<spec::Drafter> drafter_;
   KvManager kv_;
   state::StateSlotAllocator state_slots_;
   Channel<Message> inbox_;

@@ -8,6 +8,7 @@
 
 #include "sched/kv_manager.h"
 #include "sched/request.h"
+#include "spec/acceptance.h"
 
 namespace rs::sched {
 
@@ -33,6 +34,10 @@ struct Sequence {
   uint64_t admit_order = 0;     // larger = admitted later; the newest is preempted first
   bool grammar_active = false;  // request->grammar constrains the next token
   std::vector<uint32_t> token_bitmask;  // the next token's mask while grammar_active (engine::SamplingRow)
+  // Speculative decoding. Within a step only, the last num_draft tokens are a draft the step verifies (they are
+  // removed or confirmed at commit); `spec` tracks acceptance and decides whether the sequence drafts.
+  int32_t num_draft = 0;
+  spec::AcceptanceTracker spec;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }

@@ -1,0 +1,133 @@
+#include "spec/draft_model_drafter.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace rs::spec {
+namespace {
+
+const engine::SamplingParams kGreedy{.temperature = 0.0f};
+
+}  // namespace
+
+DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> engine)
+    : engine_(std::move(engine)),
+      kv_(engine_->kv_pool().config(), /*prefix_cache=*/false),
+      max_step_tokens_(std::max<int64_t>(engine_->config().max_step_tokens, 1)) {
+  RS_CHECK(engine_->state_pool().num_slots() == 0,
+           "a draft model with recurrent (gated-delta-net) layers cannot roll back rejected tokens; use an attention "
+           "model as the draft");
+}
+
+void DraftModelDrafter::release(uint64_t id) {
+  auto it = states_.find(id);
+  if (it == states_.end()) return;
+  kv_.release(it->second.pages);
+  states_.erase(it);
+}
+
+void DraftModelDrafter::drop(Work& work) {
+  work.request->draft.clear();
+  release(work.request->id);
+  work.state = nullptr;
+}
+
+bool DraftModelDrafter::reserve(Work& work, int64_t end) {
+  // `begin` is the committed length, not the draft's own end: a window must keep the pages that rejected draft
+  // positions, recomputed next time, will read.
+  const int64_t begin = std::min<int64_t>(work.committed - 1, static_cast<int64_t>(work.state->tokens.size()));
+  if (kv_.reserve(work.state->pages, begin, end) >= end) return true;
+  RS_LOG_DEBUG("rid={} drafts nothing: the draft model's KV pool is full", work.request->id);
+  drop(work);
+  return false;
+}
+
+std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items) {
+  engine::ForwardBatch batch;
+  batch.seq_token_start.push_back(0);
+  const int num_groups = kv_.num_groups();
+  for (const Item& item : items) {
+    for (size_t t = 0; t < item.tokens.size(); ++t) {
+      batch.token_ids.push_back(item.tokens[t]);
+      batch.positions.push_back(static_cast<int32_t>(item.begin + static_cast<int64_t>(t)));
+    }
+    batch.seq_token_start.push_back(batch.num_tokens());
+    batch.seq_kv_len.push_back(static_cast<int32_t>(item.begin + static_cast<int64_t>(item.tokens.size())));
+    for (const auto& pages : item.work->state->pages.pages)
+      batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
+    if (item.samples) {
+      batch.logit_rows.push_back(batch.num_tokens() - 1);
+      batch.sampling.push_back(engine::SamplingRow{.params = &kGreedy});
+    }
+  }
+  batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));
+  for (size_t s = 0; s < items.size(); ++s)
+    for (int g = 0; g < num_groups; ++g) {
+      const auto& pages = items[s].work->state->pages.pages[g];
+      std::copy(pages.begin(), pages.end(), batch.page_tables[g].begin() + s * batch.max_pages);
+    }
+  const engine::StepOutput output = engine_->forward(batch);
+  std::vector<int32_t> tokens;
+  for (const auto& sampled : output.tokens) tokens.push_back(sampled.token_id);
+  return tokens;
+}
+
+void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
+  std::vector<Work> works;
+  for (DraftRequest& request : requests) {
+    request.draft.clear();
+    if (request.max_tokens <= 0 || request.tokens.empty()) continue;
+    State& state = states_[request.id];
+    // Keep the K/V of the longest prefix the target committed (at least the last token is fed again for logits).
+    const size_t limit = std::min(state.tokens.size(), request.tokens.size() - 1);
+    const auto mismatch = std::mismatch(state.tokens.begin(), state.tokens.begin() + limit, request.tokens.begin());
+    state.tokens.resize(static_cast<size_t>(mismatch.first - state.tokens.begin()));
+    works.push_back(Work{&request, &state, static_cast<int64_t>(request.tokens.size())});
+  }
+  // Catch up on the committed tokens the draft has not seen (the whole prompt the first time), in chunks of the
+  // draft engine's step budget; the pass that reaches a request's last token samples its first draft token.
+  while (true) {
+    std::vector<Item> items;
+    int64_t budget = max_step_tokens_;
+    for (Work& work : works) {
+      if (work.state == nullptr || budget <= 0) continue;
+      const int64_t have = static_cast<int64_t>(work.state->tokens.size());
+      const int64_t take = std::min(work.committed - have, budget);
+      if (take <= 0 || !reserve(work, have + take)) continue;
+      items.push_back(Item{&work, work.request->tokens.subspan(have, take), have, have + take == work.committed});
+      budget -= take;
+    }
+    if (items.empty()) break;
+    const std::vector<int32_t> sampled = run(items);
+    size_t row = 0;
+    for (const Item& item : items) {
+      State& state = *item.work->state;
+      state.tokens.insert(state.tokens.end(), item.tokens.begin(), item.tokens.end());
+      if (item.samples) item.work->request->draft.push_back(sampled[row++]);
+    }
+  }
+  // Then one batched decode step per further draft token: each feeds the previous draft token.
+  while (true) {
+    std::vector<Item> items;
+    for (Work& work : works) {
+      DraftRequest& request = *work.request;
+      if (work.state == nullptr || request.draft.empty() ||
+          static_cast<int32_t>(request.draft.size()) >= request.max_tokens)
+        continue;
+      const int64_t position = work.committed + static_cast<int64_t>(request.draft.size()) - 1;
+      if (!reserve(work, position + 1)) continue;
+      items.push_back(Item{&work, std::span<const int32_t>(&request.draft.back(), 1), position, true});
+    }
+    if (items.empty()) break;
+    const std::vector<int32_t> sampled = run(items);
+    for (size_t i = 0; i < items.size(); ++i) {
+      Work& work = *items[i].work;
+      work.state->tokens.push_back(work.request->draft.back());
+      work.request->draft.push_back(sampled[i]);
+    }
+  }
+}
+
+}  // namespace rs::spec

@@ -1,0 +1,56 @@
+// DraftModelDrafter: a small checkpoint with the target's vocabulary (e.g. Qwen3-0.6B for Qwen3-8B) drafts K tokens
+// greedily, with its own engine and paged KV. Per request it keeps the tokens its KV holds; each propose() first
+// trims that to what the target committed (rejected draft positions are simply recomputed), catches up on the new
+// tokens in one batched pass, then runs K - 1 batched decode steps.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "sched/kv_manager.h"
+#include "spec/drafter.h"
+
+namespace rs::spec {
+
+class DraftModelDrafter final : public Drafter {
+ public:
+  // `engine` runs the draft model; a step carries at most its max_step_tokens tokens.
+  explicit DraftModelDrafter(std::unique_ptr<engine::Engine> engine);
+  void propose(std::span<DraftRequest> requests) override;
+  void release(uint64_t id) override;
+
+  const engine::Engine& engine() const { return *engine_; }
+  size_t num_tracked() const { return states_.size(); }  // requests whose KV the drafter holds
+
+ private:
+  struct State {
+    sched::SeqPages pages;
+    std::vector<int32_t> tokens;  // tokens whose K/V the pages hold, positions [0, tokens.size())
+  };
+  struct Work {
+    DraftRequest* request;
+    State* state;
+    int64_t committed;  // request->tokens.size()
+  };
+  // One forward over `items` (token ranges), sampling greedily where an item reaches `sample_at`; returns the tokens.
+  struct Item {
+    Work* work;
+    std::span<const int32_t> tokens;
+    int64_t begin;
+    bool samples;
+  };
+  std::vector<int32_t> run(const std::vector<Item>& items);
+  // Pages for positions up to `end`; false when the draft pool cannot supply them (the request then drafts nothing).
+  bool reserve(Work& work, int64_t end);
+  void drop(Work& work);
+
+  std::unique_ptr<engine::Engine> engine_;
+  sched::KvManager kv_;
+  std::unordered_map<uint64_t, State> states_;
+  int64_t max_step_tokens_;
+};
+
+}  // namespace rs::spec
