@@ -1,4 +1,6 @@
-// `radixserve generate`: one prompt in, one JSON object out ({"output_ids": [...], ...}); no server, no scheduler.
+// `radixserve generate`: one prompt in, one JSON object out ({"output_ids": [...], ...}); no server. Plain decoding
+// drives the engine directly; with --speculative-algorithm the request runs through serve's scheduler (ServingStack),
+// where speculative decoding lives, and the JSON adds its acceptance figures.
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -6,6 +8,7 @@
 #include <sstream>
 
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/serving_stack.h"
 #include "base/clock.h"
 #include "engine/single_sequence.h"
 #include "tokenizer/tokenizer.h"
@@ -23,6 +26,7 @@ struct GenerateOptions {
   engine::SamplingParams sampling{.temperature = 0.0f};
   int64_t seed = -1;
   engine::EngineConfig engine;
+  spec::SpeculativeConfig speculative;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -42,15 +46,19 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-void run_generate(const GenerateOptions& options) {
-  RS_CHECK(options.prompt_ids.empty() != options.prompt.empty(), "give exactly one of --prompt-ids and --prompt");
-  engine::EngineConfig config = options.engine;
-  config.max_running_requests = 1;
-  config.max_step_tokens = options.prefill_chunk;
-  config.progress = make_progress_reporter();
-  engine::Engine engine(options.model_dir, config);
+// The result JSON's "speculative" object: totals, acceptance rate and mean tokens per verify pass.
+nlohmann::json speculative_json(const spec::SpeculativeConfig& config, const spec::SpecTotals& totals) {
+  return {{"algorithm", spec::spec_algorithm_name(config.algorithm)},
+          {"num_draft_tokens", config.num_draft_tokens},
+          {"verify_steps", totals.verifies},
+          {"draft_tokens", totals.drafted},
+          {"accepted_tokens", totals.accepted},
+          {"acceptance_rate", totals.drafted > 0 ? static_cast<double>(totals.accepted) / totals.drafted : 0.0},
+          {"accept_length", totals.verifies > 0 ? 1.0 + static_cast<double>(totals.accepted) / totals.verifies : 0.0}};
+}
 
-  std::optional<tokenizer::Tokenizer> tok;
+std::vector<int32_t> encode_prompt(const GenerateOptions& options, std::optional<tokenizer::Tokenizer>& tok,
+                                   const engine::Engine& engine) {
   std::vector<int32_t> prompt;
   if (!options.prompt.empty()) {
     tok.emplace(tokenizer::Tokenizer::load(options.model_dir));
@@ -64,6 +72,69 @@ void run_generate(const GenerateOptions& options) {
   RS_CHECK(static_cast<int64_t>(prompt.size()) + options.max_new_tokens <= engine.context_length(),
            "prompt of {} tokens plus {} new tokens exceeds the context length {}", prompt.size(),
            options.max_new_tokens, engine.context_length());
+  return prompt;
+}
+
+// Through the scheduler: one request, its events collected until it finishes.
+void run_generate_scheduled(const GenerateOptions& options) {
+  sched::SchedulerConfig scheduler;
+  scheduler.max_running_requests = 1;
+  scheduler.max_prefill_tokens = options.prefill_chunk;
+  scheduler.chunked_prefill_size = options.prefill_chunk;
+  scheduler.speculative = options.speculative;
+  engine::EngineConfig config = options.engine;
+  config.progress = make_progress_reporter();
+  ServingStack stack(options.model_dir, config, scheduler);
+  std::optional<tokenizer::Tokenizer> tok;
+  const std::vector<int32_t> prompt = encode_prompt(options, tok, stack.engine());
+
+  auto request = std::make_unique<sched::Request>();
+  request->id = 1;
+  request->prompt_ids = prompt;
+  request->max_new_tokens = options.max_new_tokens;
+  request->sampling = options.sampling;
+  request->sampling.seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
+  if (!options.ignore_eos) request->stop_token_ids = stack.engine().model_config().eos_token_ids;
+  request->stream = std::make_shared<sched::TokenStream>();
+  const auto stream = request->stream;
+  const auto start = Clock::now();
+  RS_CHECK(stack.scheduler().submit(std::move(request)), "the scheduler refused the request");
+  std::vector<int32_t> output;
+  std::string finish_reason;
+  spec::SpecTotals totals;
+  double first_token_s = -1;
+  while (finish_reason.empty()) {
+    auto event = stream->events.pop();
+    RS_CHECK(event.has_value(), "the scheduler stopped before the request finished");
+    if (first_token_s < 0 && !event->tokens.empty()) first_token_s = seconds_since(start);
+    for (const auto& token : event->tokens) output.push_back(token.token_id);
+    totals = event->speculative;
+    if (!event->finished) continue;
+    RS_CHECK(event->finish_reason != sched::FinishReason::kError, "generation failed: {}", event->error);
+    finish_reason = event->finish_reason == sched::FinishReason::kStop ? "stop" : "length";
+  }
+  const double total_s = seconds_since(start);
+  nlohmann::json result = {{"output_ids", output},
+                           {"finish_reason", finish_reason},
+                           {"prompt_tokens", prompt.size()},
+                           {"prefill_seconds", first_token_s},
+                           {"decode_seconds", total_s - first_token_s},
+                           {"speculative", speculative_json(options.speculative, totals)}};
+  if (tok) result["text"] = tok->decode(output, /*skip_special_tokens=*/true);
+  std::cout << result.dump() << std::endl;
+}
+
+void run_generate(const GenerateOptions& options) {
+  RS_CHECK(options.prompt_ids.empty() != options.prompt.empty(), "give exactly one of --prompt-ids and --prompt");
+  if (options.speculative.enabled()) return run_generate_scheduled(options);
+  engine::EngineConfig config = options.engine;
+  config.max_running_requests = 1;
+  config.max_step_tokens = options.prefill_chunk;
+  config.progress = make_progress_reporter();
+  engine::Engine engine(options.model_dir, config);
+
+  std::optional<tokenizer::Tokenizer> tok;
+  const std::vector<int32_t> prompt = encode_prompt(options, tok, engine);
 
   const uint64_t seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
   std::vector<int32_t> output;
@@ -124,6 +195,7 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
   add_engine_options(*cmd, options->engine);
+  add_speculative_options(*cmd, options->speculative);
   cmd->callback([options] { run_generate(*options); });
 }
 

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#include "base/log.h"
+#include "spec/draft_model_drafter.h"
+#include "spec/ngram_drafter.h"
+
 namespace rs::app {
 namespace {
 
@@ -13,13 +17,49 @@ int64_t request_token_limit(const engine::Engine& engine, const kv::KvPoolConfig
   return limit;
 }
 
+// The draft model's engine: the target's device and numerics, KV for every running request, a step budget for
+// catching up on prompts. On a GPU it is created before the target and keeps its KV pool to a small share of memory
+// (the target's pool then takes what its own --mem-fraction-static leaves).
+std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec, engine::EngineConfig config) {
+  RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm draft needs --speculative-draft-model DIR");
+  config.mem_fraction_static = spec.draft_mem_fraction;
+  config.kv_cache_gb = 0;
+  config.num_state_slots = 0;
+  config.progress = nullptr;
+  return std::make_unique<engine::Engine>(spec.draft_model_dir, config);
+}
+
+std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec,
+                                            std::unique_ptr<engine::Engine> draft) {
+  switch (spec.algorithm) {
+    case spec::SpecAlgorithm::kNone: return nullptr;
+    case spec::SpecAlgorithm::kNgram: return std::make_unique<spec::NgramDrafter>(spec.ngram_min, spec.ngram_max);
+    case spec::SpecAlgorithm::kDraft: return std::make_unique<spec::DraftModelDrafter>(std::move(draft));
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig engine_config,
                            sched::SchedulerConfig scheduler_config) {
   engine_config.max_running_requests = scheduler_config.max_running_requests;
   engine_config.max_step_tokens = scheduler_config.max_prefill_tokens + scheduler_config.max_running_requests;
+  const spec::SpeculativeConfig& spec = scheduler_config.speculative;
+  std::unique_ptr<engine::Engine> draft;
+  if (spec.algorithm == spec::SpecAlgorithm::kDraft) draft = draft_engine(spec, engine_config);
+  // Verify passes carry up to num_draft_tokens more tokens for each of up to max_batch decoding sequences.
+  if (spec.enabled())
+    engine_config.max_step_tokens +=
+        int64_t{std::min(spec.max_batch, scheduler_config.max_running_requests)} * spec.num_draft_tokens;
   engine_ = std::make_unique<engine::Engine>(model_dir, engine_config);
+  if (draft)
+    RS_CHECK(draft->model_config().vocab_size == engine_->model_config().vocab_size,
+             "the draft model's vocabulary ({} tokens) differs from the target's ({}): it must share the tokenizer",
+             draft->model_config().vocab_size, engine_->model_config().vocab_size);
+  if (spec.enabled())
+    RS_LOG_INFO("speculative decoding: {} drafts of up to {} tokens while at most {} sequences decode",
+                spec::spec_algorithm_name(spec.algorithm), spec.num_draft_tokens, spec.max_batch);
   const kv::KvPoolConfig& pool = engine_->kv_pool().config();
   max_request_tokens_ = request_token_limit(*engine_, pool);
   scheduler_config.context_length = max_request_tokens_;
@@ -27,7 +67,8 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
   scheduler_ = std::make_unique<sched::Scheduler>(
       scheduler_config, pool,
-      [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); });
+      [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); },
+      make_drafter(spec, std::move(draft)));
   thread_ = std::thread([scheduler = scheduler_.get()] { scheduler->run(); });
 }
 
@@ -56,6 +97,41 @@ void add_scheduler_options(CLI::App& cmd, sched::SchedulerConfig& config) {
   cmd.add_flag_callback(
       "--disable-radix-cache", [&config] { config.prefix_cache = false; },
       "Reuse no cached prompt prefix: every prompt is prefilled in full (for A/B runs of the prefix cache)");
+  add_speculative_options(cmd, config.speculative);
+}
+
+void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
+  cmd.add_option_function<std::string>(
+         "--speculative-algorithm",
+         [&spec](const std::string& name) { spec.algorithm = spec::parse_spec_algorithm(name); },
+         "Speculative decoding: none, ngram (prompt lookup) or draft (--speculative-draft-model)")
+      ->check(CLI::IsMember({"none", "ngram", "draft"}))
+      ->default_str("none");
+  cmd.add_option("--speculative-num-draft-tokens", spec.num_draft_tokens,
+                 "Tokens drafted per sequence and verified in one target pass")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  cmd.add_option("--speculative-max-batch", spec.max_batch,
+                 "Verify drafts only while at most this many sequences decode in a step")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd.add_option("--speculative-draft-model", spec.draft_model_dir,
+                 "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft")
+      ->check(CLI::ExistingDirectory);
+  cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
+                 "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")
+      ->check(CLI::Range(0.01, 0.9))
+      ->capture_default_str();
+  cmd.add_option("--speculative-ngram-min", spec.ngram_min, "Shortest suffix the n-gram drafter matches")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd.add_option("--speculative-ngram-max", spec.ngram_max, "Longest suffix the n-gram drafter matches")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd.add_option("--speculative-min-accept-rate", spec.min_accept_rate,
+                 "Pause a request's drafting while its moving acceptance rate is below this (0 = never)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 }  // namespace rs::app

@@ -14,8 +14,9 @@ namespace rs::app {
 
 class ServingStack {
  public:
-  // Loads the model with its step budget sized for `scheduler_config` (max running requests, prefill tokens), caps
-  // the scheduler's context at what one request may span, and starts the scheduler on its own thread.
+  // Loads the model with its step budget sized for `scheduler_config` (max running requests, prefill tokens, verify
+  // passes), and the draft model when speculation asks for one; caps the scheduler's context at what one request may
+  // span, and starts the scheduler on its own thread.
   ServingStack(const std::string& model_dir, engine::EngineConfig engine_config,
                sched::SchedulerConfig scheduler_config);
   ~ServingStack();  // stop()
@@ -36,7 +37,9 @@ class ServingStack {
   std::thread thread_;
 };
 
-// --max-running-requests, --max-prefill-tokens, --chunked-prefill-size, --max-queued-requests, --disable-radix-cache.
+// --max-running-requests, --max-prefill-tokens, --chunked-prefill-size, --max-queued-requests, --disable-radix-cache,
+// and the --speculative-* flags.
 void add_scheduler_options(CLI::App& command, sched::SchedulerConfig& config);
+void add_speculative_options(CLI::App& command, spec::SpeculativeConfig& config);
 
 }  // namespace rs::app

@@ -13,9 +13,9 @@
 
 #include "base/channel.h"
 #include "engine/forward_batch.h"
+#include "kv/kv_manager.h"
 #include "kv/kv_pool.h"
 #include "sched/batch_builder.h"
-#include "sched/kv_manager.h"
 #include "sched/request.h"
 #include "sched/sequence.h"
 #include "spec/drafter.h"
@@ -44,7 +44,7 @@ struct SchedulerConfig {
 struct SchedulerStats {
   int32_t num_running = 0;
   int32_t num_queued = 0;             // waiting for admission, preempted sequences included
-  std::vector<KvGroupStats> kv;       // per KV group
+  std::vector<kv::KvGroupStats> kv;   // per KV group
   int32_t state_slots_used = 0;       // recurrent-state slots held by running sequences
   uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests (first admission)
   uint64_t cached_prompt_tokens = 0;  // of which reused from the prefix cache
@@ -127,7 +127,7 @@ class Scheduler {
   SchedulerConfig config_;
   ForwardFn forward_;
   std::unique_ptr<spec::Drafter> drafter_;
-  KvManager kv_;
+  kv::KvManager kv_;
   state::StateSlotAllocator state_slots_;
   Channel<Message> inbox_;
   std::atomic<int32_t> never_admitted_{0};  // submitted, not yet admitted once (the queue limit)

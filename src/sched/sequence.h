@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "sched/kv_manager.h"
+#include "kv/kv_manager.h"
 #include "sched/request.h"
 #include "spec/acceptance.h"
 
@@ -16,7 +16,7 @@ namespace rs::sched {
 // one recurrent-state slot (gated-delta-net layers). Acquired at admission; released at finish, abort and
 // preemption (Scheduler::release_memory).
 struct SeqMemory {
-  SeqPages kv;
+  kv::SeqPages kv;
   int32_t state_slot = -1;  // StatePool slot, -1 when none is held (or the model keeps no recurrent state)
 };
 

@@ -112,6 +112,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
     choice.cached_tokens = event.cached_tokens;
   }
   if (event.queue_seconds >= 0) metrics_.queue_time.observe(event.queue_seconds);
+  choice.speculative = event.speculative;
   ChoiceDelta delta;
   delta.index = event.choice_index;
   const auto now = Clock::now();
@@ -246,6 +247,9 @@ Usage Generation::usage() const {
   Usage usage;
   for (size_t c = 0; c < choices_.size(); ++c) {
     usage.completion_tokens += choices_[c].completion_tokens;
+    usage.speculative.verifies += choices_[c].speculative.verifies;
+    usage.speculative.drafted += choices_[c].speculative.drafted;
+    usage.speculative.accepted += choices_[c].speculative.accepted;
     if (c % options_.n != 0) continue;  // a prompt counts once, whatever n is
     usage.prompt_tokens += static_cast<int64_t>(prompts_[c / options_.n].size());
     usage.cached_tokens += choices_[c].cached_tokens;

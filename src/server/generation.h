@@ -23,6 +23,7 @@
 #include "server/reasoning_parser.h"
 #include "server/stop_matcher.h"
 #include "server/tool_call_parser.h"
+#include "spec/acceptance.h"
 
 namespace rs::server {
 
@@ -42,6 +43,7 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
+  spec::SpecTotals speculative;  // summed over the choices; reported when any draft was verified
 };
 
 // Tags around a model's reasoning, as text and as token ids (to tell from the prompt whether it opened them).
@@ -118,6 +120,7 @@ class Generation {
     int32_t prompt_tokens = 0;
     int32_t cached_tokens = 0;
     int32_t completion_tokens = 0;
+    spec::SpecTotals speculative;
     bool finished = false;
     bool submitted = false;
     std::string finish_reason;

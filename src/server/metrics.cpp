@@ -83,17 +83,17 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
   struct PageMetric {
     const char* name;
     const char* help;
-    int64_t (*value)(const sched::KvGroupStats&);
+    int64_t (*value)(const kv::KvGroupStats&);
   };
   const PageMetric page_metrics[] = {
       {"radixserve_kv_pages_total", "KV pages in the pool, per KV group.",
-       [](const sched::KvGroupStats& g) { return g.num_pages; }},
+       [](const kv::KvGroupStats& g) { return g.num_pages; }},
       {"radixserve_kv_pages_used", "KV pages referenced by requests or the prefix cache.",
-       [](const sched::KvGroupStats& g) { return g.used_pages; }},
+       [](const kv::KvGroupStats& g) { return g.used_pages; }},
       {"radixserve_kv_pages_free", "KV pages on the free list.",
-       [](const sched::KvGroupStats& g) { return g.num_pages - g.used_pages; }},
+       [](const kv::KvGroupStats& g) { return g.num_pages - g.used_pages; }},
       {"radixserve_kv_pages_cached", "KV pages held by the radix prefix cache.",
-       [](const sched::KvGroupStats& g) { return g.cached_pages; }},
+       [](const kv::KvGroupStats& g) { return g.cached_pages; }},
   };
   for (const PageMetric& metric : page_metrics) {
     header(out, metric.name, "gauge", metric.help);
@@ -116,6 +116,17 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
   single(out, "radixserve_preemptions_total", "counter", "Running requests retracted for lack of KV and recomputed.",
          static_cast<double>(stats.preemptions), model);
   single(out, "radixserve_scheduler_steps_total", "counter", "Engine steps run.", static_cast<double>(stats.steps),
+         model);
+  single(out, "radixserve_spec_verifies_total", "counter",
+         "Speculative decoding: sequence passes that verified a draft.", static_cast<double>(stats.spec_verifies),
+         model);
+  single(out, "radixserve_spec_draft_tokens_total", "counter", "Speculative decoding: draft tokens verified.",
+         static_cast<double>(stats.spec_draft_tokens), model);
+  single(out, "radixserve_spec_accepted_tokens_total", "counter", "Speculative decoding: draft tokens accepted.",
+         static_cast<double>(stats.spec_accepted_tokens), model);
+  single(out, "radixserve_spec_accept_length", "gauge",
+         "Speculative decoding: mean tokens a verify pass produced (accepted drafts + 1) since start.",
+         stats.spec_verifies ? 1.0 + static_cast<double>(stats.spec_accepted_tokens) / stats.spec_verifies : 0.0,
          model);
   header(out, "radixserve_requests_total", "counter", "API calls by outcome (each call counted once).");
   const std::pair<const char*, uint64_t> outcomes[] = {{"ok", requests_ok.load()},

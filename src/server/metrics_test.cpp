@@ -35,6 +35,20 @@ TEST(ServerMetrics, RendersSchedulerStatsPerKvGroup) {
   EXPECT_NE(out.find("radixserve_time_to_first_token_seconds_count 0\n"), std::string::npos);
 }
 
+TEST(ServerMetrics, RendersSpeculativeDecodingTotals) {
+  ServerMetrics metrics;
+  sched::SchedulerStats stats;
+  EXPECT_NE(metrics.render(stats, 16).find("radixserve_spec_accept_length 0\n"), std::string::npos);
+  stats.spec_verifies = 10;
+  stats.spec_draft_tokens = 40;
+  stats.spec_accepted_tokens = 25;
+  const std::string out = metrics.render(stats, 16);
+  EXPECT_NE(out.find("radixserve_spec_verifies_total 10\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_spec_draft_tokens_total 40\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_spec_accepted_tokens_total 25\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_spec_accept_length 3.5\n"), std::string::npos);
+}
+
 TEST(ServerMetrics, EverySeriesCarriesTheModelNameAnd4xxAreCountedByStatus) {
   ServerMetrics metrics;
   metrics.count_client_error(400);

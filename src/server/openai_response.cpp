@@ -47,10 +47,19 @@ json ResponseBuilder::base(const char* object) const {
 }
 
 json ResponseBuilder::usage_json(const Usage& usage) {
-  return {{"prompt_tokens", usage.prompt_tokens},
-          {"completion_tokens", usage.completion_tokens},
-          {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  json out = {{"prompt_tokens", usage.prompt_tokens},
+              {"completion_tokens", usage.completion_tokens},
+              {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
+  const spec::SpecTotals& spec = usage.speculative;
+  if (spec.verifies > 0)  // an extension (as SGLang reports accept length): only where speculation ran
+    out["speculative"] = {
+        {"verify_steps", spec.verifies},
+        {"draft_tokens", spec.drafted},
+        {"accepted_tokens", spec.accepted},
+        {"acceptance_rate", spec.drafted > 0 ? static_cast<double>(spec.accepted) / spec.drafted : 0.0},
+        {"accept_length", 1.0 + static_cast<double>(spec.accepted) / spec.verifies}};
+  return out;
 }
 
 std::string ResponseBuilder::token_name(int32_t token) const {

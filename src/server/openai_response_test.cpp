@@ -37,6 +37,21 @@ TEST(OpenAiResponse, ToolCallsAndReasoningTakeOpenAisShape) {
   EXPECT_FALSE(call.contains("index"));
 }
 
+TEST(OpenAiResponse, UsageReportsSpeculationOnlyWhereItRan) {
+  const ModelText text;
+  const ResponseBuilder builder(Endpoint::kChat, "m", chat_options(), text);
+  EXPECT_FALSE(builder.usage_chunk(Usage{.prompt_tokens = 3, .completion_tokens = 4})["usage"].contains("speculative"));
+  Usage usage{.prompt_tokens = 3, .completion_tokens = 9};
+  usage.speculative = {.verifies = 4, .drafted = 16, .accepted = 4};
+  const json out = builder.response({}, usage)["usage"];
+  EXPECT_EQ(out["total_tokens"], 12);
+  EXPECT_EQ(out["speculative"]["verify_steps"], 4);
+  EXPECT_EQ(out["speculative"]["draft_tokens"], 16);
+  EXPECT_EQ(out["speculative"]["accepted_tokens"], 4);
+  EXPECT_DOUBLE_EQ(out["speculative"]["acceptance_rate"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(out["speculative"]["accept_length"].get<double>(), 2.0);
+}
+
 TEST(OpenAiResponse, StreamedToolCallsCarryTheirIndex) {
   const ModelText text;
   const ResponseBuilder builder(Endpoint::kChat, "m", chat_options(), text);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "sched/kv_manager.h"
+#include "kv/kv_manager.h"
 #include "spec/drafter.h"
 
 namespace rs::spec {
@@ -27,7 +27,7 @@ class DraftModelDrafter final : public Drafter {
 
  private:
   struct State {
-    sched::SeqPages pages;
+    kv::SeqPages pages;
     std::vector<int32_t> tokens;  // tokens whose K/V the pages hold, positions [0, tokens.size())
   };
   struct Work {
@@ -48,7 +48,7 @@ class DraftModelDrafter final : public Drafter {
   void drop(Work& work);
 
   std::unique_ptr<engine::Engine> engine_;
-  sched::KvManager kv_;
+  kv::KvManager kv_;
   std::unordered_map<uint64_t, State> states_;
   int64_t max_step_tokens_;
 };

@@ -12,16 +12,20 @@ std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, int32_t max_to
   const int32_t last = tokens[length - 1];
   int64_t best_end = -1;  // index of the matched occurrence's last token
   int32_t best_n = 0;
-  // Candidates end at i <= length - 2, so at least one token follows each; newest first, so among equally long
-  // matches the most recent wins (local repetition predicts best).
-  for (int64_t i = length - 2; i >= 0 && best_n < max_n; --i) {
+  int64_t best_follow = 0;  // draft tokens that occurrence offers
+  // Candidates end at i <= length - 2, so at least one token follows each. Longer matches win; among equally long
+  // ones, the one offering a full draft, then the most recent (local repetition predicts best). Inside a run of one
+  // token the newest match is followed by a single token, so a full draft must come from further back.
+  for (int64_t i = length - 2; i >= 0; --i) {
     if (tokens[i] != last) continue;
     int32_t n = 1;
     while (n < max_n && i - n >= 0 && tokens[i - n] == tokens[length - 1 - n]) ++n;
-    if (n >= min_n && n > best_n) {
-      best_n = n;
-      best_end = i;
-    }
+    const int64_t follow = std::min<int64_t>(length - 1 - i, max_tokens);
+    if (n < min_n || n < best_n || (n == best_n && follow <= best_follow)) continue;
+    best_n = n;
+    best_end = i;
+    best_follow = follow;
+    if (best_n == max_n && best_follow == max_tokens) break;
   }
   if (best_end < 0) return {};
   const int64_t begin = best_end + 1;

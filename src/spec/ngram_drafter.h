@@ -11,8 +11,9 @@
 
 namespace rs::spec {
 
-// The draft for `tokens`: up to max_tokens tokens following the most recent earlier occurrence of the longest suffix
-// of length n in [min_n, max_n] (one backward scan). Empty when no suffix of min_n tokens occurs earlier.
+// The draft for `tokens`: up to max_tokens tokens following an earlier occurrence of the longest suffix of length n
+// in [min_n, max_n] (one backward scan), preferring occurrences that offer a full draft, then recent ones. Empty when
+// no suffix of min_n tokens occurs earlier.
 std::vector<int32_t> ngram_draft(std::span<const int32_t> tokens, int32_t max_tokens, int32_t min_n, int32_t max_n);
 
 class NgramDrafter final : public Drafter {

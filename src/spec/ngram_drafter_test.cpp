@@ -21,6 +21,14 @@ TEST(NgramDraft, AmongEquallyLongMatchesTheNewestWins) {
   EXPECT_EQ(ngram_draft(tokens, 1, 2, 2), Ids{40});
 }
 
+TEST(NgramDraft, InsideARunAFullDraftComesFromFurtherBack) {
+  const Ids tokens = {9, 7, 7, 7, 7, 7, 7};
+  EXPECT_EQ(ngram_draft(tokens, 3, 2, 3), (Ids{7, 7, 7}));
+  // Between equally long matches a full draft beats recency; a longer match beats both.
+  EXPECT_EQ(ngram_draft(Ids{1, 2, 3, 4, 5, 6, 0, 2, 3, 8, 2, 3}, 4, 1, 3), (Ids{4, 5, 6, 0}));
+  EXPECT_EQ(ngram_draft(Ids{1, 2, 3, 4, 5, 6, 7, 8, 2, 3, 8, 2, 3}, 4, 1, 3), (Ids{8, 2, 3}));
+}
+
 TEST(NgramDraft, ARepeatingSequenceDraftsItsContinuation) {
   Ids tokens;
   for (int rep = 0; rep < 3; ++rep)

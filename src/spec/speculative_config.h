@@ -29,7 +29,8 @@ struct SpeculativeConfig {
   // sequence proposes the tokens that followed it.
   int32_t ngram_min = 2;
   int32_t ngram_max = 5;
-  std::string draft_model_dir;  // draft: a checkpoint with the target's vocabulary
+  std::string draft_model_dir;      // draft: a checkpoint with the target's vocabulary
+  double draft_mem_fraction = 0.1;  // draft on a GPU: its KV pool leaves this share of device memory used
 
   bool enabled() const { return algorithm != SpecAlgorithm::kNone; }
 };

@@ -1,5 +1,6 @@
-// KvManager: the scheduler's KV resources (one PageAllocator per KV group and the RadixCache) and the page table
-// of every live sequence: prefix reuse, growth, sliding-window reclaim, caching and release. Scheduler thread only.
+// KvManager: one pool's KV resources (a PageAllocator per KV group and the RadixCache) and the page table of every
+// live sequence: prefix reuse, growth, sliding-window reclaim, caching and release. Used by the scheduler (the
+// model's pool) and by the draft-model drafter (its own pool, no prefix cache); one thread only.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +12,12 @@
 #include "kv/page_allocator.h"
 #include "kv/radix_cache.h"
 
-namespace rs::sched {
+namespace rs::kv {
 
 // The pages one sequence holds a reference on.
 struct SeqPages {
   std::vector<std::vector<int32_t>> pages;  // [group][page index]; -1 = absent (reclaimed behind a window)
-  kv::RadixNode* locked = nullptr;          // deepest cached node this sequence keeps locked
+  RadixNode* locked = nullptr;              // deepest cached node this sequence keeps locked
 };
 
 struct KvGroupStats {
@@ -30,7 +31,7 @@ class KvManager {
  public:
   // geometry: page size and groups with their num_pages (KvPool::config()). Without `prefix_cache` (serve's
   // --disable-radix-cache) nothing is ever matched or cached: every page is freed when its sequence releases it.
-  explicit KvManager(const kv::KvPoolConfig& geometry, bool prefix_cache = true);
+  explicit KvManager(const KvPoolConfig& geometry, bool prefix_cache = true);
 
   int32_t page_size() const { return page_size_; }
   int num_groups() const { return static_cast<int>(windows_.size()); }
@@ -62,9 +63,9 @@ class KvManager {
  private:
   int32_t page_size_;
   bool prefix_cache_;
-  std::vector<int32_t> windows_;               // [group]
-  std::vector<kv::PageAllocator> allocators_;  // [group]
-  std::unique_ptr<kv::RadixCache> cache_;      // refers to allocators_
+  std::vector<int32_t> windows_;           // [group]
+  std::vector<PageAllocator> allocators_;  // [group]
+  std::unique_ptr<RadixCache> cache_;      // refers to allocators_
 };
 
-}  // namespace rs::sched
+}  // namespace rs::kv

@@ -1,26 +1,26 @@
-#include "sched/kv_manager.h"
+#include "kv/kv_manager.h"
 
 #include <algorithm>
 #include <limits>
 
 #include "base/error.h"
 
-namespace rs::sched {
+namespace rs::kv {
 
-KvManager::KvManager(const kv::KvPoolConfig& geometry, bool prefix_cache)
+KvManager::KvManager(const KvPoolConfig& geometry, bool prefix_cache)
     : page_size_(geometry.page_size), prefix_cache_(prefix_cache) {
   RS_CHECK(!geometry.groups.empty(), "KV pool has no groups");
-  for (const kv::KvGroup& group : geometry.groups) {
+  for (const KvGroup& group : geometry.groups) {
     windows_.push_back(group.window);
     allocators_.emplace_back(group.num_pages);
   }
-  cache_ = std::make_unique<kv::RadixCache>(page_size_, windows_, allocators_);
+  cache_ = std::make_unique<RadixCache>(page_size_, windows_, allocators_);
 }
 
 int64_t KvManager::match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens) {
   RS_CHECK(seq.pages.empty() && seq.locked == nullptr, "match on a sequence that already holds pages");
   if (!prefix_cache_) return 0;
-  kv::PrefixMatch match = cache_->match_prefix(tokens, max_tokens);
+  PrefixMatch match = cache_->match_prefix(tokens, max_tokens);
   seq.pages = std::move(match.pages);
   for (int g = 0; g < num_groups(); ++g)
     for (int32_t page : seq.pages[g])
@@ -33,7 +33,7 @@ int64_t KvManager::match(SeqPages& seq, std::span<const int32_t> tokens, int64_t
 int64_t KvManager::reserve(SeqPages& seq, int64_t begin, int64_t end) {
   seq.pages.resize(num_groups());
   for (int g = 0; g < num_groups(); ++g) {
-    const int64_t first_page = kv::window_first_position(windows_[g], begin) / page_size_;
+    const int64_t first_page = window_first_position(windows_[g], begin) / page_size_;
     auto& pages = seq.pages[g];
     for (int64_t p = 0; p < std::min<int64_t>(first_page, pages.size()); ++p) {
       if (pages[p] < 0) continue;
@@ -60,7 +60,7 @@ void KvManager::cache(SeqPages& seq, std::span<const int32_t> tokens, int64_t kv
   if (num_pages == 0 || !prefix_cache_) return;
   std::vector<std::vector<int32_t>> pages(num_groups());
   for (int g = 0; g < num_groups(); ++g) pages[g].assign(seq.pages[g].begin(), seq.pages[g].begin() + num_pages);
-  kv::RadixNode* node = cache_->insert(tokens.first(num_pages * page_size_), pages);
+  RadixNode* node = cache_->insert(tokens.first(num_pages * page_size_), pages);
   cache_->lock(node);
   cache_->unlock(seq.locked);
   seq.locked = node;
@@ -99,4 +99,4 @@ std::vector<KvGroupStats> KvManager::stats() const {
   return result;
 }
 
-}  // namespace rs::sched
+}  // namespace rs::kv

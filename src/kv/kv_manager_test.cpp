@@ -1,14 +1,14 @@
-#include "sched/kv_manager.h"
+#include "kv/kv_manager.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
 
-namespace rs::sched {
+namespace rs::kv {
 namespace {
 
-kv::KvPoolConfig geometry(int64_t full_pages, int64_t window_pages, int32_t window) {
-  kv::KvPoolConfig config;
+KvPoolConfig geometry(int64_t full_pages, int64_t window_pages, int32_t window) {
+  KvPoolConfig config;
   config.page_size = 4;
   config.groups.resize(2);
   config.groups[0].num_pages = full_pages;
@@ -89,4 +89,4 @@ TEST(KvManager, WithoutPrefixCacheNothingIsCachedOrMatched) {
 }
 
 }  // namespace
-}  // namespace rs::sched
+}  // namespace rs::kv
