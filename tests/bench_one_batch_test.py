@@ -58,7 +58,8 @@ def check_one_batch(radixserve: str, model_dir: pathlib.Path, args: list) -> Non
     print(run.stdout)
 
     check("prompt_tokens" not in run.stdout, "plain `bench` ran as well as `bench one-batch`")
-    table_batches = [int(line.split()[0]) for line in run.stdout.splitlines() if re.match(r"^\s*\d+\s", line)]
+    main_table = run.stdout.split("speculative verify pass")[0]  # the verify table, if any, follows
+    table_batches = [int(line.split()[0]) for line in main_table.splitlines() if re.match(r"^\s*\d+\s", line)]
     check(table_batches == batch_sizes, f"table rows {table_batches}, expected {batch_sizes}")
 
     check(isinstance(report.get("git_revision"), str) and report["git_revision"], "no git revision")
@@ -108,6 +109,18 @@ def check_one_batch(radixserve: str, model_dir: pathlib.Path, args: list) -> Non
               f"batch {b}: decode rate")
         min_steps = math.ceil(b * input_len / report["max_step_tokens"])
         check(r["prefill_steps"] >= min_steps, f"batch {b}: {r['prefill_steps']} prefill steps, budget needs {min_steps}")
+        if "--verify-drafts" in args:  # speculative verify passes: one entry per K, ratios consistent with the times
+            drafts = [int(k) for k in arg_value(args, "--verify-drafts").split(",")]
+            verify = r.get("verify", [])
+            check([v["draft_tokens"] for v in verify] == drafts, f"batch {b}: verify entries {verify}")
+            for v in verify:
+                ratio = v["step_ms_median"] / r["decode_step_ms_median"]
+                check(v["step_ms_median"] > 0 and math.isclose(v["relative_to_decode_step"], ratio, rel_tol=1e-9),
+                      f"batch {b}: verify {v}")
+                gains = v["projected_speedup"]
+                check(math.isclose(gains["1.0"], (v["draft_tokens"] + 1) / ratio, rel_tol=1e-9)
+                      and gains["1.0"] >= gains["0.7"] >= gains["0.4"] > 0, f"batch {b}: projected {gains}")
+            check("speculative verify pass" in run.stdout, "no verify table printed")
 
 
 def check_plain_bench(radixserve: str, model_dir: pathlib.Path) -> None:

@@ -82,10 +82,11 @@ engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32
     for (size_t i = 0; i < chunk.ids.size(); ++i) batch.positions.push_back(chunk.begin + static_cast<int32_t>(i));
     batch.seq_token_start.push_back(batch.num_tokens());
     batch.seq_kv_len.push_back(chunk.begin + static_cast<int32_t>(chunk.ids.size()));
-    if (chunk.sample) {
-      batch.logit_rows.push_back(batch.num_tokens() - 1);
-      batch.sampling.push_back(engine::SamplingRow{.params = &greedy_, .token_bitmask = chunk.token_bitmask});
-    }
+    if (chunk.sample)
+      for (int32_t row = batch.num_tokens() - chunk.rows; row < batch.num_tokens(); ++row) {
+        batch.logit_rows.push_back(row);
+        batch.sampling.push_back(engine::SamplingRow{.params = &greedy_, .token_bitmask = chunk.token_bitmask});
+      }
   }
   for (int g = 0; g < pool.num_groups(); ++g) {
     const kv::KvGroup& group = pool.group(g);
@@ -123,14 +124,17 @@ bool BatchBench::fill_masks(std::span<Chunk> chunks, BatchGrammar& grammar) {
 }
 
 BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
-                             BatchGrammar* grammar) {
+                             BatchGrammar* grammar, std::span<const int32_t> verify_drafts) {
   const int32_t batch_size = static_cast<int32_t>(prompts.size());
   RS_CHECK(batch_size > 0 && batch_size <= max_batch_, "batch of {} sequences (1 to {} allowed)", batch_size,
            max_batch_);
   std::vector<int32_t> length(batch_size, 0), next(batch_size, 0);
+  const int32_t max_draft = verify_drafts.empty() ? 0 : *std::max_element(verify_drafts.begin(), verify_drafts.end());
   for (const auto& prompt : prompts)
-    RS_CHECK(!prompt.empty() && static_cast<int64_t>(prompt.size()) + decode_steps <= max_context_,
-             "sequence of {} + {} tokens exceeds {}", prompt.size(), decode_steps, max_context_);
+    RS_CHECK(!prompt.empty() &&
+                 static_cast<int64_t>(prompt.size()) + decode_steps + (max_draft ? max_draft + 1 : 0) <= max_context_,
+             "sequence of {} + {} (+ {} drafted) tokens exceeds {}", prompt.size(), decode_steps, max_draft,
+             max_context_);
   BatchTimings timings;
   std::vector<Chunk> chunks;
   if (grammar) grammar->reset(batch_size);
@@ -189,6 +193,27 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     timings.decode_step_seconds.push_back(seconds_since(step_start));
   }
   timings.decode_seconds = seconds_since(start);
+
+  // Verify passes at the final context, as if every draft were rejected (the same positions are written again), so
+  // each K is timed at the same KV length as the decode steps' last one.
+  for (const int32_t draft : verify_drafts) {
+    std::vector<std::vector<int32_t>> ids(batch_size);
+    chunks.clear();
+    for (int32_t s = 0; s < batch_size; ++s) {
+      RS_CHECK(draft + 1 <= max_chunk(length[s], batch_size), "a verify pass of {} tokens overruns a window ring",
+               draft + 1);
+      ids[s].assign(draft + 1, next[s]);
+      chunks.push_back(Chunk{s, length[s], ids[s], true, draft + 1});
+    }
+    const engine::ForwardBatch batch = build_step(chunks, batch_size);
+    auto& seconds = timings.verify_step_seconds.emplace_back(draft, std::vector<double>()).second;
+    engine_.forward(batch);  // warm: a new shape may size scratch
+    for (int32_t step = 0; step < std::max(decode_steps, 4); ++step) {
+      const auto step_start = Clock::now();
+      engine_.forward(batch);
+      seconds.push_back(seconds_since(step_start));
+    }
+  }
   return timings;
 }
 

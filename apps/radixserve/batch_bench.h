@@ -21,6 +21,9 @@ struct BatchTimings {
   std::vector<double> mask_fill_seconds;
   std::vector<double> accept_seconds;
   std::vector<uint8_t> all_constrained;
+  // Speculative decoding's verify pass, after the decode steps at their final context: per requested draft length K,
+  // the seconds of steps where every sequence carries K + 1 tokens and samples all of them.
+  std::vector<std::pair<int32_t, std::vector<double>>> verify_step_seconds;
 };
 
 class BatchGrammar;
@@ -44,15 +47,17 @@ class BatchBench {
   // Prefills `prompts` (one per sequence; several sequences per step, long prompts split across steps as chunked
   // prefill does), then runs `decode_steps` steps of one greedy token per sequence, each fed its own sample. With
   // `grammar`, every sampled token of a sequence whose output is not complete is constrained by its mask.
+  // With `verify_drafts`, then times verify steps for each draft length (see BatchTimings::verify_step_seconds).
   BatchTimings run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
-                   BatchGrammar* grammar = nullptr);
+                   BatchGrammar* grammar = nullptr, std::span<const int32_t> verify_drafts = {});
 
  private:
   struct Chunk {
     int32_t seq = 0;    // sequence index in the batch (selects its pages)
     int32_t begin = 0;  // position of the first token
     std::span<const int32_t> ids;
-    bool sample = false;
+    bool sample = false;  // logits for the last token (and, with rows > 1, the ones before it)
+    int32_t rows = 1;     // sampled rows: the last `rows` tokens (a verify pass samples every drafted position)
     std::span<const uint32_t> token_bitmask;  // of the sampled token; empty: unconstrained
   };
   engine::ForwardBatch build_step(std::span<const Chunk> chunks, int32_t batch_size) const;

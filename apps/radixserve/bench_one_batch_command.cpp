@@ -28,9 +28,23 @@ struct OneBatchOptions {
   std::string json_path;
   std::string json_schema_path;  // structured output: every sequence constrained by this schema (or regex)
   std::string regex;
-  std::string tokenizer_dir;  // the grammar's vocabulary (default: the model folder)
+  std::string tokenizer_dir;           // the grammar's vocabulary (default: the model folder)
+  std::vector<int32_t> verify_drafts;  // speculative decoding: draft lengths K whose verify pass is timed
   engine::EngineConfig engine;
+
+  // Positions a sequence needs beyond its decode steps: a verify pass writes K + 1.
+  int32_t verify_room() const {
+    return verify_drafts.empty() ? 0 : *std::max_element(verify_drafts.begin(), verify_drafts.end()) + 1;
+  }
 };
+
+// Speculative decoding's expected tokens per verify pass with draft length K when each draft token is accepted with
+// probability `acceptance` independently (the target's own next token always counts): sum of acceptance^i, i <= K.
+double expected_tokens_per_verify(int32_t draft, double acceptance) {
+  double tokens = 0, p = 1;
+  for (int32_t i = 0; i <= draft; ++i, p *= acceptance) tokens += p;
+  return tokens;
+}
 
 // The grammar of --json-schema / --regex as a request would carry it, or null when neither is given.
 std::unique_ptr<BatchGrammar> make_grammar(const OneBatchOptions& options, const loader::ModelConfig& mc) {
@@ -59,7 +73,7 @@ std::unique_ptr<BatchGrammar> make_grammar(const OneBatchOptions& options, const
 // Sizes the engine for the largest batch: its requests, their context, their KV pages (unless --kv-cache-gb).
 engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t max_batch) {
   engine::EngineConfig config = options.engine;
-  const int64_t context = options.input_len + options.output_len;
+  const int64_t context = options.input_len + options.output_len + options.verify_room();
   config.max_running_requests = max_batch;
   config.max_step_tokens = options.max_step_tokens;
   config.context_length =
@@ -81,7 +95,7 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
 
 void run_one_batch(const OneBatchOptions& options) {
   const int32_t max_batch = *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
-  const int32_t context = options.input_len + options.output_len;
+  const int32_t context = options.input_len + options.output_len + options.verify_room();
   // Before the engine loads, so that a bad schema or a missing tokenizer fails fast.
   const std::unique_ptr<BatchGrammar> grammar = make_grammar(options, loader::load_model_config(options.model_dir));
   engine::Engine engine(options.model_dir, engine_config_for(options, max_batch));
@@ -112,7 +126,7 @@ void run_one_batch(const OneBatchOptions& options) {
     RS_LOG_INFO("batch {}: prefill {} x {} tokens, decode {} steps", batch, batch, options.input_len,
                 options.output_len);
     const auto batch_prompts = prompts(batch, options.input_len);
-    runs.emplace_back(batch, bench.run(batch_prompts, options.output_len));
+    runs.emplace_back(batch, bench.run(batch_prompts, options.output_len, nullptr, options.verify_drafts));
     if (!grammar) continue;
     RS_LOG_INFO("batch {}: the same, constrained", batch);  // same prompts, so the same KV lengths step by step
     grammar_results.push_back(
@@ -158,6 +172,30 @@ void run_one_batch(const OneBatchOptions& options) {
                        {"bytes_per_step", step_bytes},
                        {"bound_tokens_per_s", bound},
                        {"fraction_of_bound", bound > 0 ? decode_rate / bound : 0.0}});
+  }
+  if (!options.verify_drafts.empty()) {
+    std::cout << "speculative verify pass (every sequence K + 1 tokens, all sampled) against a decode step; projected "
+                 "speed-up for a free drafter (n-gram) at per-token acceptance 100% / 70% / 40%\n"
+              << fmt::format("{:>6} {:>4} {:>9} {:>12} {:>22}\n", "batch", "K", "step ms", "x decode",
+                             "speed-up 100/70/40%");
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const auto& [batch, t] = runs[i];
+      const double decode_ms = median(t.decode_step_seconds) * 1e3;
+      nlohmann::json verify = nlohmann::json::array();
+      for (const auto& [draft, seconds] : t.verify_step_seconds) {
+        const double ms = median(seconds) * 1e3, ratio = ms / decode_ms;
+        const double gains[] = {expected_tokens_per_verify(draft, 1.0) / ratio,
+                                expected_tokens_per_verify(draft, 0.7) / ratio,
+                                expected_tokens_per_verify(draft, 0.4) / ratio};
+        std::cout << fmt::format("{:>6} {:>4} {:>9.2f} {:>12.2f} {:>8.2f} {:>6.2f} {:>6.2f}\n", batch, draft, ms, ratio,
+                                 gains[0], gains[1], gains[2]);
+        verify.push_back({{"draft_tokens", draft},
+                          {"step_ms_median", ms},
+                          {"relative_to_decode_step", ratio},
+                          {"projected_speedup", {{"1.0", gains[0]}, {"0.7", gains[1]}, {"0.4", gains[2]}}}});
+      }
+      results[i]["verify"] = verify;
+    }
   }
   nlohmann::json grammar_json;  // null without a grammar
   if (grammar) {
@@ -223,6 +261,10 @@ CLI::App* add_bench_one_batch_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write every figure, with the run's context, to this file");
+  cmd->add_option("--verify-drafts", options->verify_drafts,
+                  "Speculative decoding: also time verify passes of these draft lengths (e.g. 1,2,4,8) per batch")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 32));
   cmd->add_option("--json-schema", options->json_schema_path,
                   "Constrain every sequence by this JSON Schema, as response_format json_schema would, and report the "
                   "cost of its token masks")

@@ -163,8 +163,15 @@ void run_throughput(ThroughputOptions options) {
                    .output_len = 2}},
       seconds);
   stack.scheduler().flush_cache();
+  const sched::SchedulerStats before = stack.scheduler().stats();
   const std::vector<Outcome> outcomes = run_all(stack.scheduler(), prompts, seconds);
+  const sched::SchedulerStats after = stack.scheduler().stats();
   stack.stop();
+  const uint64_t steps = after.steps - before.steps, verifies = after.spec_verifies - before.spec_verifies;
+  const uint64_t drafted = after.spec_draft_tokens - before.spec_draft_tokens;
+  const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
+  const double accept_length = verifies ? 1.0 + static_cast<double>(accepted) / verifies : 0.0;
+  const double acceptance = drafted ? static_cast<double>(accepted) / drafted : 0.0;
 
   int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0, failed = 0, short_count = 0;
   std::vector<double> ttft, latency;
@@ -201,6 +208,11 @@ void run_throughput(ThroughputOptions options) {
   print_row("Total token throughput (tok/s)", fmt::format("{:.1f}", (prompt_tokens + output_tokens) / seconds));
   print_row("TTFT mean / p50 / p99 (ms)", ms3(ttft_s));
   print_row("Latency mean / p50 / p99 (ms)", ms3(latency_s));
+  print_row("Engine steps", std::to_string(steps));
+  if (options.scheduler.speculative.enabled())
+    print_row("Speculative accept length / rate",
+              fmt::format("{:.2f} / {:.1f}% ({} verify passes, {})", accept_length, 100 * acceptance, verifies,
+                          spec::spec_algorithm_name(options.scheduler.speculative.algorithm)));
   std::cout.flush();
 
   if (!options.json_path.empty()) {
@@ -211,38 +223,49 @@ void run_throughput(ThroughputOptions options) {
                             {"p99_ms", d.p99 * 1e3},
                             {"max_ms", d.max * 1e3}};
     };
-    write_json_report(options.json_path, {{"command_line", command_line()},
-                                          {"git_revision", git_revision()},
-                                          {"backend", engine.config().backend},
-                                          {"device", engine.backend().name()},
-                                          {"model", model_json(options.model_dir, model)},
-                                          {"load_format", engine.config().load_format},
-                                          {"dataset", options.dataset_path},
-                                          {"num_prompts", num_prompts},
-                                          {"input_len", w.input_len},
-                                          {"output_len", w.output_len},
-                                          {"random_range_ratio", w.range_ratio},
-                                          {"seed", w.seed},
-                                          {"max_running_requests", options.scheduler.max_running_requests},
-                                          {"max_prefill_tokens", options.scheduler.max_prefill_tokens},
-                                          {"chunked_prefill_size", options.scheduler.chunked_prefill_size},
-                                          {"prefix_cache", options.scheduler.prefix_cache},
-                                          {"context_length", engine.context_length()},
-                                          {"kv_cache_bytes", engine.kv_pool().total_bytes()},
-                                          {"completed", num_prompts - failed},
-                                          {"failed", failed},
-                                          {"short_outputs", short_count},
-                                          {"duration_s", seconds},
-                                          {"input_tokens", prompt_tokens},
-                                          {"cached_tokens", cached_tokens},
-                                          {"output_tokens", output_tokens},
-                                          {"expected_output_tokens", asked_tokens},
-                                          {"request_throughput", completed / seconds},
-                                          {"input_throughput", prompt_tokens / seconds},
-                                          {"output_throughput", output_tokens / seconds},
-                                          {"total_token_throughput", (prompt_tokens + output_tokens) / seconds},
-                                          {"ttft", ms(ttft_s)},
-                                          {"latency", ms(latency_s)}});
+    write_json_report(options.json_path,
+                      {{"command_line", command_line()},
+                       {"git_revision", git_revision()},
+                       {"backend", engine.config().backend},
+                       {"device", engine.backend().name()},
+                       {"model", model_json(options.model_dir, model)},
+                       {"load_format", engine.config().load_format},
+                       {"dataset", options.dataset_path},
+                       {"num_prompts", num_prompts},
+                       {"input_len", w.input_len},
+                       {"output_len", w.output_len},
+                       {"random_range_ratio", w.range_ratio},
+                       {"seed", w.seed},
+                       {"max_running_requests", options.scheduler.max_running_requests},
+                       {"max_prefill_tokens", options.scheduler.max_prefill_tokens},
+                       {"chunked_prefill_size", options.scheduler.chunked_prefill_size},
+                       {"prefix_cache", options.scheduler.prefix_cache},
+                       {"context_length", engine.context_length()},
+                       {"kv_cache_bytes", engine.kv_pool().total_bytes()},
+                       {"completed", num_prompts - failed},
+                       {"failed", failed},
+                       {"short_outputs", short_count},
+                       {"duration_s", seconds},
+                       {"input_tokens", prompt_tokens},
+                       {"cached_tokens", cached_tokens},
+                       {"output_tokens", output_tokens},
+                       {"expected_output_tokens", asked_tokens},
+                       {"request_throughput", completed / seconds},
+                       {"input_throughput", prompt_tokens / seconds},
+                       {"output_throughput", output_tokens / seconds},
+                       {"total_token_throughput", (prompt_tokens + output_tokens) / seconds},
+                       {"ttft", ms(ttft_s)},
+                       {"latency", ms(latency_s)},
+                       {"steps", steps},
+                       {"speculative",
+                        {{"algorithm", spec::spec_algorithm_name(options.scheduler.speculative.algorithm)},
+                         {"num_draft_tokens", options.scheduler.speculative.num_draft_tokens},
+                         {"inject_reject_rate", options.scheduler.speculative.inject_reject_rate},
+                         {"verify_passes", verifies},
+                         {"draft_tokens", drafted},
+                         {"accepted_tokens", accepted},
+                         {"acceptance_rate", acceptance},
+                         {"accept_length", accept_length}}}});
   }
   RS_CHECK(failed == 0, "{} of {} requests failed (first: {})", failed, num_prompts, first_error);
   RS_CHECK(input_tokens == prompt_tokens, "the scheduler counted {} prompt tokens, {} were sent", prompt_tokens,

@@ -39,6 +39,14 @@ std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec,
   return nullptr;
 }
 
+std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec, std::unique_ptr<engine::Engine> draft,
+                                            int32_t vocab_size) {
+  std::unique_ptr<spec::Drafter> drafter = make_drafter(spec, std::move(draft));
+  if (drafter && spec.inject_reject_rate > 0)
+    drafter = std::make_unique<spec::RejectionInjector>(std::move(drafter), spec.inject_reject_rate, vocab_size);
+  return drafter;
+}
+
 }  // namespace
 
 ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig engine_config,
@@ -68,7 +76,7 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   scheduler_ = std::make_unique<sched::Scheduler>(
       scheduler_config, pool,
       [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); },
-      make_drafter(spec, std::move(draft)));
+      make_drafter(spec, std::move(draft), scheduler_config.vocab_size));
   thread_ = std::thread([scheduler = scheduler_.get()] { scheduler->run(); });
 }
 
@@ -127,6 +135,10 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
       ->capture_default_str();
   cmd.add_option("--speculative-ngram-max", spec.ngram_max, "Longest suffix the n-gram drafter matches")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd.add_option("--speculative-inject-reject-rate", spec.inject_reject_rate,
+                 "Benchmarks: turn each draft token wrong with this probability (speed at a chosen acceptance)")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd.add_option("--speculative-min-accept-rate", spec.min_accept_rate,
                  "Pause a request's drafting while its moving acceptance rate is below this (0 = never)")

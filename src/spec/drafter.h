@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,21 @@ class Drafter {
   virtual void propose(std::span<DraftRequest> requests) = 0;
   // The request ended or was preempted: drop whatever is kept for it.
   virtual void release(uint64_t /*id*/) {}
+};
+
+// Benchmarks only: wraps a drafter and replaces each draft token, in order, with a wrong one with probability
+// `reject_rate` (seeded), so a perfect drafter (a model drafting for itself) measures speed at a chosen acceptance.
+class RejectionInjector final : public Drafter {
+ public:
+  RejectionInjector(std::unique_ptr<Drafter> inner, double reject_rate, int32_t vocab_size, uint64_t seed = 1);
+  void propose(std::span<DraftRequest> requests) override;
+  void release(uint64_t id) override { inner_->release(id); }
+
+ private:
+  std::unique_ptr<Drafter> inner_;
+  double reject_rate_;
+  int32_t vocab_size_;
+  uint64_t state_;
 };
 
 }  // namespace rs::spec

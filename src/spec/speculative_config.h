@@ -31,6 +31,7 @@ struct SpeculativeConfig {
   int32_t ngram_max = 5;
   std::string draft_model_dir;      // draft: a checkpoint with the target's vocabulary
   double draft_mem_fraction = 0.1;  // draft on a GPU: its KV pool leaves this share of device memory used
+  double inject_reject_rate = 0;  // benchmarks: each draft token turned wrong with this probability (RejectionInjector)
 
   bool enabled() const { return algorithm != SpecAlgorithm::kNone; }
 };
