@@ -40,7 +40,8 @@ void Backend::apply_token_bitmask(Tensor logits, const Tensor& bitmask) {
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options) {
-  if (name == "cpu") return std::make_unique<cpu::CpuBackend>(options.num_threads, !options.exact_f32);
+  if (name == "cpu")
+    return std::make_unique<cpu::CpuBackend>(options.num_threads, !options.exact_f32, options.deterministic);
   if (name == "cuda" || name.rfind("cuda:", 0) == 0) {
 #ifdef RS_HAVE_CUDA
     const int index = name == "cuda" ? 0 : std::stoi(name.substr(5));

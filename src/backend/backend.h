@@ -206,6 +206,10 @@ struct BackendOptions {
   // CUDA: launch kernels with programmatic dependent launch on sm_90+ (each kernel's launch and weight prefetch overlap
   // the previous kernel's tail); off only to measure what it buys.
   bool programmatic_launch = true;
+  // Batch-invariant numerics (--enable-deterministic-inference): a row's result never depends on which other rows
+  // share its step (no token-count-dependent kernel choice), so a seeded request gives the same output alone or in
+  // any batch, and a speculative verify pass the same logits as decode steps. CPU only for now.
+  bool deterministic = false;
 };
 
 // "cpu" or "cuda[:N]". Throws naming the known backends when the name is unknown or not built in.

@@ -63,8 +63,9 @@ DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& mode
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
   model_config_ = loader::load_model_config(model_dir);
   model_ = model::create_model(model_config_);  // fails early, listing supported architectures
-  backend_ = make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32,
-                                                          config_.attention_backend, config_.programmatic_launch});
+  backend_ =
+      make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32, config_.attention_backend,
+                                                   config_.programmatic_launch, config_.deterministic});
   RS_CHECK(config_.load_format == "dummy" || config_.load_format == "auto" || config_.load_format == "safetensors",
            "unknown load format '{}' (auto, safetensors, dummy)", config_.load_format);
   weights_ = std::make_unique<loader::WeightSource>(

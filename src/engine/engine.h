@@ -50,6 +50,7 @@ struct EngineConfig {
   int32_t cuda_graph_max_batch = -1;
   std::string attention_backend = "auto";  // CUDA attention kernel: auto | flash | cuda-core (BackendOptions)
   bool programmatic_launch = true;         // CUDA: BackendOptions::programmatic_launch
+  bool deterministic = false;              // batch-invariant numerics (BackendOptions::deterministic)
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
 

@@ -12,14 +12,15 @@
 
 namespace rs::cpu {
 
-CpuBackend::CpuBackend(int num_threads, bool bf16_gemm)
-    : pool_(num_threads > 0 ? num_threads : hardware_threads()), bf16_gemm_(bf16_gemm) {
+CpuBackend::CpuBackend(int num_threads, bool bf16_gemm, bool deterministic)
+    : pool_(num_threads > 0 ? num_threads : hardware_threads()), bf16_gemm_(bf16_gemm), deterministic_(deterministic) {
   // We split GEMMs across our own pool; OpenBLAS must not spawn threads of its own inside them.
   openblas_set_num_threads(1);
 }
 
 std::string CpuBackend::name() const {
-  return fmt::format("cpu ({} threads, {} GEMM)", pool_.num_threads(), bf16_gemm_ ? "bf16" : "f32");
+  return fmt::format("cpu ({} threads, {} GEMM{})", pool_.num_threads(), bf16_gemm_ ? "bf16" : "f32",
+                     deterministic_ ? ", deterministic" : "");
 }
 
 Buffer CpuBackend::alloc(size_t bytes) { return Buffer::host(bytes); }
@@ -58,7 +59,7 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, bool
   cpu::rms_norm(pool_, x, weight, eps, add_one, out);
 }
 void CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
-  cpu::linear(pool_, x, w, bias, out, bf16_gemm_);
+  cpu::linear(pool_, x, w, bias, out, bf16_gemm_, deterministic_);
 }
 void CpuBackend::rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) {
   cpu::rope(pool_, x, positions, cos_sin, rotary_dim);
@@ -108,7 +109,7 @@ void CpuBackend::moe_route(const Tensor& logits, MoeRouting routing, bool renorm
 }
 void CpuBackend::moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                              Tensor out) {
-  cpu::moe_experts(pool_, x, ids, weights, experts, out, bf16_gemm_);
+  cpu::moe_experts(pool_, x, ids, weights, experts, out, bf16_gemm_, deterministic_);
 }
 void CpuBackend::causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,
                                Tensor out) {
@@ -117,7 +118,7 @@ void CpuBackend::causal_conv1d(const Tensor& x, const Tensor& weight, Tensor con
 void CpuBackend::gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias,
                                   Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params,
                                   Tensor out) {
-  cpu::gated_delta_rule(pool_, qkv, ba, a_log, dt_bias, state, batch, params, out);
+  cpu::gated_delta_rule(pool_, qkv, ba, a_log, dt_bias, state, batch, params, out, deterministic_);
 }
 void CpuBackend::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) {
   cpu::gated_rms_norm(pool_, x, z, weight, eps, out);

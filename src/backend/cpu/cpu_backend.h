@@ -13,7 +13,9 @@ class CpuBackend final : public Backend {
  public:
   // bf16_gemm: multi-token products with bf16 weights round activations to bf16 (fast, HF-bf16-like numerics);
   // false keeps every product in exact f32 (the golden tests' reference mode).
-  CpuBackend(int num_threads, bool bf16_gemm);
+  // bf16_gemm: multi-token products with bf16 weights round activations to bf16 (the fast path); deterministic: every
+  // kernel's per-row arithmetic is independent of the number of rows (BackendOptions::deterministic).
+  CpuBackend(int num_threads, bool bf16_gemm, bool deterministic = false);
 
   Device device() const override { return Device{}; }
   std::string name() const override;
@@ -55,6 +57,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   std::vector<float> qkv_scratch_;  // k and v split out of a fused projection (qkv_prepare)
   bool bf16_gemm_;
+  bool deterministic_;
 };
 
 }  // namespace rs::cpu

@@ -62,6 +62,10 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(int index, const BackendOptions& options)
       : ctx_(std::make_shared<DeviceContext>(index, options.exact_f32)) {
+    // Its GEMV/GEMM, MoE path and split-K attention choices depend on the batch's shape; making them batch-invariant
+    // is still to do, and a flag that silently did nothing would be worse than a refusal.
+    RS_CHECK(!options.deterministic,
+             "--enable-deterministic-inference is supported on the CPU backend only (CUDA: not yet)");
     const std::string& attention = options.attention;
     RS_CHECK(attention == "auto" || attention == "flash" || attention == "cuda-core",
              "unknown attention backend '{}' (auto, flash, cuda-core)", attention);

@@ -199,7 +199,8 @@ void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tens
 }
 
 void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias,
-                      Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params, Tensor out) {
+                      Tensor state, const StateBatchView& batch, const GatedDeltaNetParams& params, Tensor out,
+                      bool row_invariant) {
   const int64_t nv = params.num_v_heads, dk = params.k_head_dim, dv = params.v_head_dim;
   RS_CHECK(params.num_k_heads > 0 && nv % params.num_k_heads == 0, "gated_delta_rule: {} value heads for {} key heads",
            nv, params.num_k_heads);
@@ -219,7 +220,7 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& ba, con
       if (seg.fresh) std::fill(s, s + dk * dv, 0.0f);
       gather_head(qkv, ba, a_log.data_as<float>(), dt_bias.data_as<float>(), params, seg, head, in);
       float* o = out.data_as<float>() + seg.begin * nv * dv + head * dv;
-      if (seg.length == 1)
+      if (seg.length == 1 || row_invariant)
         recurrent_head(in, seg.length, dk, dv, s, o, nv * dv);
       else
         chunked_head(in, seg.length, dk, dv, s, o, nv * dv);

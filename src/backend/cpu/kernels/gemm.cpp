@@ -64,9 +64,10 @@ void gemv_bf16(const float* x, int64_t num_tokens, const uint16_t* weight, int64
 
 // Weights repacked by CpuBackend::prepare_linear: decode (<= kGemvMaxTokens) keeps f32 activations, prefill rounds
 // them to bf16 once. Threads split the 64-column panels, so each streams its own contiguous part of the weight.
-void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const std::vector<float>& bias,
-                   Tensor out) {
+void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const std::vector<float>& bias, Tensor out,
+                   bool row_invariant) {
   const int64_t tokens = x.rows(), in = w.in_features, cols = w.out_features;
+  const bool gemm = tokens > kGemvMaxTokens || row_invariant;
   const uint16_t* packed = w.packed.data_as<uint16_t>();
   float* o = out.data_as<float>();
   const float* xf = x.data_as<float>();
@@ -76,7 +77,7 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
   thread_local int64_t scratch_size = 0;
   const int64_t x_stride = 2 * packed_in_pairs(in);
   uint16_t* x_bf16 = nullptr;
-  if (tokens > kGemvMaxTokens) {
+  if (gemm) {
     if (tokens * x_stride > scratch_size) {
       scratch = std::make_unique_for_overwrite<uint16_t[]>(tokens * x_stride);
       scratch_size = tokens * x_stride;
@@ -89,7 +90,7 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
     });
   }
   pool.parallel_for(packed_panels(cols), [&](int64_t begin, int64_t end) {
-    if (tokens > kGemvMaxTokens) {
+    if (gemm) {
       gemm_bf16_packed(x_bf16, tokens, x_stride, packed, in, cols, o, cols, begin, end);
     } else {
       gemv_bf16_packed(xf, tokens, packed, in, cols, o, cols, begin, end);
@@ -105,9 +106,23 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
 }  // namespace
 
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
-                 int64_t out_stride, int64_t row_begin, int64_t row_end) {
+                 int64_t out_stride, int64_t row_begin, int64_t row_end, bool row_invariant) {
   const int64_t in = w.in_features;
   if (row_begin >= row_end) return;
+  if (row_invariant && num_tokens > 1) {
+    // Token by token (or in the GEMV's groups, whose per-token arithmetic is the same for any group size): OpenBLAS
+    // picks different kernels for different row counts.
+#if defined(__AVX512F__)
+    const bool grouped_gemv = w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16;
+#else
+    const bool grouped_gemv = false;
+#endif
+    const int64_t group = grouped_gemv ? kGemvMaxTokens : 1;
+    for (int64_t t = 0; t < num_tokens; t += group)
+      linear_rows(x + t * in, std::min(group, num_tokens - t), w, bias, out + t * out_stride, out_stride, row_begin,
+                  row_end, false);
+    return;
+  }
   const bool dense_f32 = w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kF32;
   if (dense_f32) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(num_tokens),
@@ -143,7 +158,7 @@ void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, cons
 }
 
 void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
-            bool bf16_activations) {
+            bool bf16_activations, bool row_invariant) {
   const int64_t tokens = x.rows();
   RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
            "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
@@ -153,10 +168,10 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
     load_row(bias.view({1, w.out_features}), 0, bias_f32.data(), w.out_features);
   }
   if (!w.packed.empty()) {
-    linear_packed(pool, x, w, bias_f32, out);
+    linear_packed(pool, x, w, bias_f32, out, row_invariant);
     return;
   }
-  const bool use_bf16_gemm = bf16_activations && tokens > kGemvMaxTokens && has_bf16_gemm() &&
+  const bool use_bf16_gemm = bf16_activations && (tokens > kGemvMaxTokens || row_invariant) && has_bf16_gemm() &&
                              w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16;
   if (use_bf16_gemm) {
     std::vector<uint16_t> x_bf16;  // not thread_local: worker threads read it
@@ -180,7 +195,7 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
       w.out_features,
       [&](int64_t begin, int64_t end) {
         linear_rows(x.data_as<float>(), tokens, w, bias_f32.empty() ? nullptr : bias_f32.data(), out.data_as<float>(),
-                    w.out_features, begin, end);
+                    w.out_features, begin, end, row_invariant);
       },
       16);
 }

@@ -62,7 +62,7 @@ void gpt_oss_glu(const float* gate_up, int64_t n, int64_t inter, float alpha, fl
 }  // namespace
 
 void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
-                 Tensor out, bool bf16_activations) {
+                 Tensor out, bool bf16_activations, bool row_invariant) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), k = ids.dim(1);
   const int32_t num_experts = static_cast<int32_t>(experts.down.size());
   const int32_t* id = ids.data_as<int32_t>();
@@ -89,15 +89,17 @@ void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Ten
       inter = experts.gate_up[e].out_features / 2;
       hidden_act.resize(n * 2 * inter);
       linear(pool, xt, experts.gate_up[e], bias_row(experts.gate_up_bias, e),
-             Tensor(hidden_act.data(), DType::kF32, {n, 2 * inter}), bf16_activations);
+             Tensor(hidden_act.data(), DType::kF32, {n, 2 * inter}), bf16_activations, row_invariant);
       act.resize(n * inter);
       gpt_oss_glu(hidden_act.data(), n, inter, experts.swiglu_alpha, experts.swiglu_limit, act.data());
     } else {
       inter = experts.gate[e].out_features;
       hidden_act.resize(n * 2 * inter);
       std::vector<float> up(n * inter);
-      linear(pool, xt, experts.gate[e], Tensor(), Tensor(hidden_act.data(), DType::kF32, {n, inter}), bf16_activations);
-      linear(pool, xt, experts.up[e], Tensor(), Tensor(up.data(), DType::kF32, {n, inter}), bf16_activations);
+      linear(pool, xt, experts.gate[e], Tensor(), Tensor(hidden_act.data(), DType::kF32, {n, inter}), bf16_activations,
+             row_invariant);
+      linear(pool, xt, experts.up[e], Tensor(), Tensor(up.data(), DType::kF32, {n, inter}), bf16_activations,
+             row_invariant);
       act.resize(n * inter);
       for (int64_t i = 0; i < n * inter; ++i) {
         const float g = hidden_act[i];
@@ -106,7 +108,7 @@ void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Ten
     }
     ys.resize(n * hidden);
     linear(pool, Tensor(act.data(), DType::kF32, {n, inter}), experts.down[e], bias_row(experts.down_bias, e),
-           Tensor(ys.data(), DType::kF32, {n, hidden}), bf16_activations);
+           Tensor(ys.data(), DType::kF32, {n, hidden}), bf16_activations, row_invariant);
     for (int64_t r = 0; r < n; ++r)
       axpy_f32(w[slots[r]], ys.data() + r * hidden, out.data_as<float>() + (slots[r] / k) * hidden, hidden);
   }
