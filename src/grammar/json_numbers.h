@@ -15,9 +15,10 @@ namespace rs::grammar {
 // rs::Error naming `path` for a bound that is not a number, above 9e15, or leaves no integer.
 std::optional<Expr> bounded_integer(const nlohmann::ordered_json& schema, const std::string& path);
 
-// The numbers within `schema`'s bounds, written without an exponent (the json-fraction rule of add_json_value_rules
-// must exist), or nullopt when it has none. Bounds must be integers: a fractional one is refused, never rounded.
-// Throws as bounded_integer does.
+// The numbers within `schema`'s bounds, exactly, written without an exponent (the json-fraction rule of
+// add_json_value_rules must exist), or nullopt when it has none. A fractional bound is taken as the shortest decimal
+// that reads back as its double (0.1 is 0.1); bounds with more than 40 fractional digits are refused. Throws as
+// bounded_integer does.
 std::optional<Expr> bounded_number(const nlohmann::ordered_json& schema, const std::string& path);
 
 }  // namespace rs::grammar

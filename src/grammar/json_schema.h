@@ -15,9 +15,9 @@ namespace rs::grammar {
 // or a keyword that would change which outputs are valid but is not enforced (not, if/then/else, uniqueItems, ...).
 // Objects allow only the listed properties unless additionalProperties says otherwise (as OpenAI's strict mode and
 // xgrammar do), in the order the schema lists them; exponents have at most two digits (numbers stay finite doubles);
-// oneOf is enforced as anyOf. Integer bounds are exact (fractional ones round inwards); number bounds must be integers
-// and are exact too, bounded numbers being written without an exponent. Output JSON may hold a space or a newline plus
-// indentation between tokens.
+// oneOf is enforced as anyOf. Integer bounds are exact (fractional ones round inwards); number bounds are exact too,
+// fractional ones as the decimals written (digit by digit), bounded numbers being written without an exponent. Output
+// JSON may hold a space or a newline plus indentation between tokens.
 RuleSet json_schema_rules(const nlohmann::ordered_json& schema);
 
 // Adds the rules of `schema` to `rules` (generated names start with `prefix`, so several schemas can share one

@@ -126,11 +126,24 @@ TEST(JsonSchema, NumberBounds) {
   for (const char* bad : {"0.5", "5.01", "6", "-1", "1e3"}) EXPECT_FALSE(testing::fullmatch(g, bad)) << bad;
 }
 
+TEST(JsonSchema, FractionalNumberBoundsAreTheDecimalsWritten) {
+  const auto tenth = schema_grammar(R"({"type": "number", "minimum": 0.1, "maximum": 0.30000000000000004})");
+  for (const char* ok : {"0.1", "0.10", "0.1000001", "0.2", "0.3", "0.30000000000000004"})
+    EXPECT_TRUE(testing::fullmatch(tenth, ok)) << ok;
+  for (const char* bad : {"0.09999", "0.0", "0", "0.30000000000000005", "0.31", "1", "-0.1"})
+    EXPECT_FALSE(testing::fullmatch(tenth, bad)) << bad;
+  const auto tiny = schema_grammar(R"({"type": "number", "exclusiveMaximum": 1e-7})");
+  for (const char* ok : {"0.00000009", "0", "0.0", "-5", "-0.5"}) EXPECT_TRUE(testing::fullmatch(tiny, ok)) << ok;
+  for (const char* bad : {"0.0000001", "0.00000010", "0.000001", "1"})
+    EXPECT_FALSE(testing::fullmatch(tiny, bad)) << bad;
+}
+
 // Every bound combination against the numeric comparison, over signed decimals around the bounds.
 TEST(JsonSchema, NumberBoundsMatchExactlyTheirMembers) {
   std::vector<std::string> texts;
   for (int whole = 0; whole <= 14; ++whole)
-    for (const char* fraction : {"", ".0", ".00", ".5", ".05", ".001", ".999"})
+    for (const char* fraction :
+         {"", ".0", ".00", ".5", ".05", ".001", ".999", ".25", ".125", ".2", ".249", ".251", ".0001", ".75", ".7"})
       for (const char* sign : {"", "-"})
         if (!(sign[0] == '-' && whole == 0 && std::string(fraction).find_first_not_of(".0") == std::string::npos))
           texts.push_back(sign + std::to_string(whole) + fraction);  // "-0" and "-0.0" are left out: they are 0
@@ -146,6 +159,17 @@ TEST(JsonSchema, NumberBoundsMatchExactlyTheirMembers) {
       R"({"type": "number", "minimum": 2, "exclusiveMinimum": 3, "maximum": 9, "exclusiveMaximum": 12})",
       R"({"type": "number", "minimum": 6, "exclusiveMinimum": true})",  // draft 4
       R"({"type": "number", "minimum": 5, "maximum": 5})",
+      R"({"type": "number", "minimum": 0.25})",
+      R"({"type": "number", "exclusiveMinimum": 0.25})",
+      R"({"type": "number", "maximum": 2.5})",
+      R"({"type": "number", "exclusiveMaximum": -0.125})",
+      R"({"type": "number", "minimum": -2.75, "maximum": 3.05})",
+      R"({"type": "number", "exclusiveMinimum": 1.2, "exclusiveMaximum": 1.25})",
+      R"({"type": "number", "minimum": 1.2, "maximum": 1.2})",
+      R"({"type": "number", "minimum": -0.5, "exclusiveMaximum": -0.25})",
+      R"({"type": "number", "exclusiveMinimum": 0.001, "maximum": 0.999})",
+      R"({"type": "number", "minimum": 0.0001})",
+      R"({"type": "number", "minimum": 10.7, "exclusiveMaximum": 12.125})",
   };
   for (const char* text : schemas) {
     const json schema = json::parse(text);
@@ -233,8 +257,10 @@ TEST(JsonSchema, ErrorsNameThePath) {
             "invalid JSON schema at #: no integer satisfies the minimum and maximum");
   EXPECT_EQ(error_of(R"({"type": "number", "exclusiveMinimum": 2, "maximum": 2})"),
             "invalid JSON schema at #: no number satisfies the minimum and maximum");
-  EXPECT_EQ(error_of(R"({"type": "number", "maximum": 2.5})"),
-            "invalid JSON schema at #: fractional bounds on numbers are not supported (integer bounds are)");
+  EXPECT_EQ(error_of(R"({"type": "number", "maximum": 1e-50})"),
+            "invalid JSON schema at #: bounds with more than 40 fractional digits are not supported");
+  EXPECT_EQ(error_of(R"({"type": "number", "minimum": 0.5, "exclusiveMaximum": 0.5})"),
+            "invalid JSON schema at #: no number satisfies the minimum and maximum");
   EXPECT_EQ(error_of(R"({"type": "integer", "minimum": "1"})"), "invalid JSON schema at #/minimum: must be a number");
   EXPECT_EQ(error_of(R"({"type": "string", "minLength": 3, "maxLength": 2})"),
             "invalid JSON schema at #: maxLength is below minLength");

@@ -78,7 +78,12 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
   std::vector<Work> works;
   for (DraftRequest& request : requests) {
     request.draft.clear();
-    if (request.max_tokens <= 0 || request.tokens.empty()) continue;
+    // A draft model with a shorter context stops drafting where it ends (the target goes on alone).
+    if (request.max_tokens <= 0 || request.tokens.empty() ||
+        static_cast<int64_t>(request.tokens.size()) + request.max_tokens > engine_->context_length()) {
+      release(request.id);
+      continue;
+    }
     State& state = states_[request.id];
     // Keep the K/V of the longest prefix the target committed (at least the last token is fed again for logits).
     const size_t limit = std::min(state.tokens.size(), request.tokens.size() - 1);
