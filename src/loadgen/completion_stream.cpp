@@ -53,6 +53,11 @@ void CompletionStream::on_event(std::string_view data, double now_s, RequestResu
     result.completion_tokens = usage->value("completion_tokens", int64_t{-1});
     const auto details = usage->find("prompt_tokens_details");
     if (details != usage->end() && details->is_object()) result.cached_tokens = details->value("cached_tokens", 0);
+    const auto spec = usage->find("speculative");
+    if (spec != usage->end() && spec->is_object()) {
+      result.spec_verify_steps = spec->value("verify_steps", int64_t{0});
+      result.spec_accepted_tokens = spec->value("accepted_tokens", int64_t{0});
+    }
   }
   const auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;  // e.g. the usage-only chunk

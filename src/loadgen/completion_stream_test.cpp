@@ -11,7 +11,7 @@ std::string chunk(const std::string& text) {
 }
 const std::string kUsage =
     R"({"id":"cmpl-1","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,)"
-    R"("prompt_tokens_details":{"cached_tokens":8}}})";
+    R"("prompt_tokens_details":{"cached_tokens":8},"speculative":{"verify_steps":5,"accepted_tokens":9}}})";
 
 TEST(CompletionStream, TimesChunksAndReadsUsage) {
   RequestResult r;
@@ -33,6 +33,8 @@ TEST(CompletionStream, TimesChunksAndReadsUsage) {
   EXPECT_EQ(r.prompt_tokens, 12);
   EXPECT_EQ(r.completion_tokens, 3);
   EXPECT_EQ(r.cached_tokens, 8);
+  EXPECT_EQ(r.spec_verify_steps, 5);
+  EXPECT_EQ(r.spec_accepted_tokens, 9);
 }
 
 TEST(CompletionStream, MissingDoneOrUsageIsMalformed) {

@@ -31,7 +31,10 @@ struct RequestResult {
   // From the server's usage (never counted by the client); -1 where no usage arrived.
   int64_t prompt_tokens = -1;
   int64_t completion_tokens = -1;
-  int64_t cached_tokens = 0;           // usage.prompt_tokens_details.cached_tokens (0 where the server omits it)
+  int64_t cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens (0 where the server omits it)
+  // usage.speculative (radixserve's extension; 0 where the server does not speculate or report it)
+  int64_t spec_verify_steps = 0;
+  int64_t spec_accepted_tokens = 0;
   int32_t expected_output_tokens = 0;  // max_tokens asked for
 
   bool ok() const { return error == ErrorKind::kNone; }

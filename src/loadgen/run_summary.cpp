@@ -29,6 +29,8 @@ RunSummary summarize_run(const std::vector<RequestResult>& results, double durat
     s.prompt_tokens += r.prompt_tokens;
     s.completion_tokens += r.completion_tokens;
     s.cached_tokens += r.cached_tokens;
+    s.spec_verify_steps += r.spec_verify_steps;
+    s.spec_accepted_tokens += r.spec_accepted_tokens;
     s.expected_completion_tokens += r.expected_output_tokens;
     if (meets_slo(r, slo)) ++s.good_requests;
     if (r.ttft_s >= 0) ttft.push_back(r.ttft_s);
@@ -43,6 +45,8 @@ RunSummary summarize_run(const std::vector<RequestResult>& results, double durat
     s.goodput = s.good_requests / duration_s;
   }
   s.cache_hit_rate = s.prompt_tokens > 0 ? static_cast<double>(s.cached_tokens) / s.prompt_tokens : 0.0;
+  s.spec_accept_length =
+      s.spec_verify_steps > 0 ? 1.0 + static_cast<double>(s.spec_accepted_tokens) / s.spec_verify_steps : 0.0;
   s.ttft_s = summarize(std::move(ttft));
   s.itl_s = summarize(std::move(itl));
   s.tpot_s = summarize(std::move(tpot));

@@ -36,6 +36,9 @@ struct RunSummary {
   double output_throughput = 0;            // completion tokens / s
   double goodput = 0;                      // good requests / s
   double cache_hit_rate = 0;               // cached / prompt tokens
+  int64_t spec_verify_steps = 0;           // speculative decoding, from usage.speculative
+  int64_t spec_accepted_tokens = 0;
+  double spec_accept_length = 0;  // tokens per verify pass: 1 + accepted / verify steps (0: no speculation reported)
   Distribution ttft_s, itl_s, tpot_s, e2e_latency_s;
 
   int64_t error_count() const { return requests - completed; }

@@ -19,6 +19,21 @@ RequestResult completed(double start, double ttft, double gap, int tokens, int p
   return r;
 }
 
+TEST(RunSummary, SpeculativeAcceptLengthOverCompletedRequests) {
+  std::vector<RequestResult> results = {completed(0, 0.1, 0.01, 11), completed(0, 0.1, 0.01, 11)};
+  results[0].spec_verify_steps = 4, results[0].spec_accepted_tokens = 6;
+  results[1].spec_verify_steps = 6, results[1].spec_accepted_tokens = 9;
+  RequestResult failed;
+  failed.error = ErrorKind::kTimeout;
+  failed.spec_verify_steps = 100;  // not counted
+  results.push_back(failed);
+  const RunSummary s = summarize_run(results, 1.0, Slo{});
+  EXPECT_EQ(s.spec_verify_steps, 10);
+  EXPECT_EQ(s.spec_accepted_tokens, 15);
+  EXPECT_DOUBLE_EQ(s.spec_accept_length, 2.5);
+  EXPECT_DOUBLE_EQ(summarize_run({completed(0, 0.1, 0.01, 3)}, 1.0, Slo{}).spec_accept_length, 0.0);
+}
+
 TEST(RunSummary, ThroughputLatenciesAndHitRate) {
   std::vector<RequestResult> results = {completed(0, 0.1, 0.01, 11, 100, 0), completed(0, 0.3, 0.03, 11, 100, 64)};
   RequestResult refused;
