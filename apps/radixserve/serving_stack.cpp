@@ -29,19 +29,14 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
   return std::make_unique<engine::Engine>(spec.draft_model_dir, config);
 }
 
-std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec,
-                                            std::unique_ptr<engine::Engine> draft) {
-  switch (spec.algorithm) {
-    case spec::SpecAlgorithm::kNone: return nullptr;
-    case spec::SpecAlgorithm::kNgram: return std::make_unique<spec::NgramDrafter>(spec.ngram_min, spec.ngram_max);
-    case spec::SpecAlgorithm::kDraft: return std::make_unique<spec::DraftModelDrafter>(std::move(draft));
-  }
-  return nullptr;
-}
-
+// The configured drafter (null without speculation), wrapped in a RejectionInjector when a benchmark asks for one.
 std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec, std::unique_ptr<engine::Engine> draft,
                                             int32_t vocab_size) {
-  std::unique_ptr<spec::Drafter> drafter = make_drafter(spec, std::move(draft));
+  std::unique_ptr<spec::Drafter> drafter;
+  if (spec.algorithm == spec::SpecAlgorithm::kNgram)
+    drafter = std::make_unique<spec::NgramDrafter>(spec.ngram_min, spec.ngram_max);
+  else if (spec.algorithm == spec::SpecAlgorithm::kDraft)
+    drafter = std::make_unique<spec::DraftModelDrafter>(std::move(draft));
   if (drafter && spec.inject_reject_rate > 0)
     drafter = std::make_unique<spec::RejectionInjector>(std::move(drafter), spec.inject_reject_rate, vocab_size);
   return drafter;

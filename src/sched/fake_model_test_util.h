@@ -9,12 +9,21 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "engine/forward_batch.h"
 #include "kv/kv_pool.h"
 
 namespace rs::sched::testing {
+
+// A pool geometry for scheduler tests: `page_size` tokens per page, one group per (window, num_pages) pair.
+inline kv::KvPoolConfig geometry(std::vector<std::pair<int32_t, int64_t>> groups, int32_t page_size = 4) {
+  kv::KvPoolConfig config;
+  config.page_size = page_size;
+  for (auto [window, pages] : groups) config.groups.push_back(kv::KvGroup{.window = window, .num_pages = pages});
+  return config;
+}
 
 class FakeModel {
  public:

@@ -15,19 +15,9 @@ namespace rs::sched {
 namespace {
 
 using testing::FakeModel;
+using testing::geometry;
 
-constexpr int32_t kPageSize = 4;
-
-kv::KvPoolConfig geometry(std::vector<std::pair<int32_t, int64_t>> groups) {  // (window, num_pages) per group
-  kv::KvPoolConfig config;
-  config.page_size = kPageSize;
-  for (auto [window, pages] : groups) {
-    config.groups.emplace_back();
-    config.groups.back().window = window;
-    config.groups.back().num_pages = pages;
-  }
-  return config;
-}
+constexpr int32_t kPageSize = 4;  // geometry()'s default
 
 struct Submitted {
   std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();

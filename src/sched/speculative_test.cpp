@@ -13,15 +13,7 @@ namespace rs::sched {
 namespace {
 
 using testing::FakeModel;
-
-constexpr int32_t kPageSize = 4;
-
-kv::KvPoolConfig geometry(std::vector<std::pair<int32_t, int64_t>> groups) {  // (window, num_pages) per group
-  kv::KvPoolConfig config;
-  config.page_size = kPageSize;
-  for (auto [window, pages] : groups) config.groups.push_back(kv::KvGroup{.window = window, .num_pages = pages});
-  return config;
-}
+using testing::geometry;  // page size 4
 
 // Proposes the model's true continuation, optionally with one token changed at a pseudo-random place (or none).
 class OracleDrafter final : public spec::Drafter {

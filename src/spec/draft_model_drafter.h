@@ -35,7 +35,8 @@ class DraftModelDrafter final : public Drafter {
     State* state;
     int64_t committed;  // request->tokens.size()
   };
-  // One forward over `items` (token ranges), sampling greedily where an item reaches `sample_at`; returns the tokens.
+  // One forward over `items` (token ranges), sampling greedily at the last token of each item that `samples`;
+  // returns the sampled tokens in item order.
   struct Item {
     Work* work;
     std::span<const int32_t> tokens;
