@@ -1,5 +1,5 @@
 // GEMV for few activation rows (decode): each warp streams two weight rows (a K-slice of them when the block splits K),
-// 16 bytes per lane per step, decoding f32/bf16/f16/MXFP4 in registers, and dots them with up to 8 activation rows of
+// 16-byte vectors per lane, decoding f32/bf16/f16/MXFP4 in registers, and dots them with up to 8 activation rows of
 // its chunk. f32 accumulation. Memory-bound: the weight bytes are read once per chunk, activations come from L1/L2.
 #include <algorithm>
 #include <cstdint>
@@ -14,11 +14,19 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 constexpr int kRowsPerWarp = 2;  // weight rows per warp: two output features, or one gated (gate, up) feature
 
-// 16-byte vectors per row a lane has in flight. MXFP4 packs 32 weights per vector (decode-heavy, register-hungry).
+// 16-byte vectors per row a lane loads per batch. MXFP4 packs 32 weights per vector (decode-heavy, register-hungry).
+// Double buffering: a warp issues batch i + 1's loads before it consumes batch i, so it always has loads in flight
+// (a single buffer idles each warp's memory pipe while it computes). Measured on the H200 for batch-1 Qwen3-8B GEMVs
+// graphed with PDL (session 9 lab): 4 vectors single-buffered 3.76 ms per 36 layers, 4 double-buffered 5.06 (spills
+// at 64 registers), 2 double-buffered 3.59. MXFP4 (decoded in registers) and chunks of 4+ rows (MoE experts, whose
+// dot products dominate) keep a single buffer.
 template <WeightFormat F, int NT>
-constexpr int kUnroll = F != WeightFormat::kMxfp4 ? 4
-                        : NT >= 4                 ? 1
-                                                  : 2;
+constexpr bool kDoubleBuffer = F != WeightFormat::kMxfp4&& NT <= 2;
+template <WeightFormat F, int NT>
+constexpr int kUnroll = kDoubleBuffer<F, NT>        ? 2
+                        : F != WeightFormat::kMxfp4 ? 4
+                        : NT >= 4                   ? 1
+                                                    : 2;
 
 // KS warps of a block share the same rows, each reading one K-slice; their partial sums are added in slice order
 // (deterministic). Splitting K puts more warps (bytes in flight) on each SM and shortens each warp's serial chain of
@@ -54,8 +62,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
       s1 = (two_tables ? a.w.up_scale_table[group] : group_scales(a.w, group)) + row1 * vecs;
     }
   };
-  uint4 r0[kU], r1[kU];
-  const auto load_batch = [&](int v0) {
+  uint4 ra0[kU], ra1[kU], rb0[kU], rb1[kU];  // rb: the second buffer (double buffering only)
+  const auto load_batch = [&](uint4(&r0)[kU], uint4(&r1)[kU], int v0) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int v = v0 + 32 * u;
@@ -70,7 +78,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   const bool dense = a.rows.list == nullptr;
   if (dense && active) {
     bind_rows(0);
-    load_batch(v_begin + lane);
+    load_batch(ra0, ra1, v_begin + lane);
   }
   pdl_enter();
   int group, count;
@@ -78,7 +86,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   if (!block_chunk(a.rows, group, first_row, count)) return;  // the whole block: no barrier below is skipped
   if (!dense && active) {
     bind_rows(group);
-    load_batch(v_begin + lane);
+    load_batch(ra0, ra1, v_begin + lane);
   }
   const float* xr[NT];
 #pragma unroll
@@ -90,9 +98,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc0[t] = acc1[t] = 0.0f;
 
-  // kU vectors of each row are loaded before any is used: enough bytes in flight per SM to cover HBM latency.
-  for (int v0 = v_begin + lane; active && v0 < v_end; v0 += 32 * kU) {
-    if (v0 != v_begin + lane) load_batch(v0);  // the first batch is already in flight
+  const auto consume = [&](const uint4(&r0)[kU], const uint4(&r1)[kU], int v0) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int v = v0 + 32 * u;
@@ -128,6 +134,24 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
         acc0[t] = fmaf(sc0, p0[t], acc0[t]);
         acc1[t] = fmaf(sc1, p1[t], acc1[t]);
       }
+    }
+  };
+  // The first batch is already in flight. Double buffering alternates the two buffers (no register copies, which
+  // would wait for the loads they copy).
+  constexpr int kStep = 32 * kU;
+  if constexpr (kDoubleBuffer<F, NT>) {
+    for (int v0 = v_begin + lane; active && v0 < v_end;) {
+      if (v0 + kStep < v_end) load_batch(rb0, rb1, v0 + kStep);
+      consume(ra0, ra1, v0);
+      if ((v0 += kStep) >= v_end) break;
+      if (v0 + kStep < v_end) load_batch(ra0, ra1, v0 + kStep);
+      consume(rb0, rb1, v0);
+      v0 += kStep;
+    }
+  } else {
+    for (int v0 = v_begin + lane; active && v0 < v_end; v0 += kStep) {
+      if (v0 != v_begin + lane) load_batch(ra0, ra1, v0);
+      consume(ra0, ra1, v0);
     }
   }
 #pragma unroll
@@ -194,7 +218,8 @@ void launch_rows(const LinearArgs& a, unsigned chunks, cudaStream_t stream) {
   const bool gated = a.glu_offset > 0 || a.pair_act != PairActivation::kNone;
   const int64_t units = gated ? a.out_features : ceil_div(a.out_features, kRowsPerWarp);
   if constexpr (NT <= 2 && F != WeightFormat::kMxfp4) {
-    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = 32LL * kUnroll<F, NT>;
+    // batch: 128 vectors per row (the split rule predates double buffering; small models keep their K split).
+    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = 32LL * 4;
     const int64_t wave = resident_blocks<F, NT, 2>();
     if (ceil_div(units, kWarpsPerBlock / 4) * chunks <= wave && vecs >= 4 * batch)
       return launch_split<F, NT, 4>(a, units, chunks, stream);
