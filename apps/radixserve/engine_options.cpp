@@ -27,8 +27,9 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->capture_default_str();
   command
       .add_option("--num-state-slots", config.num_state_slots,
-                  "Recurrent-state slots of hybrid (gated-delta-net) models, one per running request; 0 = auto "
-                  "(max running requests, within half the memory budget)")
+                  "Recurrent-state slots of hybrid (gated-delta-net) models: one per running request, the rest "
+                  "keep prefix-cache snapshots; 0 = auto (twice the max running requests, within half the memory "
+                  "budget)")
       ->check(CLI::Range(0, 65536))
       ->capture_default_str();
   command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")

@@ -142,9 +142,11 @@ void Engine::create_state_pool(const state::StateGeometry& geometry, size_t& bud
     return;
   }
   const size_t per_slot = state::slot_bytes(geometry);
-  const int32_t slots = config_.num_state_slots > 0
-                            ? config_.num_state_slots
-                            : state::plan_state_slots(geometry, budget / 2, std::max(1, config_.max_running_requests));
+  const int32_t slots =
+      config_.num_state_slots > 0
+          ? config_.num_state_slots
+          // one per running request, as many again for prefix-cache snapshots
+          : state::plan_state_slots(geometry, budget / 2, 2 * std::max(1, config_.max_running_requests));
   RS_CHECK(slots > 0, "the memory budget of {:.1f} MiB cannot hold one recurrent-state slot of {:.1f} MiB",
            budget / kMiB, per_slot / kMiB);
   RS_CHECK(slots * per_slot < budget,
@@ -249,6 +251,7 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
     graphs_.clear();
     capture_decode_graphs();
   }
+  for (const auto& [from, to] : batch.state_copies) state_pool_->copy_slot(*backend_, from, to);
   Tensor logits(logits_.data(), DType::kF32, {std::max(rows, graph_size), vocab}, backend_->device());
   const model::StepInputs inputs = staging_->upload(batch, graph_size, graph_size > 0 ? context_length_ : 0);
   if (graph_size > 0) {

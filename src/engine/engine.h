@@ -39,8 +39,9 @@ struct EngineConfig {
   int64_t max_step_tokens = 2048;     // most tokens one step may carry (the chunked-prefill budget)
   int64_t context_length = 0;         // 0 = the model's max_position_embeddings
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  // Recurrent-state slots of hybrid (gated-delta-net) models, one per running request; 0 = auto: as many as
-  // max_running_requests, but no more than half the memory budget holds. Ignored for models without such layers.
+  // Recurrent-state slots of hybrid (gated-delta-net) models, one per running request and the rest for prefix-cache
+  // snapshots; 0 = auto: twice max_running_requests, but no more than half the memory budget holds. Ignored for
+  // models without such layers.
   int32_t num_state_slots = 0;
   // On a GPU, the KV pool gets what is left of this fraction of device memory after the weights (SGLang's
   // --mem-fraction-static); the rest is for activations, graphs and the runtime. Ignored on CPU and with kv_cache_gb.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "backend/sampling.h"
@@ -37,6 +38,9 @@ struct ForwardBatch {
   // A sequence whose first token of the step is at position 0 starts from zero state; otherwise its slot holds the
   // state after its previous tokens.
   std::vector<int32_t> state_slots;
+  // Recurrent-state slot copies {from, to} the engine makes, in order, before the step runs: snapshots of states as
+  // the previous step left them (prefix caching of hybrid models), and snapshots restored into a new sequence's slot.
+  std::vector<std::pair<int32_t, int32_t>> state_copies;
   // Token rows whose logits are wanted (last token of a finished prefill or a decode token), ascending.
   std::vector<int32_t> logit_rows;
   // One entry per logit row. Empty: the engine returns logits only (tests, scoring).

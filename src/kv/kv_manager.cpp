@@ -17,10 +17,19 @@ KvManager::KvManager(const KvPoolConfig& geometry, bool prefix_cache)
   cache_ = std::make_unique<RadixCache>(page_size_, windows_, allocators_);
 }
 
-int64_t KvManager::match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens) {
+int64_t KvManager::match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens, int32_t* snapshot) {
   RS_CHECK(seq.pages.empty() && seq.locked == nullptr, "match on a sequence that already holds pages");
+  if (snapshot) *snapshot = -1;
   if (!prefix_cache_) return 0;
   PrefixMatch match = cache_->match_prefix(tokens, max_tokens);
+  if (snapshot) {
+    // Back up to the deepest matched node with a snapshot: the recurrent state exists only there.
+    const RadixNode* node = match.node;
+    while (node && node->state_snapshot < 0) node = node->parent;
+    const int64_t usable = node ? node->end() : 0;
+    if (usable < match.num_tokens) match = cache_->match_prefix(tokens, usable);
+    *snapshot = usable > 0 ? node->state_snapshot : -1;
+  }
   seq.pages = std::move(match.pages);
   for (int g = 0; g < num_groups(); ++g)
     for (int32_t page : seq.pages[g])

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -37,8 +38,21 @@ class KvManager {
   int num_groups() const { return static_cast<int>(windows_.size()); }
 
   // Reuses the longest cached prefix of tokens[0, max_tokens): refs its pages into the empty `seq` and locks them.
-  // Returns the number of tokens reused (page-aligned).
-  int64_t match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens);
+  // Returns the number of tokens reused (page-aligned). With `snapshot` (hybrid models) only a prefix that ends at
+  // a recurrent-state snapshot is reused, and *snapshot is its slot (-1 when nothing is reused).
+  int64_t match(SeqPages& seq, std::span<const int32_t> tokens, int64_t max_tokens, int32_t* snapshot = nullptr);
+
+  // Recurrent-state snapshots in the prefix cache (see RadixCache): attach needs tokens[0, end) cached.
+  void set_snapshot_release(std::function<void(int32_t slot)> release) {
+    cache_->set_snapshot_release(std::move(release));
+  }
+  bool attach_snapshot(std::span<const int32_t> tokens, int64_t end, int32_t slot) {
+    return prefix_cache_ && cache_->attach_snapshot(tokens, end, slot);
+  }
+  bool drop_lru_snapshot() { return cache_->drop_lru_snapshot(); }
+  void drop_snapshot(int32_t slot) { cache_->drop_snapshot(slot); }
+  int64_t num_snapshots() const { return cache_->num_snapshots(); }
+  bool prefix_cache() const { return prefix_cache_; }
 
   // Makes positions [begin, end) writable in every group for a sequence whose K/V ends at `begin`: first drops the
   // window pages no token from `begin` on can read, then allocates pages, evicting cached pages when short.

@@ -196,6 +196,7 @@ void RadixCache::unlock(RadixNode* node) {
 
 void RadixCache::remove_leaf(RadixNode* node) {
   RS_DCHECK(node->children.empty() && node->lock_ref == 0, "remove_leaf on a locked or inner node");
+  detach_snapshot(node);
   for (size_t g = 0; g < windows_.size(); ++g) {
     for (int32_t id : node->pages[g]) {
       if (id < 0) continue;
@@ -260,6 +261,42 @@ int64_t RadixCache::drop_window_pages(int group, int64_t num_pages) {
 int64_t RadixCache::evict(int group, int64_t num_pages) {
   if (num_pages <= 0) return 0;
   return windows_[group] > 0 ? drop_window_pages(group, num_pages) : evict_leaves(group, num_pages);
+}
+
+void RadixCache::detach_snapshot(RadixNode* node) {
+  if (node->state_snapshot < 0) return;
+  const int32_t slot = node->state_snapshot;
+  node->state_snapshot = -1;
+  --num_snapshots_;
+  if (release_snapshot_) release_snapshot_(slot);
+}
+
+bool RadixCache::attach_snapshot(std::span<const int32_t> tokens, int64_t end, int32_t slot) {
+  RS_CHECK(slot >= 0, "snapshot slot {}", slot);
+  if (end <= 0 || end % page_size_ != 0 || end > static_cast<int64_t>(tokens.size())) return false;
+  const PrefixMatch match = match_prefix(tokens, end);  // splits the node that runs past `end`
+  if (match.num_tokens != end || match.node->end() != end || match.node->state_snapshot >= 0) return false;
+  match.node->state_snapshot = slot;
+  ++num_snapshots_;
+  return true;
+}
+
+bool RadixCache::drop_lru_snapshot() {
+  std::vector<RadixNode*> nodes;
+  collect(root_, nodes);
+  RadixNode* oldest = nullptr;
+  for (RadixNode* node : nodes)
+    if (node->state_snapshot >= 0 && (!oldest || node->last_access < oldest->last_access)) oldest = node;
+  if (!oldest) return false;
+  detach_snapshot(oldest);
+  return true;
+}
+
+void RadixCache::drop_snapshot(int32_t slot) {
+  std::vector<RadixNode*> nodes;
+  collect(root_, nodes);
+  for (RadixNode* node : nodes)
+    if (node->state_snapshot == slot) detach_snapshot(node);
 }
 
 void RadixCache::evict_all() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -21,6 +22,9 @@ struct RadixNode {
   std::map<std::vector<int32_t>, std::unique_ptr<RadixNode>> children;  // keyed by the child's first page of tokens
   int32_t lock_ref = 0;                                                 // live requests using this node or a descendant
   uint64_t last_access = 0;  // LRU tick of the last match or insert through this node
+  // Hybrid models: the recurrent-state slot holding the state after this node's last token (a snapshot), or -1. A
+  // prefix of such a model is reusable only up to a node with a snapshot.
+  int32_t state_snapshot = -1;
 
   int64_t num_pages() const { return pages.empty() ? 0 : static_cast<int64_t>(pages[0].size()); }
   int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
@@ -66,6 +70,17 @@ class RadixCache {
   // Drops every page that only the tree holds (the flush_cache endpoint). Locked paths stay.
   void evict_all();
 
+  // Recurrent-state snapshots (hybrid models). The cache owns each attached slot until it hands it to `release`:
+  // when its node is evicted, or the snapshot is dropped.
+  void set_snapshot_release(std::function<void(int32_t slot)> release) { release_snapshot_ = std::move(release); }
+  // Attaches `slot` to the node that ends exactly after tokens[0, end) (splitting one that runs past it). False, with
+  // nothing attached, when that prefix is not cached in full or already has a snapshot.
+  bool attach_snapshot(std::span<const int32_t> tokens, int64_t end, int32_t slot);
+  // Releases the least recently used snapshot (false when there is none), or the one in `slot`.
+  bool drop_lru_snapshot();
+  void drop_snapshot(int32_t slot);
+  int64_t num_snapshots() const { return num_snapshots_; }
+
   // Pages of `group` the tree holds references on, and how many of them eviction could free now.
   int64_t num_pages(int group) const { return held_pages_[group]; }
   int64_t evictable_pages(int group) const;
@@ -89,6 +104,9 @@ class RadixCache {
   std::vector<int64_t> locked_pages_;  // [group] resident pages in locked nodes
   int64_t num_nodes_ = 0;
   uint64_t tick_ = 0;
+  std::function<void(int32_t)> release_snapshot_;
+  int64_t num_snapshots_ = 0;
+  void detach_snapshot(RadixNode* node);
 };
 
 }  // namespace rs::kv

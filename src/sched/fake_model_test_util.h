@@ -2,7 +2,8 @@
 // "attends" for every token by reading back through the page tables (within each group's window): an absent or
 // overwritten slot fails the step, and the sampled rows hash what they read, so a wrong page table changes tokens.
 // With state slots it also plays a recurrent layer: each slot carries a running hash of its sequence's tokens, reset
-// at position 0; a slot that is shared, missing, or not at the sequence's position fails the step.
+// at position 0 and copied as the batch's state_copies say; a slot that is shared, missing, or not at the sequence's
+// position fails the step.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -36,6 +37,7 @@ class FakeModel {
 
   engine::StepOutput forward(const engine::ForwardBatch& batch) {
     batches_.push_back(batch);
+    for (const auto& [from, to] : batch.state_copies) states_.at(to) = states_.at(from);  // before the step, in order
     const int32_t page_size = geometry_.page_size;
     auto slot_of = [&](int g, int s, int64_t pos) -> int64_t {
       const int32_t page = batch.page_tables[g][s * batch.max_pages + pos / page_size];

@@ -14,8 +14,9 @@ Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_g
     : config_(config),
       forward_(std::move(forward)),
       drafter_(std::move(drafter)),
-      kv_(kv_geometry, config.prefix_cache && config.num_state_slots == 0),
+      kv_(kv_geometry, config.prefix_cache),
       state_slots_(config.num_state_slots) {
+  kv_.set_snapshot_release([this](int32_t slot) { state_slots_.free(slot); });
   RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
@@ -140,6 +141,10 @@ bool Scheduler::step() {
     return true;
   }
   engine::ForwardBatch batch = build_forward_batch(items, kv_.num_groups());
+  batch.state_copies = std::move(pending_state_copies_);
+  pending_state_copies_.clear();
+  const std::vector<int32_t> snapshots = std::move(pending_snapshots_);
+  pending_snapshots_.clear();
   engine::StepOutput output;
   try {
     output = forward_(batch);
@@ -147,6 +152,7 @@ bool Scheduler::step() {
              output.tokens.size(), batch.logit_rows.size());
   } catch (const std::exception& e) {
     RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
+    for (int32_t slot : snapshots) kv_.drop_snapshot(slot);  // perhaps never copied
     for (const StepItem& item : items) {
       drop_draft(*item.seq);
       finish(*item.seq, FinishReason::kError, e.what());
@@ -204,7 +210,8 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
   for (auto& seq : running_) {
     if (seq->remaining() <= 1 || budget <= 0) continue;
     const int64_t want = std::min<int64_t>({seq->remaining(), config_.chunked_prefill_size, budget});
-    const int64_t end = kv_.reserve(seq->memory.kv, seq->kv_len, seq->kv_len + want);
+    const int64_t end =
+        kv_.reserve(seq->memory.kv, seq->kv_len, chunk_end_for_snapshot(*seq, seq->kv_len, seq->kv_len + want));
     if (end == seq->kv_len) continue;
     items.push_back(StepItem{seq.get(), seq->kv_len, end});
     budget -= end - seq->kv_len;
@@ -235,20 +242,27 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
 
 bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items) {
   const bool needs_state = state_slots_.num_slots() > 0;
-  if (needs_state && state_slots_.num_free() == 0) return false;  // a running sequence frees one when it ends
-  const int64_t reused = kv_.match(seq.memory.kv, seq.tokens, seq.num_tokens() - 1);
+  int32_t slot = -1;
+  if (needs_state && (slot = take_state_slot()) < 0) return false;  // a running sequence frees one when it ends
+  // A hybrid model resumes only from a recurrent-state snapshot: its prefix ends at one.
+  int32_t snapshot = -1;
+  const int64_t reused = kv_.match(seq.memory.kv, seq.tokens, seq.num_tokens() - 1, needs_state ? &snapshot : nullptr);
   // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence;
   // decode growth beyond that is covered by preemption.
   const int64_t need =
       kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() + static_cast<int64_t>(running_.size());
   const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, config_.chunked_prefill_size, budget});
-  const int64_t end = need <= kv_.full_pages_available() ? kv_.reserve(seq.memory.kv, reused, reused + want) : reused;
+  const int64_t end = need <= kv_.full_pages_available()
+                          ? kv_.reserve(seq.memory.kv, reused, chunk_end_for_snapshot(seq, reused, reused + want))
+                          : reused;
   if (end == reused) {
     kv_.release(seq.memory.kv);
+    if (slot >= 0) state_slots_.free(slot);
     return false;
   }
-  // A fresh slot: the sequence starts at position 0 (no prefix is reused with state), so the model zeroes it.
-  if (needs_state) seq.memory.state_slot = state_slots_.allocate();
+  // The slot starts as the snapshot's copy (made before the step), or the model zeroes it (a start at position 0).
+  seq.memory.state_slot = slot;
+  if (snapshot >= 0) pending_state_copies_.emplace_back(snapshot, slot);
   seq.kv_len = reused;
   seq.admit_order = ++admit_counter_;
   if (!seq.admitted_before) {
@@ -344,6 +358,9 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
     }
     seq.kv_len = item.end;
     if (item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);  // share prompt pages early
+    if (seq.memory.state_slot >= 0 && item.end < seq.num_prompt &&
+        chunk_end_for_snapshot(seq, item.begin, item.end + 1) == item.end)
+      snapshot_state(seq);
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
     if (append_token(seq, output.tokens[row++], event)) seq.request->stream->events.push(std::move(event));
@@ -491,6 +508,7 @@ void Scheduler::publish_stats() {
   snapshot.num_queued = static_cast<int32_t>(waiting_.size());
   snapshot.kv = kv_.stats();
   snapshot.state_slots_used = state_slots_.num_used();
+  snapshot.state_snapshots = kv_.num_snapshots();
   std::lock_guard lock(stats_mutex_);
   published_ = std::move(snapshot);
 }

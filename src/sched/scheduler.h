@@ -31,9 +31,13 @@ struct SchedulerConfig {
   int32_t max_queued_requests = 256;    // submitted but never admitted; submit() refuses beyond this
   int64_t context_length = 0;           // positions per sequence (prompt + output)
   bool prefix_cache = true;             // reuse cached prompt prefixes (the radix cache); off: recompute every prompt
-  // Recurrent-state slots of a hybrid model (the engine's StatePool), one per running sequence; 0 = the model keeps
-  // no recurrent state. Until state snapshots exist, a model with state reuses no cached prefix.
+  // Recurrent-state slots of a hybrid model (the engine's StatePool): one per running sequence, the rest hold
+  // prefix-cache snapshots (evicted first when a sequence needs a slot); 0 = the model keeps no recurrent state.
   int32_t num_state_slots = 0;
+  // Hybrid models with the prefix cache: prompts are snapshotted (their recurrent state copied to a free slot and
+  // attached to the radix node there) at their last page boundary and every this many tokens (0: only there; rounded
+  // down to whole pages). A later prompt reuses the deepest snapshotted prefix it shares.
+  int32_t state_snapshot_interval = 0;
   int32_t vocab_size = 0;  // width of the model's logit rows: the size of structured output's bitmasks
   // Speculative decoding policy (draft length, batch limit, acceptance floor); the drafter itself is passed to the
   // constructor. Ignored without one.
@@ -45,7 +49,8 @@ struct SchedulerStats {
   int32_t num_running = 0;
   int32_t num_queued = 0;             // waiting for admission, preempted sequences included
   std::vector<kv::KvGroupStats> kv;   // per KV group
-  int32_t state_slots_used = 0;       // recurrent-state slots held by running sequences
+  int32_t state_slots_used = 0;       // recurrent-state slots held by running sequences and snapshots
+  int64_t state_snapshots = 0;        // of which prefix-cache snapshots
   uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests (first admission)
   uint64_t cached_prompt_tokens = 0;  // of which reused from the prefix cache
   uint64_t generation_tokens = 0;
@@ -119,6 +124,15 @@ class Scheduler {
   void fill_token_bitmasks(const std::vector<StepItem>& items);
   // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
   FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
+  // Prefix caching of hybrid models (state_snapshots.cpp). take_state_slot: a free recurrent-state slot, dropping
+  // the least recently used snapshot when none is free; -1 when running sequences hold every slot.
+  bool state_snapshots_enabled() const;
+  int32_t take_state_slot();
+  // Where a prefill chunk of `seq` from `begin` may end: `end`, or its next snapshot boundary before that.
+  int64_t chunk_end_for_snapshot(const Sequence& seq, int64_t begin, int64_t end) const;
+  // After a step ended exactly at a snapshot boundary: copies the sequence's state into a slot of its own (before the
+  // next step) and attaches it to the radix node ending there.
+  void snapshot_state(const Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
   void drop_finished();
   void end_all(FinishReason reason, const std::string& error);
@@ -135,6 +149,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order (oldest first)
   uint64_t admit_counter_ = 0;
   SchedulerStats counters_;  // scheduler thread's running totals
+  // State copies {from, to} for the next step to make first, and which destinations are new snapshots (a step that
+  // fails before making them drops those).
+  std::vector<std::pair<int32_t, int32_t>> pending_state_copies_;
+  std::vector<int32_t> pending_snapshots_;
   mutable std::mutex stats_mutex_;
   SchedulerStats published_;  // guarded by stats_mutex_
 };

@@ -1,5 +1,7 @@
 // The scheduler with recurrent-state slots (hybrid models): every running sequence holds exactly one slot, carried
-// through chunked prefill and decode, and every slot comes back at finish, abort and preemption.
+// through chunked prefill and decode, and every slot comes back at finish, abort and preemption; the other slots
+// hold prefix-cache snapshots, which a later prompt sharing the prefix resumes from (FakeModel's state is a hash
+// chain of the tokens, so a wrong or stale snapshot changes the sampled tokens).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -20,7 +22,8 @@ struct Tracked {
 
 class SchedulerStateTest : public ::testing::Test {
  protected:
-  void make(int64_t pages, int32_t slots, int32_t max_running, int32_t chunk) {
+  void make(int64_t pages, int32_t slots, int32_t max_running, int32_t chunk, bool prefix_cache = true,
+            int32_t snapshot_interval = 0) {
     kv::KvPoolConfig kv;
     kv.page_size = 4;
     kv.groups.push_back(kv::KvGroup{0, {}, pages});
@@ -30,6 +33,8 @@ class SchedulerStateTest : public ::testing::Test {
     config.chunked_prefill_size = chunk;
     config.max_prefill_tokens = 2 * chunk;
     config.num_state_slots = slots;
+    config.prefix_cache = prefix_cache;
+    config.state_snapshot_interval = snapshot_interval;
     model_ = std::make_unique<FakeModel>(kv, slots);
     scheduler_ = std::make_unique<Scheduler>(config, kv, [this](const engine::ForwardBatch& batch) {
       max_batch_ = std::max(max_batch_, batch.num_seqs());
@@ -37,10 +42,12 @@ class SchedulerStateTest : public ::testing::Test {
     });
   }
 
-  Tracked* submit(int length, int32_t max_new, uint64_t id) {
+  // A prompt of `length` tokens from seed `id`, or `prefix` followed by such tokens.
+  Tracked* submit(int length, int32_t max_new, uint64_t id, const std::vector<int32_t>& prefix = {}) {
     std::mt19937 rng(static_cast<uint32_t>(id));
     auto request = std::make_unique<Request>();
     request->id = id;
+    request->prompt_ids = prefix;
     for (int i = 0; i < length; ++i) request->prompt_ids.push_back(static_cast<int32_t>(rng() % 900) + 1);
     request->max_new_tokens = max_new;
     runs_.push_back(std::make_unique<Tracked>());
@@ -53,7 +60,8 @@ class SchedulerStateTest : public ::testing::Test {
   void step() {
     scheduler_->step();
     EXPECT_LE(scheduler_->stats().state_slots_used, slots_limit_);
-    EXPECT_EQ(scheduler_->stats().state_slots_used, scheduler_->stats().num_running);
+    const SchedulerStats stats = scheduler_->stats();
+    EXPECT_EQ(stats.state_slots_used, stats.num_running + stats.state_snapshots);
     for (auto& run : runs_)
       while (auto event = run->stream->events.try_pop()) {
         for (const auto& token : event->tokens) run->output.push_back(token.token_id);
@@ -65,7 +73,7 @@ class SchedulerStateTest : public ::testing::Test {
     for (int i = 0; i < 20000 && !all_finished(); ++i) step();
     ASSERT_TRUE(all_finished());
     step();
-    EXPECT_EQ(scheduler_->stats().state_slots_used, 0);
+    EXPECT_EQ(scheduler_->stats().state_slots_used, scheduler_->stats().state_snapshots);
     EXPECT_EQ(scheduler_->stats().num_running, 0);
   }
 
@@ -113,7 +121,7 @@ TEST_F(SchedulerStateTest, AbortMidPrefillAndMidDecodeReturnsTheSlots) {
   Tracked* decoding = submit(10, 1000, 2);
   submit(15, 6, 3);
   for (int i = 0; i < 4; ++i) step();
-  EXPECT_EQ(scheduler_->stats().state_slots_used, 3);
+  EXPECT_EQ(scheduler_->stats().num_running, 3);
   EXPECT_TRUE(prefilling->output.empty());
   EXPECT_FALSE(decoding->output.empty());
   scheduler_->abort(1);
@@ -133,6 +141,59 @@ TEST_F(SchedulerStateTest, PreemptionReleasesTheSlotAndRecomputesFromPositionZer
   for (uint64_t id = 1; id <= 4; ++id) submit(30, 40, id);
   run_to_completion();
   EXPECT_GT(scheduler_->stats().preemptions, 0u);
+  expect_reference_outputs();
+}
+
+TEST_F(SchedulerStateTest, SharedPrefixResumesFromTheDeepestSnapshot) {
+  slots_limit_ = 8;
+  make(4096, /*slots=*/8, /*max_running=*/4, /*chunk=*/64, true, /*snapshot_interval=*/16);
+  Tracked* first = submit(50, 6, 1);
+  run_to_completion();
+  // Snapshots at 16 and 32 (the interval) and 48 (the prompt's last page boundary): prefill chunks end there.
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 3);
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 0u);
+  const std::vector<int32_t> prompt = first->prompt;
+  submit(10, 6, 2, prompt);  // the whole prompt and more: resumes after 48 tokens
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 48u);
+  submit(7, 6, 3, std::vector<int32_t>(prompt.begin(), prompt.begin() + 21));  // shares 21: resumes after 16
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 48u + 16u);
+  submit(50, 6, 4);  // shares nothing
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 48u + 16u);
+  expect_reference_outputs();
+}
+
+TEST_F(SchedulerStateTest, SnapshotsGiveWayToRunningSequences) {
+  // Snapshots fill the slots the first sequence leaves spare, then three sequences arrive at once: admissions drop
+  // the least recently used snapshots for their slots, all three run together, a shared prefix resumes from a
+  // snapshot while one is left, and the outputs stay right.
+  slots_limit_ = 3;
+  make(4096, /*slots=*/3, /*max_running=*/3, /*chunk=*/8, true, /*snapshot_interval=*/8);
+  const std::vector<int32_t> shared = submit(29, 4, 1)->prompt;
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 2);
+  submit(6, 5, 2, shared);
+  submit(30, 5, 3);
+  submit(9, 5, 4, shared);
+  step();
+  EXPECT_EQ(scheduler_->stats().num_running, 3);  // every snapshot gave its slot up
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 0);
+  run_to_completion();
+  EXPECT_GT(scheduler_->stats().cached_prompt_tokens, 0u);
+  expect_reference_outputs();
+}
+
+TEST_F(SchedulerStateTest, WithoutThePrefixCacheNoSnapshotIsTaken) {
+  slots_limit_ = 4;
+  make(4096, 4, 2, 16, /*prefix_cache=*/false, 8);
+  const Tracked* first = submit(40, 4, 1);
+  run_to_completion();
+  submit(10, 4, 2, first->prompt);
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 0);
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 0u);
   expect_reference_outputs();
 }
 

@@ -117,6 +117,12 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
          static_cast<double>(stats.preemptions), model);
   single(out, "radixserve_scheduler_steps_total", "counter", "Engine steps run.", static_cast<double>(stats.steps),
          model);
+  single(out, "radixserve_state_slots_used", "gauge",
+         "Hybrid models: recurrent-state slots held by running requests and prefix-cache snapshots.",
+         static_cast<double>(stats.state_slots_used), model);
+  single(out, "radixserve_state_snapshots", "gauge",
+         "Hybrid models: recurrent-state snapshots the prefix cache holds (prompts resume after the deepest shared).",
+         static_cast<double>(stats.state_snapshots), model);
   single(out, "radixserve_spec_verifies_total", "counter",
          "Speculative decoding: sequence passes that verified a draft.", static_cast<double>(stats.spec_verifies),
          model);

@@ -47,6 +47,16 @@ StatePool::StatePool(Backend& backend, StateGeometry geometry, int32_t num_slots
   }
 }
 
+void StatePool::copy_slot(Backend& backend, int32_t from, int32_t to) const {
+  RS_CHECK(from >= 0 && from < num_slots_ && to >= 0 && to < num_slots_, "state copy {} -> {} outside {} slots", from,
+           to, num_slots_);
+  if (from == to) return;
+  for (int32_t layer : geometry_.layers) {
+    backend.copy(conv_[layer].slice_rows(to, to + 1), conv_[layer].slice_rows(from, from + 1));
+    backend.copy(recurrent_[layer].slice_rows(to, to + 1), recurrent_[layer].slice_rows(from, from + 1));
+  }
+}
+
 size_t StatePool::total_bytes() const {
   size_t total = 0;
   for (const Buffer& buffer : buffers_) total += buffer.bytes();

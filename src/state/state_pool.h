@@ -39,6 +39,8 @@ class StatePool {
   // Delta-rule state of `layer`: f32 [num_slots, num_v_heads, k_head_dim, v_head_dim].
   Tensor recurrent_state(int layer) const { return recurrent_[layer]; }
   size_t total_bytes() const;
+  // Copies slot `from` over slot `to` in every layer (a snapshot, or a snapshot restored), in the backend's order.
+  void copy_slot(Backend& backend, int32_t from, int32_t to) const;
 
  private:
   StateGeometry geometry_;

@@ -1,0 +1,49 @@
+// Prefix caching for hybrid (gated-delta-net) models. Their recurrent state has no per-token history to share, so a
+// cached prefix is reusable only where a copy of the state after it was kept: prompts are prefilled in chunks that
+// end at snapshot boundaries (the prompt's last page boundary, and every state_snapshot_interval tokens), and after
+// such a chunk the sequence's state slot is copied into a free slot attached to the radix node ending there. A later
+// prompt sharing that prefix copies the snapshot into its own slot and starts after it. Snapshots live in the
+// StatePool's spare slots, are evicted with their node or LRU-first when a running sequence needs a slot, and every
+// copy runs on the device before the next step, in order (so a slot reused the same step is copied from first).
+#include <algorithm>
+#include <limits>
+
+#include "base/log.h"
+#include "sched/scheduler.h"
+
+namespace rs::sched {
+
+bool Scheduler::state_snapshots_enabled() const { return state_slots_.num_slots() > 0 && kv_.prefix_cache(); }
+
+int32_t Scheduler::take_state_slot() {
+  if (state_slots_.num_free() == 0 && !kv_.drop_lru_snapshot()) return -1;
+  return state_slots_.allocate();
+}
+
+int64_t Scheduler::chunk_end_for_snapshot(const Sequence& seq, int64_t begin, int64_t end) const {
+  if (!state_snapshots_enabled()) return end;
+  const int64_t page = kv_.page_size();
+  // The last page boundary before the prompt's final token (an identical prompt can reuse up to there), and the
+  // multiples of the interval before it.
+  const int64_t last = (seq.num_prompt - 1) / page * page;
+  const int64_t interval = config_.state_snapshot_interval / page * page;
+  int64_t next = std::numeric_limits<int64_t>::max();
+  if (interval > 0) next = (begin / interval + 1) * interval;
+  if (begin < last) next = std::min(next, last);
+  return next > begin && next < end ? next : end;
+}
+
+void Scheduler::snapshot_state(const Sequence& seq) {
+  const int64_t end = seq.kv_len;
+  const int32_t slot = take_state_slot();
+  if (slot < 0) return;                               // running sequences hold every slot: no snapshot this time
+  if (!kv_.attach_snapshot(seq.tokens, end, slot)) {  // one exists there already (or the pages are not cached)
+    state_slots_.free(slot);
+    return;
+  }
+  pending_state_copies_.emplace_back(seq.memory.state_slot, slot);
+  pending_snapshots_.push_back(slot);
+  RS_LOG_DEBUG("rid={} recurrent state after {} tokens kept in slot {}", seq.request->id, end, slot);
+}
+
+}  // namespace rs::sched
