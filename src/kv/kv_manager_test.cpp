@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 
 namespace rs::kv {
@@ -86,6 +87,50 @@ TEST(KvManager, WithoutPrefixCacheNothingIsCachedOrMatched) {
   EXPECT_EQ(kv.reserve(second, 0, 16), 16);
   kv.release(second);
   EXPECT_EQ(kv.stats()[0].used_pages, 0);
+}
+
+// Recurrent-state snapshots (hybrid models): a prefix is reused only up to the deepest node with a snapshot, and
+// each snapshot's slot comes back when its node is evicted or the snapshot is dropped.
+TEST(KvManager, SnapshotsBoundTheReusedPrefixAndAreReleasedWithTheirNodes) {
+  KvPoolConfig config;
+  config.page_size = 4;
+  config.groups.resize(1);
+  config.groups[0].num_pages = 8;
+  KvManager kv(config);
+  std::vector<int32_t> released;
+  kv.set_snapshot_release([&](int32_t slot) { released.push_back(slot); });
+  const std::vector<int32_t> prompt = tokens(24);
+  SeqPages first;
+  ASSERT_EQ(kv.reserve(first, 0, 24), 24);
+  kv.cache(first, prompt, 24);
+  EXPECT_FALSE(kv.attach_snapshot(prompt, 10, 7));  // not a page boundary
+  EXPECT_TRUE(kv.attach_snapshot(prompt, 8, 3));
+  EXPECT_TRUE(kv.attach_snapshot(prompt, 16, 5));
+  EXPECT_FALSE(kv.attach_snapshot(prompt, 16, 6));  // one is there already
+  EXPECT_EQ(kv.num_snapshots(), 2);
+  kv.release(first);
+
+  int32_t snapshot = -1;
+  SeqPages second;  // shares all 24 tokens: resumes after 16, the deepest snapshot
+  EXPECT_EQ(kv.match(second, prompt, 23, &snapshot), 16);
+  EXPECT_EQ(snapshot, 5);
+  EXPECT_EQ(second.pages[0].size(), 4u);
+  kv.release(second);
+  SeqPages third;  // shares 13: resumes after 8
+  EXPECT_EQ(kv.match(third, std::vector<int32_t>(prompt.begin(), prompt.begin() + 13), 13, &snapshot), 8);
+  EXPECT_EQ(snapshot, 3);
+  kv.release(third);
+  SeqPages plain;  // without asking for a snapshot the whole cached prefix is reused
+  EXPECT_EQ(kv.match(plain, prompt, 23), 20);
+  kv.release(plain);
+
+  EXPECT_TRUE(kv.drop_lru_snapshot());
+  EXPECT_EQ(released.size(), 1u);
+  kv.flush_cache();  // evicting the nodes releases the other snapshot
+  EXPECT_EQ(kv.num_snapshots(), 0);
+  std::sort(released.begin(), released.end());
+  EXPECT_EQ(released, (std::vector<int32_t>{3, 5}));
+  EXPECT_FALSE(kv.drop_lru_snapshot());
 }
 
 }  // namespace
