@@ -7,10 +7,7 @@ find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
-# cpp-httplib listens with a backlog of 5: a burst of a thousand clients connecting at once saw about a quarter of
-# its connections reset before the accept thread caught up (bench serve --concurrency 1000, session 5). Every file
-# that includes httplib.h gets the same value (it is read in an inline function).
-set_property(TARGET PkgConfig::HTTPLIB APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS CPPHTTPLIB_LISTEN_BACKLOG=4096)
+# (Debian's cpp-httplib is compiled: its listen backlog of 5 is raised by HttpServer::bind, not by a define here.)
 
 # OpenBLAS (pthread flavour) for CPU GEMM; we drive its threads ourselves.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)

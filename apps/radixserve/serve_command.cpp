@@ -194,8 +194,11 @@ void run_serve(ServeOptions options) {
   RS_CHECK(!options.http.protect_metrics || !options.http.api_key.empty(),
            "--protect-metrics needs an API key (--api-key or $RADIXSERVE_API_KEY)");
   options.http.version = version_string();
+  // httplib serves a connection per thread: one for every request that may be running or queued (a stream holds
+  // its thread to the end), and a few for /health and /metrics. With the defaults (16 running, 2,048 queued) 1,000
+  // concurrent streams are all admitted or queued (tools/soak_test.py); an event-driven server would hold more.
   options.http.num_threads =
-      std::min(1024, options.scheduler.max_running_requests + options.scheduler.max_queued_requests + 16);
+      std::min(4096, options.scheduler.max_running_requests + options.scheduler.max_queued_requests + 16);
   server::HttpServer http(options.http);
   http.start();  // /health says "loading" from here on
 

@@ -28,7 +28,7 @@ struct SchedulerConfig {
   int32_t max_running_requests = 16;    // sequences in the running batch
   int32_t max_prefill_tokens = 8192;    // prefill tokens per step, over all sequences (decode tokens ride on top)
   int32_t chunked_prefill_size = 2048;  // prefill tokens of one sequence per step
-  int32_t max_queued_requests = 256;    // submitted but never admitted; submit() refuses beyond this
+  int32_t max_queued_requests = 2048;   // submitted but never admitted; submit() refuses beyond this
   int64_t context_length = 0;           // positions per sequence (prompt + output)
   bool prefix_cache = true;             // reuse cached prompt prefixes (the radix cache); off: recompute every prompt
   // Recurrent-state slots of a hybrid model (the engine's StatePool): one per running sequence, the rest hold

@@ -27,6 +27,8 @@ void send_error(httplib::Response& res, const ApiError& error) {
   send_json(res, error.status, error_json(error));
 }
 
+constexpr int kListenBacklog = 4096;
+
 // Constant-time comparison, so response timing does not reveal how much of a guessed key was right.
 bool equal_secret(const std::string& a, const std::string& b) {
   if (a.size() != b.size()) return false;
@@ -89,13 +91,20 @@ void HttpServer::start() {
 int HttpServer::bind(httplib::Server& server, int port) const {
   // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and silently take half its
   // connections. SO_REUSEADDR alone still allows a restart while old connections sit in TIME_WAIT.
-  server.set_socket_options([](socket_t sock) {
+  socket_t listening = -1;
+  server.set_socket_options([&listening](socket_t sock) {
     int yes = 1;
     (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listening = sock;
   });
   const int bound =
       port == 0 ? server.bind_to_any_port(config_.host) : (server.bind_to_port(config_.host, port) ? port : -1);
   RS_CHECK(bound > 0, "cannot listen on {}:{} (address in use or not available)", config_.host, port);
+  // Debian's cpp-httplib is a compiled library that listens with a backlog of 5: a burst of a thousand clients then
+  // overflows the accept queue, and dropped handshakes surface as connections closed unanswered and as seconds-long
+  // waits for /health (tools/soak_test.py). listen() again on the bound socket raises the backlog (the kernel caps it
+  // at net.core.somaxconn).
+  if (listening >= 0) (void)::listen(listening, kListenBacklog);
   return bound;
 }
 

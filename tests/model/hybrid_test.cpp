@@ -114,7 +114,7 @@ TEST_P(HybridModelTest, ChunkedPrefillAndDecodeMatchWholePrefill) {
 TEST_P(HybridModelTest, StateSlotsPerRunningRequestAndKvOnlyForAttentionLayers) {
   const fs::path dir = write_model(GetParam());
   engine::Engine engine(dir, dummy_config());
-  EXPECT_EQ(engine.state_pool().num_slots(), 3);  // auto: one per running request
+  EXPECT_EQ(engine.state_pool().num_slots(), 6);  // auto: one per running request (3), as many for snapshots
   EXPECT_EQ(engine.state_pool().geometry().layers, (std::vector<int32_t>{0, 2}));
   ASSERT_EQ(engine.kv_pool().num_groups(), 1);
   EXPECT_EQ(engine.kv_pool().group(0).layers, (std::vector<int32_t>{1, 3}));
