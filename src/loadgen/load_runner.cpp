@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "base/error.h"
 #include "loadgen/completion_stream.h"
@@ -90,6 +91,9 @@ class Loop {
   int32_t next_ = 0;
   int64_t finished_ = 0, errors_ = 0, in_flight_ = 0;
   LoadRun run_;
+  // One receive buffer for the loop (a thread_local array would sit in the static TLS of every thread of the process
+  // that links loadgen: 64 KiB per HTTP worker of `serve`).
+  std::vector<char> read_buffer_ = std::vector<char>(64 * 1024);
 };
 
 LoadRun Loop::run() {
@@ -239,15 +243,15 @@ void Loop::on_writable(Connection& c) {
 }
 
 void Loop::on_readable(Connection& c) {
-  static thread_local char buffer[64 * 1024];
+  char* buffer = read_buffer_.data();
   while (c.fd >= 0 && c.request >= 0) {
-    const ssize_t got = ::recv(c.fd, buffer, sizeof(buffer), 0);
+    const ssize_t got = ::recv(c.fd, buffer, read_buffer_.size(), 0);
     if (got > 0) {
       c.got_bytes = true;
       if (!c.http.feed(std::string_view(buffer, got), [&](std::string_view body) { on_body(c, body); }))
         return fail(c, ErrorKind::kMalformed, "HTTP: " + c.http.error());
       if (c.http.done()) return complete(c, !c.http.keep_alive());
-      if (static_cast<size_t>(got) < sizeof(buffer)) return;  // drained: spare the recv that would say EAGAIN
+      if (static_cast<size_t>(got) < read_buffer_.size()) return;  // drained: spare the recv that would say EAGAIN
       continue;
     }
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
