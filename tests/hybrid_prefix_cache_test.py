@@ -23,9 +23,12 @@ FLAGS = ["--enable-deterministic-inference", "--page-size", "8", "--state-snapsh
          "--kv-cache-gb", "0.05"]
 
 
-def complete(url: str, prompt: list, max_tokens: int) -> tuple:
+def served_model(url: str) -> str:
     with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
-        model = json.loads(response.read())["data"][0]["id"]
+        return json.loads(response.read())["data"][0]["id"]
+
+
+def complete(url: str, model: str, prompt: list, max_tokens: int) -> tuple:
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": True,
             "logprobs": 1}
     request = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
@@ -48,11 +51,12 @@ def main() -> None:
     for name in MODELS:
         model = str(models / name)
         cold = Server(binary, model, FLAGS + ["--disable-radix-cache"])
-        expected = [complete(cold.url, p, 16)[0] for p, _ in cases]
+        expected = [complete(cold.url, served_model(cold.url), p, 16)[0] for p, _ in cases]
         cold.stop()
         warm = Server(binary, model, FLAGS)
+        warm_model = served_model(warm.url)
         for (p, reused), want in zip(cases, expected):
-            text, cached = complete(warm.url, p, 16)
+            text, cached = complete(warm.url, warm_model, p, 16)
             check(cached == reused, f"{name}: a {len(p)}-token prompt reused {cached} cached tokens, expected {reused}")
             check(text == want, f"{name}: resumed after {reused} tokens, the output (text, logprobs) differs from the "
                                 f"cold run:\n{text!r}\nvs\n{want!r}")

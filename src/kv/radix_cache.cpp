@@ -282,6 +282,7 @@ bool RadixCache::attach_snapshot(std::span<const int32_t> tokens, int64_t end, i
 }
 
 bool RadixCache::drop_lru_snapshot() {
+  if (num_snapshots_ == 0) return false;  // spares the walk while running sequences hold every slot
   std::vector<RadixNode*> nodes;
   collect(root_, nodes);
   RadixNode* oldest = nullptr;
@@ -293,6 +294,7 @@ bool RadixCache::drop_lru_snapshot() {
 }
 
 void RadixCache::drop_snapshot(int32_t slot) {
+  if (num_snapshots_ == 0) return;
   std::vector<RadixNode*> nodes;
   collect(root_, nodes);
   for (RadixNode* node : nodes)

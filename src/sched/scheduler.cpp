@@ -358,9 +358,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
     }
     seq.kv_len = item.end;
     if (item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);  // share prompt pages early
-    if (seq.memory.state_slot >= 0 && item.end < seq.num_prompt &&
-        chunk_end_for_snapshot(seq, item.begin, item.end + 1) == item.end)
-      snapshot_state(seq);
+    if (seq.memory.state_slot >= 0 && next_snapshot_boundary(seq, item.begin) == item.end) snapshot_state(seq);
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
     if (append_token(seq, output.tokens[row++], event)) seq.request->stream->events.push(std::move(event));

@@ -128,7 +128,9 @@ class Scheduler {
   // the least recently used snapshot when none is free; -1 when running sequences hold every slot.
   bool state_snapshots_enabled() const;
   int32_t take_state_slot();
-  // Where a prefill chunk of `seq` from `begin` may end: `end`, or its next snapshot boundary before that.
+  // The first snapshot boundary of `seq` after `begin` (INT64_MAX when none), and where a prefill chunk from `begin`
+  // may end: `end`, or that boundary before it.
+  int64_t next_snapshot_boundary(const Sequence& seq, int64_t begin) const;
   int64_t chunk_end_for_snapshot(const Sequence& seq, int64_t begin, int64_t end) const;
   // After a step ended exactly at a snapshot boundary: copies the sequence's state into a slot of its own (before the
   // next step) and attaches it to the radix node ending there.

@@ -20,17 +20,20 @@ int32_t Scheduler::take_state_slot() {
   return state_slots_.allocate();
 }
 
-int64_t Scheduler::chunk_end_for_snapshot(const Sequence& seq, int64_t begin, int64_t end) const {
-  if (!state_snapshots_enabled()) return end;
+int64_t Scheduler::next_snapshot_boundary(const Sequence& seq, int64_t begin) const {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  if (!state_snapshots_enabled()) return kNone;
   const int64_t page = kv_.page_size();
   // The last page boundary before the prompt's final token (an identical prompt can reuse up to there), and the
-  // multiples of the interval before it.
+  // multiples of the interval before it; none past it (the prompt's last chunk samples, and outputs are not kept).
   const int64_t last = (seq.num_prompt - 1) / page * page;
   const int64_t interval = config_.state_snapshot_interval / page * page;
-  int64_t next = std::numeric_limits<int64_t>::max();
-  if (interval > 0) next = (begin / interval + 1) * interval;
-  if (begin < last) next = std::min(next, last);
-  return next > begin && next < end ? next : end;
+  const int64_t next = interval > 0 ? std::min(last, (begin / interval + 1) * interval) : last;
+  return next > begin ? next : kNone;
+}
+
+int64_t Scheduler::chunk_end_for_snapshot(const Sequence& seq, int64_t begin, int64_t end) const {
+  return std::min(end, next_snapshot_boundary(seq, begin));
 }
 
 void Scheduler::snapshot_state(const Sequence& seq) {
