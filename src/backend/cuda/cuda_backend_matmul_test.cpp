@@ -234,10 +234,47 @@ TEST_F(MoeParity, MoeExpertsFast) {
         gpu_->synchronize();  // the two backends have their own streams
         fast_->moe_experts(x_d, ids_d, w_d, dev_experts, out);
         fast_->synchronize();
-        // One row (decode) runs the f32 GEMV; more rows round activations to bf16 in the tensor-core GEMM.
-        EXPECT_PARITY(fetch<float>(out), as_floats(ref), tokens == 1 ? kMoe : kBf16Fast,
+        // One row (decode) of bf16 experts runs the f32 GEMV; MXFP4 experts and more rows round activations to
+        // bf16 on the tensor cores.
+        EXPECT_PARITY(fetch<float>(out), as_floats(ref), tokens == 1 && !c.mxfp4 ? kMoe : kBf16Fast,
                       fmt::format("moe_experts fast {} {} E={} k={} T={} routing {}", gpt_oss ? "gpt-oss" : "swiglu",
                                   c.mxfp4 ? "mxfp4" : dtype_name(c.dtype), c.experts, c.top_k, tokens, routing));
+      }
+    }
+  }
+}
+
+// Decode batches of MXFP4 experts (the tensor-core GEMV: 1-8 rows per chunk) at K large enough for every K split
+// (45 and 65 blocks: partial last 4-block steps), E8M0 scales past 2^1 (the two-factor scaling), gated pairs from
+// one interleaved weight (gpt-oss) and from two (SwiGLU), against the CPU reference.
+TEST_F(MoeParity, MoeExpertsFastDecode) {
+  const MoeCase cases[] = {
+      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 8, 4, 1440, 2080},
+      {MoeActivation::kSwiGlu, DType::kU8, true, 16, 2, 2080, 1440},
+      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 256, 128},
+  };
+  for (const bool narrow : {true, false}) {
+    for (const MoeCase& c : cases) {
+      MoeWeights host_experts, dev_experts;
+      make_experts(c, narrow, host_experts, dev_experts);
+      for (int64_t tokens : {1, 2, 3, 5, 9}) {
+        const Tensor logits = host(normal(rng_, tokens * c.experts), DType::kF32, {tokens, int64_t{c.experts}});
+        Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
+        cpu_->moe_route(logits, MoeRouting::kTopKSoftmax, false, ids, w);
+        std::vector<float> x_values = normal(rng_, tokens * c.hidden, 2.0f);
+        for (float& v : x_values) v = bf16_to_f32(f32_to_bf16(v));
+        const Tensor x = host(x_values, DType::kF32, {tokens, c.hidden});
+        Tensor ref = host_zeros(DType::kF32, {tokens, c.hidden});
+        cpu_->moe_experts(x, ids, w, host_experts, ref);
+        const Tensor x_d = dev(x), ids_d = dev(ids), w_d = dev(w);
+        Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
+        gpu_->synchronize();
+        fast_->moe_experts(x_d, ids_d, w_d, dev_experts, out);
+        fast_->synchronize();
+        EXPECT_PARITY(fetch<float>(out), as_floats(ref), kBf16Fast,
+                      fmt::format("moe_experts fast decode {} E={} k={} K={}/{} T={} scales {}",
+                                  c.activation == MoeActivation::kGptOssSwiGlu ? "gpt-oss" : "swiglu", c.experts,
+                                  c.top_k, c.hidden, c.inter, tokens, narrow ? "narrow" : "wide"));
       }
     }
   }

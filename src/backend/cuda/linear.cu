@@ -60,7 +60,7 @@ void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const Lin
                                lo, CUDA_R_16BF, k, &one, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-enum class MoePath { kGemv, kMma, kTiled };
+enum class MoePath { kGemv, kGemvMma, kMma, kTiled };
 
 // Checks that every expert of a list has the first one's format and shape; returns the format.
 WeightFormat expert_format(const std::vector<LinearWeight>& list, int64_t out, int64_t in, size_t num_experts) {
@@ -182,8 +182,18 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   // gpt-oss step at batch 32, against 24 ms on the tensor cores; at batch 8 with 2 rows per chunk both take ~17 ms).
   const int64_t active = std::min<int64_t>(slots, static_cast<int64_t>(num_experts));
   const bool few_rows = mma_ok ? gemv_rows == 1 : slots <= kGemvMaxRows * active;
-  const MoePath path = gemv_ok && few_rows ? MoePath::kGemv : mma_ok ? MoePath::kMma : MoePath::kTiled;
-  const int32_t chunk_rows = path == MoePath::kGemv ? gemv_rows : path == MoePath::kMma ? kMmaRows : kTiledRows;
+  // MXFP4 in the fast path: the tensor-core GEMV (no f32 decode; up to 8 rows per chunk for the cost of one) while the
+  // mean rows per expert stay <= 4, so that few experts need a second chunk.
+  const bool gemv_mma_ok = mma_ok && 2 * slots <= kGemvMaxRows * static_cast<int64_t>(num_experts) &&
+                           gemv_mma_supported(up_format, hidden, x.data_as<float>(), hidden, gemv_rows) &&
+                           gemv_mma_supported(down_format, inter, x.data_as<float>(), inter, gemv_rows);
+  const MoePath path = gemv_mma_ok           ? MoePath::kGemvMma
+                       : gemv_ok && few_rows ? MoePath::kGemv
+                       : mma_ok              ? MoePath::kMma
+                                             : MoePath::kTiled;
+  const int32_t chunk_rows = path == MoePath::kGemv || path == MoePath::kGemvMma ? gemv_rows
+                             : path == MoePath::kMma                             ? kMmaRows
+                                                                                 : kTiledRows;
   const int64_t max_chunks = std::min(slots, ceil_div(slots, chunk_rows) + static_cast<int64_t>(num_experts));
   RS_CHECK(max_chunks <= 65535, "MoE batch of {} slots needs {} chunks (grid limit)", slots, max_chunks);
   auto* act = static_cast<float*>(ctx.scratch(ScratchSlot::kMoeAct, slots * inter * sizeof(float)));
@@ -202,6 +212,7 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   const auto run = [&](const LinearArgs& args) {
     switch (path) {
       case MoePath::kGemv: return launch_gemv(args, chunk_rows, ctx.stream());
+      case MoePath::kGemvMma: return launch_gemv_mma(args, chunk_rows, ctx.stream());
       case MoePath::kMma: return launch_gemm_mma(args, ctx.stream());
       case MoePath::kTiled: return launch_gemm_tiled(args, ctx.stream());
     }

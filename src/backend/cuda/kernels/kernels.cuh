@@ -195,6 +195,13 @@ void launch_gemv(const LinearArgs& args, int32_t rows_per_chunk, cudaStream_t st
 constexpr int32_t kTiledRows = 64;
 void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
 
+// ---- gemv_mma.cu: MXFP4 GEMV on tensor cores (bf16 activations, f32 accumulation; the fast path) ----
+// Chunks of 1-8 activation rows; plain, glu_offset or pair-activation outputs, like launch_gemv.
+constexpr int64_t kGemvMmaMaxSmem = 96 * 1024;  // the staged activation rows (rows x in_features bf16)
+bool gemv_mma_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride,
+                        int32_t rows_per_chunk);
+void launch_gemv_mma(const LinearArgs& args, int32_t rows_per_chunk, cudaStream_t stream);
+
 // ---- gemm_mma.cu: grouped GEMM on tensor cores (bf16 activations, f32 accumulation), bf16 or MXFP4 weights ----
 // Row chunks of at most kMmaRows rows; any pair activation; the bf16 fast path (activations rounded to bf16).
 constexpr int32_t kMmaRows = 64;
