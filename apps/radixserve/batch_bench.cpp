@@ -110,17 +110,22 @@ engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32
   return batch;
 }
 
-bool BatchBench::fill_masks(std::span<Chunk> chunks, BatchGrammar& grammar) {
+bool BatchBench::bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar) {
   bool all = true;
   for (Chunk& chunk : chunks) {
     if (!chunk.sample) continue;
     if (grammar.active(chunk.seq)) {
-      chunk.token_bitmask = grammar.fill_mask(chunk.seq);
+      chunk.token_bitmask = grammar.mask(chunk.seq);
     } else {
       all = false;
     }
   }
   return all;
+}
+
+void BatchBench::fill_masks(std::span<const Chunk> chunks, BatchGrammar& grammar) {
+  for (const Chunk& chunk : chunks)
+    if (chunk.sample && !chunk.token_bitmask.empty()) grammar.fill_mask(chunk.seq);
 }
 
 BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
@@ -158,8 +163,10 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
       budget -= n;
     }
     if (chunks.empty()) break;
-    if (grammar) fill_masks(chunks, *grammar);
-    const engine::StepOutput out = engine_.forward(build_step(chunks, batch_size));
+    if (grammar) bind_masks(chunks, *grammar);
+    engine::ForwardBatch batch = build_step(chunks, batch_size);
+    if (grammar) batch.prepare_sampling = [&] { fill_masks(chunks, *grammar); };
+    const engine::StepOutput out = engine_.forward(batch);
     size_t row = 0;
     for (const Chunk& chunk : chunks) {
       length[chunk.seq] += static_cast<int32_t>(chunk.ids.size());
@@ -177,12 +184,16 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     const auto step_start = Clock::now();
     chunks.clear();
     for (int32_t s = 0; s < batch_size; ++s) chunks.push_back(Chunk{s, length[s], std::span(&next[s], 1), true});
+    if (grammar) timings.all_constrained.push_back(bind_masks(chunks, *grammar));
+    engine::ForwardBatch batch = build_step(chunks, batch_size);
     if (grammar) {
-      const auto fill_start = Clock::now();
-      timings.all_constrained.push_back(fill_masks(chunks, *grammar));
-      timings.mask_fill_seconds.push_back(seconds_since(fill_start));
+      batch.prepare_sampling = [&] {
+        const auto fill_start = Clock::now();
+        fill_masks(chunks, *grammar);
+        timings.mask_fill_seconds.push_back(seconds_since(fill_start));
+      };
     }
-    const engine::StepOutput out = engine_.forward(build_step(chunks, batch_size));
+    const engine::StepOutput out = engine_.forward(batch);
     const auto accept_start = Clock::now();
     for (int32_t s = 0; s < batch_size; ++s) {
       next[s] = out.tokens.at(s).token_id;

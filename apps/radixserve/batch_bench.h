@@ -61,8 +61,10 @@ class BatchBench {
     std::span<const uint32_t> token_bitmask;  // of the sampled token; empty: unconstrained
   };
   engine::ForwardBatch build_step(std::span<const Chunk> chunks, int32_t batch_size) const;
-  // Fills the masks of the sampling chunks of active sequences; true when every sampling chunk got one.
-  static bool fill_masks(std::span<Chunk> chunks, BatchGrammar& grammar);
+  // Points the sampling chunks of active sequences at their masks; true when every sampling chunk got one.
+  static bool bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar);
+  // Fills those masks: the step's ForwardBatch::prepare_sampling, run while the device computes (as serve does).
+  static void fill_masks(std::span<const Chunk> chunks, BatchGrammar& grammar);
   // Most new tokens a sequence of `length` tokens may take in one step without its window rings overwriting a page
   // the step still reads.
   int32_t max_chunk(int32_t length, int32_t batch_size) const;

@@ -34,6 +34,7 @@ class BatchGrammar {
   bool active(int32_t seq) const { return !complete_[seq]; }
   // The mask of the sequence's next token (active sequences only); valid until the next call for that sequence.
   std::span<const uint32_t> fill_mask(int32_t seq);
+  std::span<const uint32_t> mask(int32_t seq) const { return masks_[seq]; }
   // Feeds an active sequence's sampled token: a stop token, or a token after which the grammar allows nothing more,
   // completes the output (later tokens run unconstrained and are not kept). Throws rs::Error when the grammar refuses
   // the token: the mask did not hold.

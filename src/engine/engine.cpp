@@ -259,6 +259,7 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   } else {
     model_->forward(inputs, *memory_, logits);
   }
+  if (batch.prepare_sampling) batch.prepare_sampling();  // while the device runs the forward
   logits = logits.slice_rows(0, rows);
 
   StepOutput output;

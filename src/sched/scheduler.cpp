@@ -133,14 +133,13 @@ bool Scheduler::step() {
     publish_stats();
     return false;
   }
-  fill_token_bitmasks(items);
-  std::erase_if(items, [](const StepItem& item) { return item.seq->finished; });
-  if (items.empty()) {
-    drop_finished();
-    publish_stats();
-    return true;
-  }
+  size_token_bitmasks(items);
   engine::ForwardBatch batch = build_forward_batch(items, kv_.num_groups());
+  bool masks_filled = false;
+  batch.prepare_sampling = [this, &items, &masks_filled] {
+    fill_token_bitmasks(items);
+    masks_filled = true;
+  };
   batch.state_copies = std::move(pending_state_copies_);
   pending_state_copies_.clear();
   const std::vector<int32_t> snapshots = std::move(pending_snapshots_);
@@ -148,9 +147,11 @@ bool Scheduler::step() {
   engine::StepOutput output;
   try {
     output = forward_(batch);
+    RS_CHECK(masks_filled, "the forward function did not call ForwardBatch::prepare_sampling");
     RS_CHECK(output.tokens.size() == batch.logit_rows.size(), "forward returned {} tokens for {} logit rows",
              output.tokens.size(), batch.logit_rows.size());
   } catch (const std::exception& e) {
+    mask_failures_.clear();
     RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
     for (int32_t slot : snapshots) kv_.drop_snapshot(slot);  // perhaps never copied
     for (const StepItem& item : items) {
@@ -162,6 +163,9 @@ bool Scheduler::step() {
     return true;
   }
   ++counters_.steps;
+  for (const auto& [seq, error] : mask_failures_)
+    finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error));
+  mask_failures_.clear();
   commit(items, output);
   drop_finished();
   publish_stats();
@@ -350,6 +354,10 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
   size_t row = 0;
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
+    if (seq.finished) {  // its token mask failed during the forward (fill_token_bitmasks): nothing to commit
+      if (item.samples()) row += static_cast<size_t>(seq.num_draft) + 1;
+      continue;
+    }
     if (seq.num_draft > 0) {
       const size_t rows = static_cast<size_t>(seq.num_draft) + 1;
       commit_verified(seq, output, row);
@@ -420,19 +428,25 @@ bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled,
   return true;
 }
 
+void Scheduler::size_token_bitmasks(const std::vector<StepItem>& items) {
+  for (const StepItem& item : items)
+    if (item.seq->grammar_active && item.samples())
+      item.seq->token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
+}
+
 void Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
     if (!seq.grammar_active || !item.samples()) continue;
     try {
-      seq.token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
       seq.request->grammar->fill_next_token_bitmask(seq.token_bitmask, seq.request->stop_token_ids);
       const int32_t alternative = seq.request->grammar_or_token;
       if (seq.num_output() == 0 && alternative >= 0 && alternative < config_.vocab_size)
         seq.token_bitmask[alternative / 32] |= 1u << (alternative % 32);
     } catch (const std::exception& e) {
       RS_LOG_ERROR("rid={} token mask failed: {}", seq.request->id, e.what());
-      finish(seq, FinishReason::kError, fmt::format("structured output failed: {}", e.what()));
+      std::fill(seq.token_bitmask.begin(), seq.token_bitmask.end(), ~0u);  // sampled, then discarded
+      mask_failures_.emplace_back(&seq, e.what());
     }
   }
 }

@@ -62,6 +62,7 @@ struct SchedulerStats {
 };
 
 // Runs one step's ForwardBatch and samples a token per logit row (Engine::forward in production, a fake in tests).
+// Runs one step; it must call the batch's prepare_sampling (when set) before it samples (Engine::forward does).
 using ForwardFn = std::function<engine::StepOutput(const engine::ForwardBatch&)>;
 
 class Scheduler {
@@ -120,7 +121,10 @@ class Scheduler {
   bool append_token(Sequence& seq, const engine::SampledToken& sampled, TokenEvent& event);
   TokenEvent start_event(Sequence& seq);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
-  // Structured output: fills the token bitmask of every constrained sequence that samples this step.
+  // Structured output: sizes the token bitmask of every constrained sequence that samples this step (the batch's
+  // sampling rows point at them), then fills them while the device runs the step's forward. A sequence whose mask
+  // fails gets an all-ones mask and is listed in mask_failures_, finished once the forward returns.
+  void size_token_bitmasks(const std::vector<StepItem>& items);
   void fill_token_bitmasks(const std::vector<StepItem>& items);
   // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
   FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
@@ -155,6 +159,7 @@ class Scheduler {
   // fails before making them drops those).
   std::vector<std::pair<int32_t, int32_t>> pending_state_copies_;
   std::vector<int32_t> pending_snapshots_;
+  std::vector<std::pair<Sequence*, std::string>> mask_failures_;  // fill_token_bitmasks, this step
   mutable std::mutex stats_mutex_;
   SchedulerStats published_;  // guarded by stats_mutex_
 };
