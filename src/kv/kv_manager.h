@@ -51,6 +51,9 @@ class KvManager {
   }
   bool drop_lru_snapshot() { return cache_->drop_lru_snapshot(); }
   void drop_snapshot(int32_t slot) { cache_->drop_snapshot(slot); }
+  bool drop_snapshot_at(std::span<const int32_t> tokens, int64_t end, int32_t slot) {
+    return cache_->drop_snapshot_at(tokens, end, slot);
+  }
   int64_t num_snapshots() const { return cache_->num_snapshots(); }
   bool prefix_cache() const { return prefix_cache_; }
 

@@ -133,5 +133,29 @@ TEST(KvManager, SnapshotsBoundTheReusedPrefixAndAreReleasedWithTheirNodes) {
   EXPECT_FALSE(kv.drop_lru_snapshot());
 }
 
+// A sequence drops its previous output snapshot by position: only if that node still holds the slot it attached.
+TEST(KvManager, DropSnapshotAtChecksTheNodeStillHoldsTheSlot) {
+  KvPoolConfig config;
+  config.page_size = 4;
+  config.groups.resize(1);
+  config.groups[0].num_pages = 8;
+  KvManager kv(config);
+  std::vector<int32_t> released;
+  kv.set_snapshot_release([&](int32_t slot) { released.push_back(slot); });
+  const std::vector<int32_t> prompt = tokens(16);
+  SeqPages seq;
+  ASSERT_EQ(kv.reserve(seq, 0, 16), 16);
+  kv.cache(seq, prompt, 16);
+  ASSERT_TRUE(kv.attach_snapshot(prompt, 8, 2));
+  EXPECT_FALSE(kv.drop_snapshot_at(prompt, 8, 4));   // another slot
+  EXPECT_FALSE(kv.drop_snapshot_at(prompt, 12, 2));  // another node
+  EXPECT_TRUE(released.empty());
+  EXPECT_TRUE(kv.drop_snapshot_at(prompt, 8, 2));
+  EXPECT_EQ(released, (std::vector<int32_t>{2}));
+  EXPECT_EQ(kv.num_snapshots(), 0);
+  EXPECT_FALSE(kv.drop_snapshot_at(prompt, 8, 2));  // gone already
+  kv.release(seq);
+}
+
 }  // namespace
 }  // namespace rs::kv

@@ -301,6 +301,15 @@ void RadixCache::drop_snapshot(int32_t slot) {
     if (node->state_snapshot == slot) detach_snapshot(node);
 }
 
+bool RadixCache::drop_snapshot_at(std::span<const int32_t> tokens, int64_t end, int32_t slot) {
+  if (num_snapshots_ == 0 || end <= 0 || end % page_size_ != 0 || end > static_cast<int64_t>(tokens.size()))
+    return false;
+  const PrefixMatch match = match_prefix(tokens, end);
+  if (match.num_tokens != end || match.node->end() != end || match.node->state_snapshot != slot) return false;
+  detach_snapshot(match.node);
+  return true;
+}
+
 void RadixCache::evict_all() {
   for (size_t g = 0; g < windows_.size(); ++g) evict(static_cast<int>(g), INT64_MAX);
 }

@@ -79,6 +79,9 @@ class RadixCache {
   // Releases the least recently used snapshot (false when there is none), or the one in `slot`.
   bool drop_lru_snapshot();
   void drop_snapshot(int32_t slot);
+  // Releases the snapshot in `slot` if it is still the one at the node ending `end` tokens into `tokens` (false
+  // otherwise: it was evicted, and the slot may hold something else now).
+  bool drop_snapshot_at(std::span<const int32_t> tokens, int64_t end, int32_t slot);
   int64_t num_snapshots() const { return num_snapshots_; }
 
   // Pages of `group` the tree holds references on, and how many of them eviction could free now.

@@ -367,6 +367,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
     seq.kv_len = item.end;
     if (item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);  // share prompt pages early
     if (seq.memory.state_slot >= 0 && next_snapshot_boundary(seq, item.begin) == item.end) snapshot_state(seq);
+    if (item.begin >= seq.num_prompt) snapshot_output_state(seq);  // a decode step
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
     if (append_token(seq, output.tokens[row++], event)) seq.request->stream->events.push(std::move(event));
@@ -497,6 +498,7 @@ void Scheduler::release_memory(Sequence& seq) {
   if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.release(seq.memory.kv);
   if (seq.memory.state_slot >= 0) state_slots_.free(seq.memory.state_slot);
   seq.memory.state_slot = -1;
+  seq.output_snapshot_slot = -1;  // it stays in the prefix cache, no longer replaced
   if (drafter_) drafter_->release(seq.request->id);
 }
 

@@ -149,8 +149,9 @@ TEST_F(SchedulerStateTest, SharedPrefixResumesFromTheDeepestSnapshot) {
   make(4096, /*slots=*/8, /*max_running=*/4, /*chunk=*/64, true, /*snapshot_interval=*/16);
   Tracked* first = submit(50, 6, 1);
   run_to_completion();
-  // Snapshots at 16 and 32 (the interval) and 48 (the prompt's last page boundary): prefill chunks end there.
-  EXPECT_EQ(scheduler_->stats().state_snapshots, 3);
+  // Snapshots at 16 and 32 (the interval) and 48 (the prompt's last page boundary): prefill chunks end there; and
+  // at 52, the output's last page boundary (the sequence ends with 55 tokens computed).
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 4);
   EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 0u);
   const std::vector<int32_t> prompt = first->prompt;
   submit(10, 6, 2, prompt);  // the whole prompt and more: resumes after 48 tokens
@@ -162,6 +163,38 @@ TEST_F(SchedulerStateTest, SharedPrefixResumesFromTheDeepestSnapshot) {
   submit(50, 6, 4);  // shares nothing
   run_to_completion();
   EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 48u + 16u);
+  expect_reference_outputs();
+}
+
+TEST_F(SchedulerStateTest, TheNextTurnResumesAfterThePreviousReply) {
+  // A conversation's second turn sends the first prompt and reply back with more: it resumes from the snapshot at the
+  // reply's last page boundary. Output snapshots roll (one per sequence) unless they fall on the interval.
+  slots_limit_ = 8;
+  make(4096, /*slots=*/8, /*max_running=*/2, /*chunk=*/64);
+  Tracked* first = submit(30, 20, 1);
+  run_to_completion();
+  // The prompt's last page boundary (28) and the reply's (48: 30 + 20 tokens, the last one never computed).
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 2);
+  std::vector<int32_t> conversation = first->prompt;
+  conversation.insert(conversation.end(), first->output.begin(), first->output.end());
+  submit(7, 5, 2, conversation);
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 48u);
+  expect_reference_outputs();
+}
+
+TEST_F(SchedulerStateTest, OutputSnapshotsOnTheIntervalAreKept) {
+  slots_limit_ = 10;
+  make(4096, /*slots=*/10, /*max_running=*/1, /*chunk=*/64, true, /*snapshot_interval=*/8);
+  const Tracked* first = submit(30, 20, 1);
+  run_to_completion();
+  // Prompt: 8, 16, 24 (interval) and 28 (its last page boundary); reply: 32, 40, 48 (interval; 48 is also the last).
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 7);
+  std::vector<int32_t> resumed(first->prompt);
+  resumed.insert(resumed.end(), first->output.begin(), first->output.begin() + 12);  // 42 tokens: resumes after 40
+  submit(3, 4, 2, resumed);
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 40u);
   expect_reference_outputs();
 }
 

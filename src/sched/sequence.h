@@ -34,6 +34,10 @@ struct Sequence {
   uint64_t admit_order = 0;     // larger = admitted later; the newest is preempted first
   bool grammar_active = false;  // request->grammar constrains the next token
   std::vector<uint32_t> token_bitmask;  // the next token's mask while grammar_active (engine::SamplingRow)
+  // Hybrid models: the newest recurrent-state snapshot inside the output (state_snapshots.cpp), replaced at each page
+  // boundary and left in the prefix cache when the sequence finishes; slot -1 when none is tracked.
+  int64_t output_snapshot_end = 0;
+  int32_t output_snapshot_slot = -1;
   // Speculative decoding. Within a step only, the last num_draft tokens are a draft the step verifies (they are
   // removed or confirmed at commit); `spec` tracks acceptance and decides whether the sequence drafts.
   int32_t num_draft = 0;

@@ -1,6 +1,7 @@
 // Prefix caching for hybrid (gated-delta-net) models. Their recurrent state has no per-token history to share, so a
 // cached prefix is reusable only where a copy of the state after it was kept: prompts are prefilled in chunks that
-// end at snapshot boundaries (the prompt's last page boundary, and every state_snapshot_interval tokens), and after
+// end at snapshot boundaries (the prompt's last page boundary, and every state_snapshot_interval tokens; outputs: see
+// snapshot_output_state), and after
 // such a chunk the sequence's state slot is copied into a free slot attached to the radix node ending there. A later
 // prompt sharing that prefix copies the snapshot into its own slot and starts after it. Snapshots live in the
 // StatePool's spare slots, are evicted with their node or LRU-first when a running sequence needs a slot, and every
@@ -36,17 +37,36 @@ int64_t Scheduler::chunk_end_for_snapshot(const Sequence& seq, int64_t begin, in
   return std::min(end, next_snapshot_boundary(seq, begin));
 }
 
-void Scheduler::snapshot_state(const Sequence& seq) {
+int32_t Scheduler::snapshot_state(const Sequence& seq) {
   const int64_t end = seq.kv_len;
   const int32_t slot = take_state_slot();
-  if (slot < 0) return;                               // running sequences hold every slot: no snapshot this time
+  if (slot < 0) return -1;                            // running sequences hold every slot: no snapshot this time
   if (!kv_.attach_snapshot(seq.tokens, end, slot)) {  // one exists there already (or the pages are not cached)
     state_slots_.free(slot);
-    return;
+    return -1;
   }
   pending_state_copies_.emplace_back(seq.memory.state_slot, slot);
   pending_snapshots_.push_back(slot);
   RS_LOG_DEBUG("rid={} recurrent state after {} tokens kept in slot {}", seq.request->id, end, slot);
+  return slot;
+}
+
+// Outputs: a multi-turn conversation sends the previous reply back as part of the next prompt, so the state is kept
+// at the output's newest page boundary (one rolling snapshot per sequence: a state copy per page of output) and, like
+// prompts, every state_snapshot_interval tokens. The snapshot left when the sequence finishes lets the next turn
+// resume after all but the last partial page of the reply.
+void Scheduler::snapshot_output_state(Sequence& seq) {
+  const int64_t end = seq.kv_len, page = kv_.page_size();
+  if (!state_snapshots_enabled() || seq.memory.state_slot < 0 || end <= seq.num_prompt || end % page != 0) return;
+  kv_.cache(seq.memory.kv, seq.tokens, end);
+  const int32_t slot = snapshot_state(seq);
+  if (slot < 0) return;
+  const int64_t interval = config_.state_snapshot_interval / page * page;
+  const bool keep_previous = interval > 0 && seq.output_snapshot_end % interval == 0;
+  if (seq.output_snapshot_slot >= 0 && !keep_previous)
+    kv_.drop_snapshot_at(seq.tokens, seq.output_snapshot_end, seq.output_snapshot_slot);
+  seq.output_snapshot_end = end;
+  seq.output_snapshot_slot = slot;
 }
 
 }  // namespace rs::sched
