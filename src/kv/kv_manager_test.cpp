@@ -18,6 +18,15 @@ KvPoolConfig geometry(int64_t full_pages, int64_t window_pages, int32_t window) 
   return config;
 }
 
+// One full-attention group of `pages` pages of 4 tokens.
+KvPoolConfig full_attention(int64_t pages) {
+  KvPoolConfig config;
+  config.page_size = 4;
+  config.groups.resize(1);
+  config.groups[0].num_pages = pages;
+  return config;
+}
+
 std::vector<int32_t> tokens(int count) {
   std::vector<int32_t> result(count);
   std::iota(result.begin(), result.end(), 10);
@@ -92,11 +101,7 @@ TEST(KvManager, WithoutPrefixCacheNothingIsCachedOrMatched) {
 // Recurrent-state snapshots (hybrid models): a prefix is reused only up to the deepest node with a snapshot, and
 // each snapshot's slot comes back when its node is evicted or the snapshot is dropped.
 TEST(KvManager, SnapshotsBoundTheReusedPrefixAndAreReleasedWithTheirNodes) {
-  KvPoolConfig config;
-  config.page_size = 4;
-  config.groups.resize(1);
-  config.groups[0].num_pages = 8;
-  KvManager kv(config);
+  KvManager kv(full_attention(8));
   std::vector<int32_t> released;
   kv.set_snapshot_release([&](int32_t slot) { released.push_back(slot); });
   const std::vector<int32_t> prompt = tokens(24);
@@ -135,11 +140,7 @@ TEST(KvManager, SnapshotsBoundTheReusedPrefixAndAreReleasedWithTheirNodes) {
 
 // A sequence drops its previous output snapshot by position: only if that node still holds the slot it attached.
 TEST(KvManager, DropSnapshotAtChecksTheNodeStillHoldsTheSlot) {
-  KvPoolConfig config;
-  config.page_size = 4;
-  config.groups.resize(1);
-  config.groups[0].num_pages = 8;
-  KvManager kv(config);
+  KvManager kv(full_attention(8));
   std::vector<int32_t> released;
   kv.set_snapshot_release([&](int32_t slot) { released.push_back(slot); });
   const std::vector<int32_t> prompt = tokens(16);

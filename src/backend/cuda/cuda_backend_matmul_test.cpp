@@ -172,6 +172,28 @@ class MoeParity : public CudaParity {
       dev_experts.down_bias = dev(host_experts.down_bias);
     }
   }
+
+  // The fast backend's moe_experts and the CPU reference for router logits [tokens, experts] (routed on the CPU) and
+  // random activations exact in bf16 (so that the only rounding is the intermediate activation's): {out, ref}.
+  std::pair<std::vector<float>, std::vector<float>> run_fast(const MoeCase& c, const MoeWeights& host_experts,
+                                                             const MoeWeights& dev_experts,
+                                                             const std::vector<float>& logit_values) {
+    const int64_t tokens = static_cast<int64_t>(logit_values.size()) / c.experts;
+    const Tensor logits = host(logit_values, DType::kF32, {tokens, int64_t{c.experts}});
+    Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
+    cpu_->moe_route(logits, MoeRouting::kTopKSoftmax, false, ids, w);
+    std::vector<float> x_values = normal(rng_, tokens * c.hidden, 2.0f);
+    for (float& v : x_values) v = bf16_to_f32(f32_to_bf16(v));
+    const Tensor x = host(x_values, DType::kF32, {tokens, c.hidden});
+    Tensor ref = host_zeros(DType::kF32, {tokens, c.hidden});
+    cpu_->moe_experts(x, ids, w, host_experts, ref);
+    const Tensor x_d = dev(x), ids_d = dev(ids), w_d = dev(w);
+    Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
+    gpu_->synchronize();  // the two backends have their own streams
+    fast_->moe_experts(x_d, ids_d, w_d, dev_experts, out);
+    fast_->synchronize();
+    return {fetch<float>(out), as_floats(ref)};
+  }
 };
 
 TEST_F(MoeParity, MoeExperts) {
@@ -221,22 +243,10 @@ TEST_F(MoeParity, MoeExpertsFast) {
         if (routing == 1)
           for (int64_t t = 0; t < tokens; ++t) logit_values[t * c.experts + 3] = 50.0f;
         if (routing == 2) std::fill(logit_values.begin(), logit_values.end(), 0.5f);
-        const Tensor logits = host(logit_values, DType::kF32, {tokens, int64_t{c.experts}});
-        Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
-        cpu_->moe_route(logits, MoeRouting::kTopKSoftmax, false, ids, w);
-        std::vector<float> x_values = normal(rng_, tokens * c.hidden, 2.0f);
-        for (float& v : x_values) v = bf16_to_f32(f32_to_bf16(v));
-        const Tensor x = host(x_values, DType::kF32, {tokens, c.hidden});
-        Tensor ref = host_zeros(DType::kF32, {tokens, c.hidden});
-        cpu_->moe_experts(x, ids, w, host_experts, ref);
-        const Tensor x_d = dev(x), ids_d = dev(ids), w_d = dev(w);
-        Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
-        gpu_->synchronize();  // the two backends have their own streams
-        fast_->moe_experts(x_d, ids_d, w_d, dev_experts, out);
-        fast_->synchronize();
+        const auto [out, ref] = run_fast(c, host_experts, dev_experts, logit_values);
         // One row (decode) of bf16 experts runs the f32 GEMV; MXFP4 experts and more rows round activations to
         // bf16 on the tensor cores.
-        EXPECT_PARITY(fetch<float>(out), as_floats(ref), tokens == 1 && !c.mxfp4 ? kMoe : kBf16Fast,
+        EXPECT_PARITY(out, ref, tokens == 1 && !c.mxfp4 ? kMoe : kBf16Fast,
                       fmt::format("moe_experts fast {} {} E={} k={} T={} routing {}", gpt_oss ? "gpt-oss" : "swiglu",
                                   c.mxfp4 ? "mxfp4" : dtype_name(c.dtype), c.experts, c.top_k, tokens, routing));
       }
@@ -258,20 +268,8 @@ TEST_F(MoeParity, MoeExpertsFastDecode) {
       MoeWeights host_experts, dev_experts;
       make_experts(c, narrow, host_experts, dev_experts);
       for (int64_t tokens : {1, 2, 3, 5, 9}) {
-        const Tensor logits = host(normal(rng_, tokens * c.experts), DType::kF32, {tokens, int64_t{c.experts}});
-        Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
-        cpu_->moe_route(logits, MoeRouting::kTopKSoftmax, false, ids, w);
-        std::vector<float> x_values = normal(rng_, tokens * c.hidden, 2.0f);
-        for (float& v : x_values) v = bf16_to_f32(f32_to_bf16(v));
-        const Tensor x = host(x_values, DType::kF32, {tokens, c.hidden});
-        Tensor ref = host_zeros(DType::kF32, {tokens, c.hidden});
-        cpu_->moe_experts(x, ids, w, host_experts, ref);
-        const Tensor x_d = dev(x), ids_d = dev(ids), w_d = dev(w);
-        Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
-        gpu_->synchronize();
-        fast_->moe_experts(x_d, ids_d, w_d, dev_experts, out);
-        fast_->synchronize();
-        EXPECT_PARITY(fetch<float>(out), as_floats(ref), kBf16Fast,
+        const auto [out, ref] = run_fast(c, host_experts, dev_experts, normal(rng_, tokens * c.experts));
+        EXPECT_PARITY(out, ref, kBf16Fast,
                       fmt::format("moe_experts fast decode {} E={} k={} K={}/{} T={} scales {}",
                                   c.activation == MoeActivation::kGptOssSwiGlu ? "gpt-oss" : "swiglu", c.experts,
                                   c.top_k, c.hidden, c.inter, tokens, narrow ? "narrow" : "wide"));
