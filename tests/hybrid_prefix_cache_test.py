@@ -6,7 +6,7 @@ chunks end, so a resumed prompt must give the cold run's tokens exactly).
 For qwen3_next and qwen3_5 (page size 8, a snapshot every 64 tokens): a 200-token prompt, then the same prompt
 (resumes after 192 tokens: its last page boundary), then its first 150 tokens and 60 others (resumes after 128: the
 deepest snapshot it shares), then a second conversation turn: a 100-token prompt answered with 40 tokens, sent back
-with the reply and 30 more (resumes after 136: the reply's last page boundary, 139 tokens having been computed), each
+with the reply and 30 more (resumes after 128: the reply's last output snapshot, taken every 64 tokens), each
 against a server without the prefix cache (text and logprobs identical); usage.prompt_tokens_details reports the
 reused tokens, and /metrics the snapshots held.
 
@@ -62,7 +62,7 @@ def main() -> None:
         complete(cold.url, cold_model, first_turn, 40, reply)
         # (prompt, new tokens, tokens reused from the cache)
         cases = [(prompt, 16, 0), (prompt, 16, 192), (extended, 16, 128), (first_turn, 40, 0),
-                 (first_turn + reply + more, 16, 136)]
+                 (first_turn + reply + more, 16, 128)]
         expected = [complete(cold.url, cold_model, p, n)[0] for p, n, _ in cases]
         cold.stop()
         warm = Server(binary, model, FLAGS)
@@ -77,7 +77,7 @@ def main() -> None:
         snapshots = [line for line in metrics.splitlines() if line.startswith("radixserve_state_snapshots")]
         check(snapshots and float(snapshots[0].split()[-1]) >= 3, f"{name}: snapshots in /metrics: {snapshots}")
         warm.stop()
-        print(f"{name}: cold and resumed outputs identical; reused 0 / 192 / 128 / 0 / 136 tokens")
+        print(f"{name}: cold and resumed outputs identical; reused 0 / 192 / 128 / 0 / 128 tokens")
     print("hybrid prefix cache: ok")
 
 

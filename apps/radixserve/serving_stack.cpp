@@ -102,7 +102,7 @@ void add_scheduler_options(CLI::App& cmd, sched::SchedulerConfig& config) {
       "Reuse no cached prompt prefix: every prompt is prefilled in full (for A/B runs of the prefix cache)");
   cmd.add_option("--state-snapshot-interval", config.state_snapshot_interval,
                  "Hybrid (gated-delta-net) models: keep the recurrent state for the prefix cache every this many "
-                 "tokens, besides each prompt's last page boundary and each output's newest one (0 = only there)")
+                 "tokens, besides each prompt's last page boundary and every 64 output tokens (0 = only there)")
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_speculative_options(cmd, config.speculative);

@@ -259,7 +259,14 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   } else {
     model_->forward(inputs, *memory_, logits);
   }
-  if (batch.prepare_sampling) batch.prepare_sampling();  // while the device runs the forward
+  if (batch.prepare_sampling) {  // while the device runs the forward
+    try {
+      batch.prepare_sampling();
+    } catch (...) {
+      backend_->synchronize();  // the caller may free what the forward still uses
+      throw;
+    }
+  }
   logits = logits.slice_rows(0, rows);
 
   StepOutput output;

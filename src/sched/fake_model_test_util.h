@@ -38,6 +38,7 @@ class FakeModel {
   engine::StepOutput forward(const engine::ForwardBatch& batch) {
     if (batch.prepare_sampling) batch.prepare_sampling();  // as the engine does, before sampling
     batches_.push_back(batch);
+    batches_.back().prepare_sampling = nullptr;  // it refers to the step's frame
     for (const auto& [from, to] : batch.state_copies) states_.at(to) = states_.at(from);  // before the step, in order
     const int32_t page_size = geometry_.page_size;
     auto slot_of = [&](int g, int s, int64_t pos) -> int64_t {

@@ -36,7 +36,7 @@ struct SchedulerConfig {
   int32_t num_state_slots = 0;
   // Hybrid models with the prefix cache: prompts are snapshotted (their recurrent state copied to a free slot and
   // attached to the radix node there) at their last page boundary and every this many tokens (0: only there; rounded
-  // down to whole pages); outputs at their newest page boundary (one rolling snapshot) and on the same interval. A
+  // down to whole pages); outputs every 64 tokens (one rolling snapshot) and on the same interval. A
   // later prompt reuses the deepest snapshotted prefix it shares.
   int32_t state_snapshot_interval = 0;
   int32_t vocab_size = 0;  // width of the model's logit rows: the size of structured output's bitmasks
@@ -142,8 +142,9 @@ class Scheduler {
   // Copies the sequence's state after its kv_len tokens into a free slot attached at that radix node; the slot, or
   // -1 when no slot was free or a snapshot is there already.
   int32_t snapshot_state(const Sequence& seq);
-  // After a decode step that ends on a page boundary: caches the output's pages and snapshots the state there,
-  // releasing the previous output snapshot unless it sits on a state_snapshot_interval boundary.
+  // After a decode step that ends on an output snapshot boundary (every 64 tokens, in whole pages): caches the
+  // output's pages and snapshots the state there, releasing the previous output snapshot unless it sits on a
+  // state_snapshot_interval boundary.
   void snapshot_output_state(Sequence& seq);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
   void drop_finished();

@@ -149,9 +149,8 @@ TEST_F(SchedulerStateTest, SharedPrefixResumesFromTheDeepestSnapshot) {
   make(4096, /*slots=*/8, /*max_running=*/4, /*chunk=*/64, true, /*snapshot_interval=*/16);
   Tracked* first = submit(50, 6, 1);
   run_to_completion();
-  // Snapshots at 16 and 32 (the interval) and 48 (the prompt's last page boundary): prefill chunks end there; and
-  // at 52, the output's last page boundary (the sequence ends with 55 tokens computed).
-  EXPECT_EQ(scheduler_->stats().state_snapshots, 4);
+  // Snapshots at 16 and 32 (the interval) and 48 (the prompt's last page boundary): prefill chunks end there.
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 3);
   EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 0u);
   const std::vector<int32_t> prompt = first->prompt;
   submit(10, 6, 2, prompt);  // the whole prompt and more: resumes after 48 tokens
@@ -167,34 +166,35 @@ TEST_F(SchedulerStateTest, SharedPrefixResumesFromTheDeepestSnapshot) {
 }
 
 TEST_F(SchedulerStateTest, TheNextTurnResumesAfterThePreviousReply) {
-  // A conversation's second turn sends the first prompt and reply back with more: it resumes from the snapshot at the
-  // reply's last page boundary. Output snapshots roll (one per sequence) unless they fall on the interval.
+  // A conversation's second turn sends the first prompt and reply back with more: it resumes from the reply's last
+  // output snapshot (every 64 tokens; one rolling snapshot per sequence without an interval).
   slots_limit_ = 8;
   make(4096, /*slots=*/8, /*max_running=*/2, /*chunk=*/64);
-  Tracked* first = submit(30, 20, 1);
+  Tracked* first = submit(30, 110, 1);
   run_to_completion();
-  // The prompt's last page boundary (28) and the reply's (48: 30 + 20 tokens, the last one never computed).
+  // The prompt's last page boundary (28) and the reply's newest output snapshot (128: 30 + 110 tokens, the last one
+  // never computed); the one at 64 was released when 128 was taken.
   EXPECT_EQ(scheduler_->stats().state_snapshots, 2);
   std::vector<int32_t> conversation = first->prompt;
   conversation.insert(conversation.end(), first->output.begin(), first->output.end());
   submit(7, 5, 2, conversation);
   run_to_completion();
-  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 48u);
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 128u);
   expect_reference_outputs();
 }
 
 TEST_F(SchedulerStateTest, OutputSnapshotsOnTheIntervalAreKept) {
   slots_limit_ = 10;
   make(4096, /*slots=*/10, /*max_running=*/1, /*chunk=*/64, true, /*snapshot_interval=*/8);
-  const Tracked* first = submit(30, 20, 1);
+  const Tracked* first = submit(30, 140, 1);
   run_to_completion();
-  // Prompt: 8, 16, 24 (interval) and 28 (its last page boundary); reply: 32, 40, 48 (interval; 48 is also the last).
-  EXPECT_EQ(scheduler_->stats().state_snapshots, 7);
+  // Prompt: 8, 16, 24 (interval) and 28 (its last page boundary); reply: 64 and 128, both on the interval.
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 6);
   std::vector<int32_t> resumed(first->prompt);
-  resumed.insert(resumed.end(), first->output.begin(), first->output.begin() + 12);  // 42 tokens: resumes after 40
+  resumed.insert(resumed.end(), first->output.begin(), first->output.begin() + 70);  // 100 tokens: resumes after 64
   submit(3, 4, 2, resumed);
   run_to_completion();
-  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 40u);
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 64u);
   expect_reference_outputs();
 }
 

@@ -52,21 +52,25 @@ int32_t Scheduler::snapshot_state(const Sequence& seq) {
 }
 
 // Outputs: a multi-turn conversation sends the previous reply back as part of the next prompt, so the state is kept
-// at the output's newest page boundary (one rolling snapshot per sequence: a state copy per page of output) and, like
-// prompts, every state_snapshot_interval tokens. The snapshot left when the sequence finishes lets the next turn
-// resume after all but the last partial page of the reply.
+// in the output every kOutputSnapshotStride tokens (one rolling snapshot per sequence) and, like prompts, every
+// state_snapshot_interval tokens. The snapshot left when the sequence finishes lets the next turn resume at most a
+// stride before the reply's end. The stride bounds the cost of each: a radix insert and two prefix walks on the
+// scheduler thread, a node in the tree and a state copy on the device.
+constexpr int64_t kOutputSnapshotStride = 64;
+
 void Scheduler::snapshot_output_state(Sequence& seq) {
   const int64_t end = seq.kv_len, page = kv_.page_size();
-  if (!state_snapshots_enabled() || seq.memory.state_slot < 0 || end <= seq.num_prompt || end % page != 0) return;
+  const int64_t stride = std::max(page, kOutputSnapshotStride / page * page);
+  if (!state_snapshots_enabled() || seq.memory.state_slot < 0 || end <= seq.num_prompt || end % stride != 0) return;
   kv_.cache(seq.memory.kv, seq.tokens, end);
-  const int32_t slot = snapshot_state(seq);
-  if (slot < 0) return;
+  // The previous rolling snapshot goes first, so that its slot serves the new one rather than another snapshot
+  // being evicted for it.
   const int64_t interval = config_.state_snapshot_interval / page * page;
   const bool keep_previous = interval > 0 && seq.output_snapshot_end % interval == 0;
   if (seq.output_snapshot_slot >= 0 && !keep_previous)
     kv_.drop_snapshot_at(seq.tokens, seq.output_snapshot_end, seq.output_snapshot_slot);
+  seq.output_snapshot_slot = snapshot_state(seq);
   seq.output_snapshot_end = end;
-  seq.output_snapshot_slot = slot;
 }
 
 }  // namespace rs::sched

@@ -262,6 +262,7 @@ TEST_F(MoeParity, MoeExpertsFastDecode) {
       {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 8, 4, 1440, 2080},
       {MoeActivation::kSwiGlu, DType::kU8, true, 16, 2, 2080, 1440},
       {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 256, 128},
+      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 544, 288},  // K split 2; a block past the last tile
   };
   for (const bool narrow : {true, false}) {
     for (const MoeCase& c : cases) {

@@ -216,8 +216,10 @@ bool gemv_mma_supported(WeightFormat format, int64_t in_features, const float* x
 }
 
 void launch_gemv_mma(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
-  RS_CHECK(gemv_mma_supported(a.format, a.in_features, a.x, a.x_stride, rows_per_chunk),
-           "gemv_mma: format {} K {} rows {}", static_cast<int>(a.format), a.in_features, rows_per_chunk);
+  RS_CHECK(gemv_mma_supported(a.format, a.in_features, a.x, a.x_stride, rows_per_chunk) && a.rows.chunk_rows >= 1 &&
+               a.rows.chunk_rows <= rows_per_chunk,
+           "gemv_mma: format {} K {} rows {} (chunks of {})", static_cast<int>(a.format), a.in_features, rows_per_chunk,
+           a.rows.chunk_rows);
   if (a.out_features == 0) return;
   // K split: as many slices as leave each warp at least two 4-block steps (gpt-oss, K = 2880: 8 slices of 3 steps;
   // the H200 lab measured 8 slices 0.67 ms, 4 slices 0.73, 2 slices 0.94 for the 48 launches of a step).
