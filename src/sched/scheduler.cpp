@@ -136,8 +136,9 @@ bool Scheduler::step() {
   size_token_bitmasks(items);
   engine::ForwardBatch batch = build_forward_batch(items, kv_.num_groups());
   bool masks_filled = false;
-  batch.prepare_sampling = [this, &items, &masks_filled] {
-    fill_token_bitmasks(items);
+  MaskFailures mask_failures;
+  batch.prepare_sampling = [&] {
+    mask_failures = fill_token_bitmasks(items);
     masks_filled = true;
   };
   batch.state_copies = std::move(pending_state_copies_);
@@ -151,7 +152,6 @@ bool Scheduler::step() {
     RS_CHECK(output.tokens.size() == batch.logit_rows.size(), "forward returned {} tokens for {} logit rows",
              output.tokens.size(), batch.logit_rows.size());
   } catch (const std::exception& e) {
-    mask_failures_.clear();
     RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
     for (int32_t slot : snapshots) kv_.drop_snapshot(slot);  // perhaps never copied
     for (const StepItem& item : items) {
@@ -163,9 +163,8 @@ bool Scheduler::step() {
     return true;
   }
   ++counters_.steps;
-  for (const auto& [seq, error] : mask_failures_)
+  for (const auto& [seq, error] : mask_failures)
     finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error));
-  mask_failures_.clear();
   commit(items, output);
   drop_finished();
   publish_stats();
@@ -435,7 +434,8 @@ void Scheduler::size_token_bitmasks(const std::vector<StepItem>& items) {
       item.seq->token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
 }
 
-void Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
+Scheduler::MaskFailures Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
+  MaskFailures failures;
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
     if (!seq.grammar_active || !item.samples()) continue;
@@ -447,9 +447,10 @@ void Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
     } catch (const std::exception& e) {
       RS_LOG_ERROR("rid={} token mask failed: {}", seq.request->id, e.what());
       std::fill(seq.token_bitmask.begin(), seq.token_bitmask.end(), ~0u);  // sampled, then discarded
-      mask_failures_.emplace_back(&seq, e.what());
+      failures.emplace_back(&seq, e.what());
     }
   }
+  return failures;
 }
 
 FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::string& error) {

@@ -8,6 +8,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -124,9 +126,10 @@ class Scheduler {
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
   // Structured output: sizes the token bitmask of every constrained sequence that samples this step (the batch's
   // sampling rows point at them), then fills them while the device runs the step's forward. A sequence whose mask
-  // fails gets an all-ones mask and is listed in mask_failures_, finished once the forward returns.
+  // fails gets an all-ones mask and is returned with the error, to be finished once the forward returns.
+  using MaskFailures = std::vector<std::pair<Sequence*, std::string>>;
   void size_token_bitmasks(const std::vector<StepItem>& items);
-  void fill_token_bitmasks(const std::vector<StepItem>& items);
+  MaskFailures fill_token_bitmasks(const std::vector<StepItem>& items);
   // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
   FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
   // Prefix caching of hybrid models (state_snapshots.cpp). take_state_slot: a free recurrent-state slot, dropping
@@ -166,7 +169,6 @@ class Scheduler {
   // fails before making them drops those).
   std::vector<std::pair<int32_t, int32_t>> pending_state_copies_;
   std::vector<int32_t> pending_snapshots_;
-  std::vector<std::pair<Sequence*, std::string>> mask_failures_;  // fill_token_bitmasks, this step
   mutable std::mutex stats_mutex_;
   SchedulerStats published_;  // guarded by stats_mutex_
 };
