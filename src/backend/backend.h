@@ -168,6 +168,14 @@ class Backend {
   virtual void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                            Tensor out) = 0;
 
+  // moe_route then moe_experts: logits [T, E] -> ids, weights (as moe_route writes them) and out. Backends may fuse
+  // the router's top-k with their grouping of tokens by expert (CUDA: one launch for decode batches).
+  virtual void moe(const Tensor& x, const Tensor& logits, MoeRouting routing, bool renormalize,
+                   const MoeWeights& experts, Tensor ids, Tensor weights, Tensor out) {
+    moe_route(logits, routing, renormalize, ids, weights);
+    moe_experts(x, ids, weights, experts, out);
+  }
+
   // ---- gated delta net (linear attention) and gates of the hybrid Qwen models. Backends without them keep the
   // defaults, which throw; a hybrid model checks supports_recurrent_state() when it loads. ----
   virtual bool supports_recurrent_state() const { return false; }

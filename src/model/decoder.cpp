@@ -284,8 +284,7 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
   Tensor ids = topk_ids_.slice_rows(0, tokens).view({tokens, topk});
   Tensor weights = topk_weights_.slice_rows(0, tokens).view({tokens, topk});
   backend_->linear(h, ffn.router, ffn.router_bias, logits);
-  backend_->moe_route(logits, options_.routing, config_.norm_topk_prob, ids, weights);
-  backend_->moe_experts(h, ids, weights, ffn.experts, out);
+  backend_->moe(h, logits, options_.routing, config_.norm_topk_prob, ffn.experts, ids, weights, out);
   if (ffn.shared_down.weight.empty() && ffn.shared_down.packed.empty()) return;
   // out += sigmoid(shared_gate . h) * shared_expert(h)
   const int64_t shared_inter = ffn.shared_down.in_features;

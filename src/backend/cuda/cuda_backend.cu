@@ -348,6 +348,17 @@ class CudaBackend final : public Backend {
     run_moe_experts(*ctx_, x, ids, weights, experts, out);
   }
 
+  void moe(const Tensor& x, const Tensor& logits, MoeRouting routing, bool renormalize, const MoeWeights& experts,
+           Tensor ids, Tensor weights, Tensor out) override {
+    RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && ids.dim(0) == logits.dim(0) &&
+                 weights.numel() == ids.numel(),
+             "moe: logits {} ids {} weights {}", logits.shape_string(), ids.shape_string(), weights.shape_string());
+    on_device({&logits});
+    const MoeRouter router{logits.data_as<float>(), static_cast<int32_t>(logits.dim(1)),
+                           routing == MoeRouting::kSoftmaxTopK, renormalize};
+    run_moe_experts(*ctx_, x, ids, weights, experts, out, &router);
+  }
+
   void apply_token_bitmask(Tensor logits, const Tensor& bitmask) override {
     RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && bitmask.ndim() == 2 &&
                  bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) == (logits.dim(1) + 31) / 32 &&

@@ -254,6 +254,52 @@ TEST_F(MoeParity, MoeExpertsFast) {
   }
 }
 
+// Backend::moe (routing inside: decode batches route and sort in one launch, larger ones in two) against the CPU's
+// moe_route + moe_experts: the same ids, weights and outputs, for both routing conventions, all logits tied, and
+// token counts on both sides of the fused launch's limit.
+TEST_F(MoeParity, MoeWithRouting) {
+  const MoeCase cases[] = {
+      {MoeActivation::kSwiGlu, DType::kBF16, false, 128, 8, 128, 64},
+      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 32, 4, 96, 64},
+  };
+  for (const MoeCase& c : cases) {
+    MoeWeights host_experts, dev_experts;
+    make_experts(c, /*narrow_scales=*/true, host_experts, dev_experts);
+    for (int mode = 0; mode < 4; ++mode) {  // top-k softmax | softmax top-k | renormalised | tied logits
+      const MoeRouting routing = mode == 0 ? MoeRouting::kTopKSoftmax : MoeRouting::kSoftmaxTopK;
+      const bool renormalize = mode >= 2;
+      for (int64_t tokens : {1, 2, 7, 32, 33, 100}) {
+        std::vector<float> logit_values = normal(rng_, tokens * c.experts, 2.0f);
+        if (mode == 3) std::fill(logit_values.begin(), logit_values.end(), 0.25f);
+        const Tensor logits = host(logit_values, DType::kF32, {tokens, int64_t{c.experts}});
+        Tensor ids_ref = host_zeros(DType::kI32, {tokens, c.top_k}), w_ref = host_zeros(DType::kF32, {tokens, c.top_k});
+        cpu_->moe_route(logits, routing, renormalize, ids_ref, w_ref);
+        std::vector<float> x_values = normal(rng_, tokens * c.hidden, 2.0f);
+        for (float& v : x_values) v = bf16_to_f32(f32_to_bf16(v));  // exact in bf16: only the activation rounds
+        const Tensor x = host(x_values, DType::kF32, {tokens, c.hidden});
+        Tensor ref = host_zeros(DType::kF32, {tokens, c.hidden});
+        cpu_->moe_experts(x, ids_ref, w_ref, host_experts, ref);
+        for (Backend* backend : {gpu_.get(), fast_.get()}) {
+          Tensor ids = dev(host_zeros(DType::kI32, {tokens, c.top_k}));
+          Tensor w = dev(host_zeros(DType::kF32, {tokens, c.top_k}));
+          Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
+          gpu_->synchronize();
+          backend->moe(dev(x), dev(logits), routing, renormalize, dev_experts, ids, w, out);
+          backend->synchronize();
+          const std::string what =
+              fmt::format("moe {} E={} k={} mode {} T={} {}", c.mxfp4 ? "mxfp4" : "bf16", c.experts, c.top_k, mode,
+                          tokens, backend == gpu_.get() ? "f32" : "fast");
+          const auto got_ids = fetch<int32_t>(ids);
+          EXPECT_TRUE(std::equal(got_ids.begin(), got_ids.end(), ids_ref.data_as<int32_t>())) << what;
+          EXPECT_PARITY(fetch<float>(w), as_floats(w_ref), kElementwise, what + " weights");
+          const bool rounded = backend == fast_.get() && (c.mxfp4 || tokens > 1);
+          EXPECT_PARITY(fetch<float>(out), as_floats(ref), rounded ? kBf16Fast : kMoe, what);
+        }
+      }
+    }
+  }
+}
+
 // Decode batches of MXFP4 experts (the tensor-core GEMV: 1-8 rows per chunk) at K large enough for every K split
 // (45 and 65 blocks: partial last 4-block steps), E8M0 scales past 2^1 (the two-factor scaling), gated pairs from
 // one interleaved weight (gpt-oss) and from two (SwiGLU), against the CPU reference.

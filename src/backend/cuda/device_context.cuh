@@ -105,7 +105,16 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
 // out [T, I] = silu(x . gate^T) * (x . up^T) in one GEMV pass over gate_up [2I, in] when the GEMV applies (few rows);
 // returns false, doing nothing, otherwise.
 bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out);
+// The router of Backend::moe: logits f32 [T, num_experts] routed into ids/weights by run_moe_experts itself.
+struct MoeRouter {
+  const float* logits = nullptr;
+  int32_t num_experts = 0;
+  bool softmax_first = false;  // MoeRouting::kSoftmaxTopK
+  bool renormalize = false;
+};
+// out = the experts of ids/weights applied to x. With a router, ids/weights are first computed from its logits
+// (decode batches: the top-k and the grouping by expert in one launch).
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                     const MoeWeights& experts, Tensor out);
+                     const MoeWeights& experts, Tensor out, const MoeRouter* router = nullptr);
 
 }  // namespace rs::cuda

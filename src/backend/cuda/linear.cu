@@ -146,7 +146,7 @@ bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight
 }
 
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                     const MoeWeights& experts, Tensor out) {
+                     const MoeWeights& experts, Tensor out, const MoeRouter* router) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), top_k = ids.dim(1);
   const size_t num_experts = experts.down.size();
   RS_CHECK(num_experts > 0 && ids.dim(0) == tokens && weights.dim(0) == tokens && weights.dim(1) == top_k &&
@@ -206,8 +206,20 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   int32_t* x_row_of_pos = meta + slots;
   int32_t* num_chunks = meta + 2 * slots;
   auto* chunks = reinterpret_cast<int4*>(meta + ((ints + 3) & ~size_t{3}));
-  launch_moe_sort(ids.data_as<int32_t>(), slots, static_cast<int32_t>(top_k), static_cast<int32_t>(num_experts),
-                  chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks, ctx.error_flags(), ctx.stream());
+  if (router)
+    RS_CHECK(router->num_experts == static_cast<int32_t>(num_experts), "moe: {} router logits, {} experts",
+             router->num_experts, num_experts);
+  if (router && moe_route_sort_fusable(tokens, router->num_experts)) {
+    launch_moe_route_sort(router->logits, tokens, router->num_experts, static_cast<int32_t>(top_k),
+                          router->softmax_first, router->renormalize, ids.data_as<int32_t>(), weights.data_as<float>(),
+                          chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks, ctx.error_flags(), ctx.stream());
+  } else {
+    if (router)
+      launch_moe_route(router->logits, tokens, router->num_experts, static_cast<int32_t>(top_k), router->softmax_first,
+                       router->renormalize, ids.data_as<int32_t>(), weights.data_as<float>(), ctx.stream());
+    launch_moe_sort(ids.data_as<int32_t>(), slots, static_cast<int32_t>(top_k), static_cast<int32_t>(num_experts),
+                    chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks, ctx.error_flags(), ctx.stream());
+  }
   const RowChunks rows{chunks, num_chunks, static_cast<int32_t>(max_chunks), chunk_rows, slots};
   const auto run = [&](const LinearArgs& args) {
     switch (path) {

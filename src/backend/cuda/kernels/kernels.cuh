@@ -221,6 +221,12 @@ void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_exper
 void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts, int32_t chunk_rows,
                      int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
                      uint32_t* error_flags, cudaStream_t stream);
+// launch_moe_route then launch_moe_sort as one single-block launch, for decode batches (moe_route_sort_fusable).
+bool moe_route_sort_fusable(int64_t num_tokens, int32_t num_experts);
+void launch_moe_route_sort(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
+                           bool softmax_first, bool renormalize, int32_t* ids, float* weights, int32_t chunk_rows,
+                           int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
+                           uint32_t* error_flags, cudaStream_t stream);
 // out[t] = sum over its k slots in ascending expert id of weights[t, i] * y[pos_of_slot[t*k+i]]
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
                         int64_t num_tokens, int32_t top_k, int64_t hidden, float* out, cudaStream_t stream);

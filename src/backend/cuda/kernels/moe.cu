@@ -1,6 +1,7 @@
 // Mixture-of-experts kernels on CUDA: router top-k (both routing conventions), device-side grouping of (token, slot)
-// pairs by expert (a counting sort that also cuts each expert's rows into GEMM chunks, so no host round trip), and the
-// weighted combine, summed per token in ascending expert id like the CPU reference.
+// pairs by expert (a counting sort that also cuts each expert's rows into GEMM chunks, so no host round trip), the two
+// in one block for decode batches, and the weighted combine, summed per token in ascending expert id like the CPU
+// reference.
 #include <algorithm>
 #include <climits>
 
@@ -13,16 +14,15 @@ namespace {
 
 constexpr int kRouteWarps = 4;
 constexpr int kMaxTopK = 32;
+// The fused route + sort block: 16 warps route up to kRouteSortMaxTokens tokens (two each), then sort.
+constexpr int kRouteSortWarps = 16;
+constexpr int64_t kRouteSortMaxTokens = 32;
 
-// One warp per token; the logits row is staged in shared memory.
-__global__ void moe_route_kernel(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
-                                 bool softmax_first, bool renormalize, int32_t* ids, float* weights) {
-  pdl_enter();
-  extern __shared__ float rows[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
-  if (t >= num_tokens) return;
-  float* row = rows + warp * num_experts;
+// Routes token t with one warp (its logits row staged in `row`, num_experts floats of shared memory): ids[t, :k] and
+// weights[t, :k] in the router's convention. Ties go to the lower expert id.
+__device__ void route_token(const float* logits, int64_t t, int32_t num_experts, int32_t top_k, bool softmax_first,
+                            bool renormalize, float* row, int32_t* ids, float* weights) {
+  const int lane = threadIdx.x % 32;
   for (int e = lane; e < num_experts; e += 32) row[e] = logits[t * num_experts + e];
   __syncwarp();
   if (softmax_first) {
@@ -55,30 +55,72 @@ __global__ void moe_route_kernel(const float* logits, int64_t num_tokens, int32_
     if (lane == best_id % 32) row[best_id] = -INFINITY;
     __syncwarp();
   }
-  if (lane != 0) return;
-  float* out_w = weights + t * top_k;
-  if (!softmax_first) {
-    const float max_logit = picked[0];
-    float sum = 0.0f;
-    for (int i = 0; i < top_k; ++i) sum += (picked[i] = expf(picked[i] - max_logit));
-    for (int i = 0; i < top_k; ++i) out_w[i] = picked[i] / sum;
-  } else if (renormalize) {
-    float sum = 0.0f;
-    for (int i = 0; i < top_k; ++i) sum += picked[i];
-    for (int i = 0; i < top_k; ++i) out_w[i] = picked[i] / sum;
-  } else {
-    for (int i = 0; i < top_k; ++i) out_w[i] = picked[i];
+  if (lane == 0) {
+    float* out_w = weights + t * top_k;
+    if (!softmax_first) {
+      const float max_logit = picked[0];
+      float sum = 0.0f;
+      for (int i = 0; i < top_k; ++i) sum += (picked[i] = expf(picked[i] - max_logit));
+      for (int i = 0; i < top_k; ++i) out_w[i] = picked[i] / sum;
+    } else if (renormalize) {
+      float sum = 0.0f;
+      for (int i = 0; i < top_k; ++i) sum += picked[i];
+      for (int i = 0; i < top_k; ++i) out_w[i] = picked[i] / sum;
+    } else {
+      for (int i = 0; i < top_k; ++i) out_w[i] = picked[i];
+    }
   }
+  __syncwarp();  // the row buffer is reused by the warp's next token
 }
 
-// Single block: counting sort of the slots by expert, then per expert its chunks of <= chunk_rows rows.
-__global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts,
-                                int32_t chunk_rows, int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks,
-                                int32_t* num_chunks, uint32_t* error_flags) {
+// One warp per token.
+__global__ void moe_route_kernel(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
+                                 bool softmax_first, bool renormalize, int32_t* ids, float* weights) {
   pdl_enter();
-  extern __shared__ int32_t counts[];  // counts[E] | cursor[E] | chunk_first[E + 1]
-  int32_t* cursor = counts + num_experts;
-  int32_t* chunk_first = cursor + num_experts;
+  extern __shared__ float rows[];
+  const int warp = threadIdx.x / 32;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= num_tokens) return;
+  route_token(logits, t, num_experts, top_k, softmax_first, renormalize, rows + warp * num_experts, ids, weights);
+}
+
+// Exclusive prefix sums of a and b over the block (every thread passes its values; blockDim.x a multiple of 32, at
+// most 1024); `totals` is 64 ints of shared memory.
+__device__ void block_exclusive_scan2(int32_t& a, int32_t& b, int32_t* totals) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  int32_t ia = a, ib = b;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const int32_t ya = __shfl_up_sync(0xffffffffu, ia, offset), yb = __shfl_up_sync(0xffffffffu, ib, offset);
+    if (lane >= offset) ia += ya, ib += yb;
+  }
+  if (lane == 31) totals[warp] = ia, totals[32 + warp] = ib;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t ta = lane < warps ? totals[lane] : 0, tb = lane < warps ? totals[32 + lane] : 0;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const int32_t ya = __shfl_up_sync(0xffffffffu, ta, offset), yb = __shfl_up_sync(0xffffffffu, tb, offset);
+      if (lane >= offset) ta += ya, tb += yb;
+    }
+    if (lane < warps) totals[lane] = ta, totals[32 + lane] = tb;  // inclusive over warps
+  }
+  __syncthreads();
+  const int32_t base_a = warp > 0 ? totals[warp - 1] : 0, base_b = warp > 0 ? totals[32 + warp - 1] : 0;
+  a = base_a + ia - a;
+  b = base_b + ib - b;
+  __syncthreads();  // totals may be reused
+}
+
+// The counting sort of the slots by expert, by one block (ids written by this block are visible after a barrier):
+// each expert's rows in expert order, then cut into chunks of <= chunk_rows rows. `smem` holds 3E + 65 ints.
+__device__ void sort_slots(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts,
+                           int32_t chunk_rows, int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks,
+                           int32_t* num_chunks, uint32_t* error_flags, int32_t* smem) {
+  int32_t* counts = smem;                           // [E]
+  int32_t* cursor = counts + num_experts;           // [E]
+  int32_t* chunk_first = cursor + num_experts;      // [E + 1]
+  int32_t* totals = chunk_first + num_experts + 1;  // [64]
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) counts[e] = 0;
   __syncthreads();
   for (int64_t s = threadIdx.x; s < num_slots; s += blockDim.x) {
@@ -90,17 +132,20 @@ __global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t t
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t offset = 0, chunk = 0;
-    for (int e = 0; e < num_experts; ++e) {
-      cursor[e] = offset;
-      chunk_first[e] = chunk;
-      offset += counts[e];
-      chunk += (counts[e] + chunk_rows - 1) / chunk_rows;
-    }
-    chunk_first[num_experts] = chunk;
-    *num_chunks = chunk;
+  // Each thread owns a contiguous run of experts: its rows and chunks, scanned over the block.
+  const int per_thread = (num_experts + blockDim.x - 1) / blockDim.x;
+  const int e0 = min(num_experts, static_cast<int>(threadIdx.x) * per_thread), e1 = min(num_experts, e0 + per_thread);
+  int32_t rows = 0, cuts = 0;
+  for (int e = e0; e < e1; ++e) rows += counts[e], cuts += (counts[e] + chunk_rows - 1) / chunk_rows;
+  block_exclusive_scan2(rows, cuts, totals);
+  for (int e = e0; e < e1; ++e) {
+    cursor[e] = rows;
+    chunk_first[e] = cuts;
+    rows += counts[e];
+    cuts += (counts[e] + chunk_rows - 1) / chunk_rows;
   }
+  if (e1 == num_experts && e0 < e1) chunk_first[num_experts] = cuts, *num_chunks = cuts;
+  if (num_experts == 0 && threadIdx.x == 0) chunk_first[0] = 0, *num_chunks = 0;
   __syncthreads();
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {
     const int32_t first = cursor[e];
@@ -118,6 +163,33 @@ __global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t t
     pos_of_slot[s] = pos;
     x_row_of_pos[pos] = static_cast<int32_t>(s / top_k);
   }
+}
+
+// Single block: counting sort of the slots by expert, then per expert its chunks of <= chunk_rows rows.
+__global__ void moe_sort_kernel(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts,
+                                int32_t chunk_rows, int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks,
+                                int32_t* num_chunks, uint32_t* error_flags) {
+  pdl_enter();
+  extern __shared__ int32_t sort_smem[];
+  sort_slots(ids, num_slots, top_k, num_experts, chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks, error_flags,
+             sort_smem);
+}
+
+// Decode batches: the router's top-k and the sort in one block (one launch, not two dependent ones): each warp routes
+// tokens warp, warp + warps, ..., then the block sorts the ids it wrote.
+__global__ void moe_route_sort_kernel(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
+                                      bool softmax_first, bool renormalize, int32_t* ids, float* weights,
+                                      int32_t chunk_rows, int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks,
+                                      int32_t* num_chunks, uint32_t* error_flags) {
+  pdl_enter();
+  extern __shared__ int32_t route_sort_smem[];  // warps x E floats of router rows | the sort's 3E + 65 ints
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  float* row = reinterpret_cast<float*>(route_sort_smem) + warp * num_experts;
+  for (int64_t t = warp; t < num_tokens; t += warps)
+    route_token(logits, t, num_experts, top_k, softmax_first, renormalize, row, ids, weights);
+  __syncthreads();  // every id is written (global writes of this block are visible to it after the barrier)
+  sort_slots(ids, num_tokens * top_k, top_k, num_experts, chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks,
+             error_flags, route_sort_smem + warps * num_experts);
 }
 
 // Grid: (token, column block); each block orders its token's slots (top_k <= 32: an insertion sort) and sums its
@@ -165,10 +237,28 @@ void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_exper
 void launch_moe_sort(const int32_t* ids, int64_t num_slots, int32_t top_k, int32_t num_experts, int32_t chunk_rows,
                      int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
                      uint32_t* error_flags, cudaStream_t stream) {
-  const size_t smem = sizeof(int32_t) * (3 * num_experts + 1);
+  const size_t smem = sizeof(int32_t) * (3 * num_experts + 65);
   RS_CHECK(smem <= 48 * 1024, "{} experts exceed the MoE sort kernel's shared memory", num_experts);
   launch_kernel(moe_sort_kernel, 1, 1024, smem, stream, ids, num_slots, top_k, num_experts, chunk_rows, pos_of_slot,
                 x_row_of_pos, chunks, num_chunks, error_flags);
+}
+
+bool moe_route_sort_fusable(int64_t num_tokens, int32_t num_experts) {
+  return num_tokens <= kRouteSortMaxTokens &&
+         sizeof(int32_t) * (kRouteSortWarps * num_experts + 3 * num_experts + 65) <= 48 * 1024;
+}
+
+void launch_moe_route_sort(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k,
+                           bool softmax_first, bool renormalize, int32_t* ids, float* weights, int32_t chunk_rows,
+                           int32_t* pos_of_slot, int32_t* x_row_of_pos, int4* chunks, int32_t* num_chunks,
+                           uint32_t* error_flags, cudaStream_t stream) {
+  RS_CHECK(top_k >= 1 && top_k <= kMaxTopK && top_k <= num_experts, "moe top-k {} of {} experts", top_k, num_experts);
+  RS_CHECK(moe_route_sort_fusable(num_tokens, num_experts), "moe route+sort: {} tokens, {} experts", num_tokens,
+           num_experts);
+  const size_t smem = sizeof(int32_t) * (kRouteSortWarps * num_experts + 3 * num_experts + 65);
+  launch_kernel(moe_route_sort_kernel, 1, kRouteSortWarps * 32, smem, stream, logits, num_tokens, num_experts, top_k,
+                softmax_first, renormalize, ids, weights, chunk_rows, pos_of_slot, x_row_of_pos, chunks, num_chunks,
+                error_flags);
 }
 
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
