@@ -51,10 +51,13 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   const spec::SpeculativeConfig& spec = scheduler_config.speculative;
   std::unique_ptr<engine::Engine> draft;
   if (spec.algorithm == spec::SpecAlgorithm::kDraft) draft = draft_engine(spec, engine_config);
-  // Verify passes carry up to num_draft_tokens more tokens for each of up to max_batch decoding sequences.
-  if (spec.enabled())
-    engine_config.max_step_tokens +=
-        int64_t{std::min(spec.max_batch, scheduler_config.max_running_requests)} * spec.num_draft_tokens;
+  // Verify passes carry up to num_draft_tokens more tokens for each of up to max_batch decoding sequences (and on
+  // hybrid models keep a recurrent-state checkpoint for each of them).
+  if (spec.enabled()) {
+    const int32_t drafts = std::min(spec.max_batch, scheduler_config.max_running_requests) * spec.num_draft_tokens;
+    engine_config.max_step_tokens += drafts;
+    engine_config.extra_state_slots = drafts;
+  }
   engine_ = std::make_unique<engine::Engine>(model_dir, engine_config);
   if (draft)
     RS_CHECK(draft->model_config().vocab_size == engine_->model_config().vocab_size,

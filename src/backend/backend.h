@@ -54,6 +54,9 @@ struct StateBatchView {
   Tensor seq_token_start;  // i32 [S + 1] first token of each sequence
   Tensor state_slots;      // i32 [S] the sequence's StatePool slot; -1 = an idle row (its outputs are left as they are)
   int32_t num_seqs = 0;
+  // Empty, or i32 [T]: a slot (>= 0) that also receives the state after token t (speculative verification keeps the
+  // state after each draft token for rollback). Sequences with any checkpoint run token by token (recurrent form).
+  Tensor checkpoint_slots;
 };
 
 // Shapes of one gated-delta-net layer (MODELS.md §1.6): value head h reads key head h / (num_v_heads / num_k_heads).

@@ -145,8 +145,9 @@ void Engine::create_state_pool(const state::StateGeometry& geometry, size_t& bud
   const int32_t slots =
       config_.num_state_slots > 0
           ? config_.num_state_slots
-          // one per running request, as many again for prefix-cache snapshots
-          : state::plan_state_slots(geometry, budget / 2, 2 * std::max(1, config_.max_running_requests));
+          // one per running request, as many again for prefix-cache snapshots, and speculative checkpoints
+          : state::plan_state_slots(geometry, budget / 2,
+                                    2 * std::max(1, config_.max_running_requests) + config_.extra_state_slots);
   RS_CHECK(slots > 0, "the memory budget of {:.1f} MiB cannot hold one recurrent-state slot of {:.1f} MiB",
            budget / kMiB, per_slot / kMiB);
   RS_CHECK(slots * per_slot < budget,

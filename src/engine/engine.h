@@ -43,6 +43,9 @@ struct EngineConfig {
   // snapshots; 0 = auto: twice max_running_requests, but no more than half the memory budget holds. Ignored for
   // models without such layers.
   int32_t num_state_slots = 0;
+  // Auto-sized state pools add this many slots (speculative decoding: a checkpoint per draft token of each sequence
+  // that verifies, for rolling rejected tokens back).
+  int32_t extra_state_slots = 0;
   // On a GPU, the KV pool gets what is left of this fraction of device memory after the weights (SGLang's
   // --mem-fraction-static); the rest is for activations, graphs and the runtime. Ignored on CPU and with kv_cache_gb.
   double mem_fraction_static = 0.85;

@@ -42,6 +42,11 @@ struct ForwardBatch {
   // Recurrent-state slot copies {from, to} the engine makes, in order, before the step runs: snapshots of states as
   // the previous step left them (prefix caching of hybrid models), and snapshots restored into a new sequence's slot.
   std::vector<std::pair<int32_t, int32_t>> state_copies;
+  // Speculative verification on hybrid models: empty, or [num_tokens] state slots that receive a copy of their
+  // sequence's recurrent state after that token (-1: none), so that rejected draft tokens can be rolled back by
+  // copying the state after the last accepted one into the sequence's slot. A sequence with checkpoints runs its
+  // tokens one at a time (the recurrent form), as the decode steps it replaces would.
+  std::vector<int32_t> state_checkpoints;
   // Token rows whose logits are wanted (last token of a finished prefill or a decode token), ascending.
   std::vector<int32_t> logit_rows;
   // One entry per logit row. Empty: the engine returns logits only (tests, scoring).

@@ -13,9 +13,9 @@ StepStaging::StepStaging(Backend& backend, const kv::KvPool& kv, int64_t context
 
 size_t StepStaging::int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const {
   // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | first tokens [S + 1] | state slots [S] |
-  // per group: slots [T], page table [S, pitch]
+  // state checkpoints [T] | per group: slots [T], page table [S, pitch]
   const size_t groups = static_cast<size_t>(kv_.num_groups());
-  return 3 * static_cast<size_t>(tokens) + rows + 3 * static_cast<size_t>(seqs) + 1 +
+  return 4 * static_cast<size_t>(tokens) + rows + 3 * static_cast<size_t>(seqs) + 1 +
          groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
 }
 
@@ -68,6 +68,12 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   RS_CHECK(batch.state_slots.empty() || static_cast<int32_t>(batch.state_slots.size()) == seqs,
            "batch has {} state slots for {} sequences", batch.state_slots.size(), seqs);
   for (int32_t s = 0; s < seqs; ++s) state_slots[s] = batch.state_slots.empty() ? -1 : batch.state_slots[s];
+  int32_t* checkpoints = take(tokens);
+  const bool has_checkpoints = !batch.state_checkpoints.empty();
+  RS_CHECK(!has_checkpoints || static_cast<int32_t>(batch.state_checkpoints.size()) == real_tokens,
+           "batch has {} state checkpoints for {} tokens", batch.state_checkpoints.size(), real_tokens);
+  std::fill(checkpoints, checkpoints + tokens, -1);
+  if (has_checkpoints) std::copy(batch.state_checkpoints.begin(), batch.state_checkpoints.end(), checkpoints);
   std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids);
   std::copy(batch.positions.begin(), batch.positions.end(), positions);
   std::copy(batch.logit_rows.begin(), batch.logit_rows.end(), logit_rows);
@@ -142,7 +148,8 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   const Tensor token_seq_d = on_device(token_seq, {tokens});
   const Tensor kv_len_d = on_device(kv_len, {all_seqs});
   const Tensor seq_start_d = on_device(seq_start, {all_seqs + 1});
-  inputs.state = StateBatchView{positions_d, seq_start_d, on_device(state_slots, {all_seqs}), all_seqs};
+  inputs.state = StateBatchView{positions_d, seq_start_d, on_device(state_slots, {all_seqs}), all_seqs,
+                                has_checkpoints ? on_device(checkpoints, {tokens}) : Tensor()};
   for (int g = 0; g < kv_.num_groups(); ++g)
     inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),
                                       on_device(slots[g], {tokens}), page_size, all_seqs,

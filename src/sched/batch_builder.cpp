@@ -24,6 +24,11 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
     batch.seq_token_start.push_back(batch.num_tokens());
     batch.seq_kv_len.push_back(static_cast<int32_t>(item.end));
     if (seq.memory.state_slot >= 0) batch.state_slots.push_back(seq.memory.state_slot);
+    if (!seq.draft_checkpoints.empty()) {  // the state after the step's first tokens: the last committed, the drafts
+      batch.state_checkpoints.resize(batch.token_ids.size(), -1);
+      const size_t first = batch.token_ids.size() - static_cast<size_t>(item.end - item.begin);
+      std::copy(seq.draft_checkpoints.begin(), seq.draft_checkpoints.end(), batch.state_checkpoints.begin() + first);
+    }
     for (const auto& pages : seq.memory.kv.pages)
       batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
     if (item.samples()) {
@@ -45,6 +50,7 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
       }
     }
   }
+  if (!batch.state_checkpoints.empty()) batch.state_checkpoints.resize(batch.token_ids.size(), -1);
   RS_CHECK(batch.state_slots.empty() || batch.state_slots.size() == items.size(),
            "{} of {} sequences hold a state slot", batch.state_slots.size(), items.size());
   batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));

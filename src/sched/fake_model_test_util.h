@@ -3,7 +3,7 @@
 // overwritten slot fails the step, and the sampled rows hash what they read, so a wrong page table changes tokens.
 // With state slots it also plays a recurrent layer: each slot carries a running hash of its sequence's tokens, reset
 // at position 0 and copied as the batch's state_copies say; a slot that is shared, missing, or not at the sequence's
-// position fails the step.
+// position fails the step. A verify step's state_checkpoints receive the state after their token.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -123,6 +123,7 @@ class FakeModel {
     if (static_cast<int>(batch.state_slots.size()) != batch.num_seqs())
       throw std::runtime_error("a sequence without a state slot");
     std::vector<bool> seen(states_.size(), false);
+    std::vector<std::pair<int, SlotState>> checkpoints;  // (token, state after it)
     for (int s = 0; s < batch.num_seqs(); ++s) {
       const int32_t slot = batch.state_slots[s];
       if (slot < 0 || slot >= static_cast<int32_t>(states_.size()) || seen[slot])
@@ -136,7 +137,17 @@ class FakeModel {
         state.hash = mix(state.hash, batch.token_ids[t]);
         ++state.next_position;
         hashes[t] ^= state.hash;
+        if (!batch.state_checkpoints.empty() && batch.state_checkpoints[t] >= 0) checkpoints.emplace_back(t, state);
       }
+    }
+    if (!batch.state_checkpoints.empty() && batch.state_checkpoints.size() != batch.positions.size())
+      throw std::runtime_error("state checkpoints do not cover the step's tokens");
+    for (const auto& [t, state] : checkpoints) {
+      const int32_t slot = batch.state_checkpoints[t];
+      if (slot >= static_cast<int32_t>(states_.size()) || seen[slot])
+        throw std::runtime_error("state checkpoint slot out of range or a sequence's own slot");
+      seen[slot] = true;
+      states_[slot] = state;
     }
   }
 

@@ -21,9 +21,6 @@ Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_g
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
   RS_CHECK(config_.context_length > 0, "context length must be positive");
-  RS_CHECK(!drafter_ || config_.num_state_slots == 0,
-           "speculative decoding needs rollback of rejected tokens, which recurrent (gated-delta-net) state cannot do "
-           "yet");
   RS_CHECK(!drafter_ || (config_.speculative.num_draft_tokens > 0 && config_.speculative.max_batch > 0),
            "speculative decoding needs positive draft tokens and batch limit");
   publish_stats();
@@ -315,12 +312,16 @@ void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
     const auto& draft = requests[i].draft;
     const int64_t wanted = std::min<int64_t>(static_cast<int64_t>(draft.size()), requests[i].max_tokens);
     if (wanted <= 0) continue;
-    // Pages for the draft positions only if free (or evictable) now: a draft never preempts anything.
-    const int64_t reserved = kv_.reserve(seq.memory.kv, seq.kv_len, item.end + wanted);
-    const int64_t length = std::min<int64_t>(wanted, reserved - item.end);
+    // Pages for the draft positions only if free (or evictable) now: a draft never preempts anything. Recurrent
+    // state (hybrid models) needs a free slot per draft token to roll back to; snapshots are not evicted for them.
+    const int64_t slots = seq.memory.state_slot >= 0 ? state_slots_.num_free() : wanted;
+    const int64_t reserved = kv_.reserve(seq.memory.kv, seq.kv_len, item.end + std::min(wanted, slots));
+    const int64_t length = std::min({wanted, slots, reserved - item.end});
     if (length <= 0) continue;
     seq.tokens.insert(seq.tokens.end(), draft.begin(), draft.begin() + length);
     seq.num_draft = static_cast<int32_t>(length);
+    if (seq.memory.state_slot >= 0)
+      for (int64_t i = 0; i < length; ++i) seq.draft_checkpoints.push_back(state_slots_.allocate());
     item.end = seq.num_tokens();
   }
 }
@@ -328,6 +329,12 @@ void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
 void Scheduler::drop_draft(Sequence& seq) {
   seq.tokens.resize(seq.tokens.size() - seq.num_draft);
   seq.num_draft = 0;
+  release_draft_checkpoints(seq);
+}
+
+void Scheduler::release_draft_checkpoints(Sequence& seq) {
+  for (int32_t slot : seq.draft_checkpoints) state_slots_.free(slot);
+  seq.draft_checkpoints.clear();
 }
 
 void Scheduler::preempt_newest() {
@@ -376,10 +383,14 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
 void Scheduler::commit_verified(Sequence& seq, const engine::StepOutput& output, size_t row) {
   const int32_t drafted = seq.num_draft;
   const std::vector<int32_t> draft(seq.tokens.end() - drafted, seq.tokens.end());
-  drop_draft(seq);
   std::vector<int32_t> sampled;
   for (int32_t j = 0; j <= drafted; ++j) sampled.push_back(output.tokens[row + j].token_id);
   const int32_t accepted = spec::accepted_length(draft, sampled);
+  // Recurrent state went through every draft token: take it back to the last accepted one (the copy runs before the
+  // next step, ahead of any later use of the checkpoint slots freed here).
+  if (accepted < drafted && !seq.draft_checkpoints.empty())
+    pending_state_copies_.emplace_back(seq.draft_checkpoints[accepted], seq.memory.state_slot);
+  drop_draft(seq);
   seq.spec.record(drafted, accepted, seq.num_output(), config_.speculative);
   ++counters_.spec_verifies;
   counters_.spec_draft_tokens += static_cast<uint64_t>(drafted);
@@ -496,6 +507,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
 }
 
 void Scheduler::release_memory(Sequence& seq) {
+  release_draft_checkpoints(seq);
   if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.release(seq.memory.kv);
   if (seq.memory.state_slot >= 0) state_slots_.free(seq.memory.state_slot);
   seq.memory.state_slot = -1;

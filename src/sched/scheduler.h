@@ -110,8 +110,10 @@ class Scheduler {
   bool admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items);
   // Speculative decoding: appends the drafter's proposal to the decode items of sequences that draft this step.
   void schedule_drafts(std::vector<StepItem>& items);
-  // Removes a sequence's unverified draft from its tokens (a failed step).
-  static void drop_draft(Sequence& seq);
+  // Removes a sequence's unverified draft from its tokens (after verification, or a failed step) and frees its
+  // recurrent-state checkpoints.
+  void drop_draft(Sequence& seq);
+  void release_draft_checkpoints(Sequence& seq);
   void preempt_newest();
   // Drops every page reference and the state slot of `seq` (its K/V pages stay in the prefix cache if cached).
   void release_memory(Sequence& seq);

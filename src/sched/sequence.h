@@ -42,6 +42,10 @@ struct Sequence {
   // removed or confirmed at commit); `spec` tracks acceptance and decides whether the sequence drafts.
   int32_t num_draft = 0;
   spec::AcceptanceTracker spec;
+  // Hybrid models, within a verify step: the state slots that keep the recurrent state after the step's first
+  // num_draft tokens (the last committed token and each draft but the last); the one after the last accepted token
+  // is copied back into the sequence's slot at commit, unless every draft was accepted.
+  std::vector<int32_t> draft_checkpoints;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }

@@ -61,7 +61,7 @@ class SpeculativeTest : public ::testing::Test {
     if (config.speculative.algorithm == spec::SpecAlgorithm::kNone)
       config.speculative.algorithm = spec::SpecAlgorithm::kNgram;  // any: the scheduler only reads the policy
     config.speculative.min_accept_rate = min_accept_rate_;
-    model_ = std::make_unique<FakeModel>(kv);
+    model_ = std::make_unique<FakeModel>(kv, config.num_state_slots);
     std::unique_ptr<spec::Drafter> drafter;
     if (corrupt_one_in < 0) {
       drafter = std::make_unique<spec::NgramDrafter>(1, 4);
@@ -130,9 +130,11 @@ class SpeculativeTest : public ::testing::Test {
     const SchedulerStats stats = scheduler_->stats();
     EXPECT_EQ(stats.num_running, 0);
     for (const auto& group : stats.kv) EXPECT_EQ(group.used_pages, group.cached_pages) << "window " << group.window;
+    EXPECT_EQ(stats.state_slots_used, stats.state_snapshots);  // no checkpoint slot left behind
     scheduler_->flush_cache();
     scheduler_->step();
     for (const auto& group : scheduler_->stats().kv) EXPECT_EQ(group.used_pages, 0) << "window " << group.window;
+    EXPECT_EQ(scheduler_->stats().state_slots_used, 0);
     if (oracle_ != nullptr) {
       EXPECT_TRUE(oracle_->live.empty()) << "the drafter was not told a request ended";
     }
@@ -232,6 +234,63 @@ TEST_P(RollbackTest, PartlyWrongDraftsGiveExactlyThePlainOutput) {
 
 INSTANTIATE_TEST_SUITE_P(Groups, RollbackTest, ::testing::Values(0, 1, 2));
 
+// Hybrid models: the recurrent state (FakeModel's hash chain) went through every draft token of a verify step, so a
+// rejection must restore the state after the last accepted token from its checkpoint slot, or every later token
+// changes. With and without the prefix cache (whose state snapshots share the slots), and beside windowed attention.
+class HybridRollbackTest : public SpeculativeTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(HybridRollbackTest, RejectedDraftsRollTheRecurrentStateBack) {
+  make(geometry({{0, 512}, {6, 512}}), 3,
+       SchedulerConfig{.max_running_requests = 6,
+                       .max_prefill_tokens = 40,
+                       .chunked_prefill_size = 8,
+                       .prefix_cache = GetParam(),
+                       .num_state_slots = 40,
+                       .state_snapshot_interval = 8,
+                       .speculative = {.num_draft_tokens = 5}});
+  std::mt19937 rng(9);
+  const auto shared = random_prompt(rng, 20);
+  for (int i = 0; i < 12; ++i) {
+    auto prompt = i % 2 ? shared : random_prompt(rng, 1 + static_cast<int>(rng() % 50));
+    if (i % 2) prompt.push_back(i);  // shares 20 tokens with the other odd requests
+    submit(prompt, 1 + rng() % 40);
+  }
+  run_to_completion();
+  const SchedulerStats stats = scheduler_->stats();
+  EXPECT_GT(stats.spec_accepted_tokens, 0u);
+  EXPECT_LT(stats.spec_accepted_tokens, stats.spec_draft_tokens);
+  EXPECT_GT(verify_rows(), 12);
+  size_t checkpointed = 0;
+  for (const auto& batch : model_->batches()) checkpointed += !batch.state_checkpoints.empty();
+  EXPECT_GT(checkpointed, 0u);
+  expect_exact_and_no_leaks();
+}
+
+INSTANTIATE_TEST_SUITE_P(PrefixCache, HybridRollbackTest, ::testing::Bool());
+
+// A hybrid sequence drafts only as far as free state slots allow checkpoints; with none spare it decodes plainly.
+TEST_F(SpeculativeTest, HybridDraftsNeedFreeStateSlots) {
+  make(geometry({{0, 512}}), 0,
+       SchedulerConfig{.prefix_cache = false, .num_state_slots = 2, .speculative = {.num_draft_tokens = 4}});
+  submit({1, 2, 3}, 20);
+  submit({4, 5, 6}, 20);
+  run_to_completion();
+  EXPECT_EQ(verify_rows(), 0);
+  expect_exact_and_no_leaks();
+
+  outputs_.clear();
+  make(geometry({{0, 512}}), 0,
+       SchedulerConfig{.prefix_cache = false, .num_state_slots = 3, .speculative = {.num_draft_tokens = 4}});
+  Output* out = submit({1, 2, 3}, 20);
+  run_to_completion();
+  EXPECT_GT(out->totals.verifies, 0);
+  for (const auto& batch : model_->batches())
+    EXPECT_LE(std::count_if(batch.state_checkpoints.begin(), batch.state_checkpoints.end(),
+                            [](int32_t slot) { return slot >= 0; }),
+              2);
+  expect_exact_and_no_leaks();
+}
+
 TEST_F(SpeculativeTest, NgramDraftsOnRepetitivePromptsStayExact) {
   // With only a window of 4 the fake model's next token depends on the last 4 tokens alone, so a prompt that ends
   // as it began (X ... X) makes the output repeat what followed X: the n-gram drafter finds it and it is accepted.
@@ -329,12 +388,9 @@ TEST_F(SpeculativeTest, AFailedVerifyStepFailsItsRequestsCleanly) {
   EXPECT_TRUE(oracle_->live.empty());
 }
 
-TEST(SpeculativeScheduler, RefusesRecurrentStateAndBadPolicy) {
+TEST(SpeculativeScheduler, RefusesABadPolicy) {
   const kv::KvPoolConfig kv = geometry({{0, 64}});
   const auto forward = [](const engine::ForwardBatch&) { return engine::StepOutput{}; };
-  EXPECT_THROW(Scheduler(SchedulerConfig{.context_length = 64, .num_state_slots = 4}, kv, forward,
-                         std::make_unique<spec::NgramDrafter>(1, 3)),
-               std::exception);
   EXPECT_THROW(Scheduler(SchedulerConfig{.context_length = 64, .speculative = {.num_draft_tokens = 0}}, kv, forward,
                          std::make_unique<spec::NgramDrafter>(1, 3)),
                std::exception);

@@ -15,11 +15,13 @@ namespace {
 constexpr int64_t kChunk = 64;  // transformers' chunk_size
 constexpr float kL2Eps = 1e-6f;
 
-// The sequences of a step with a state slot: first token, token count, slot, whether it starts from zero state.
+// The sequences of a step with a state slot: first token, token count, slot, whether it starts from zero state, and
+// the slots that receive its state after each token (null: none; -1 entries: none after that token).
 struct Segment {
   int64_t begin = 0, length = 0;
   int32_t slot = -1;
   bool fresh = false;
+  const int32_t* checkpoints = nullptr;
 };
 
 std::vector<Segment> segments_of(const StateBatchView& batch, int64_t num_slots) {
@@ -30,7 +32,16 @@ std::vector<Segment> segments_of(const StateBatchView& batch, int64_t num_slots)
   for (int32_t s = 0; s < batch.num_seqs; ++s) {
     if (slots[s] < 0 || start[s + 1] == start[s]) continue;  // idle padding row
     RS_CHECK(slots[s] < num_slots, "state slot {} outside a pool of {}", slots[s], num_slots);
-    segments.push_back(Segment{start[s], start[s + 1] - start[s], slots[s], positions[start[s]] == 0});
+    Segment seg{start[s], start[s + 1] - start[s], slots[s], positions[start[s]] == 0};
+    if (!batch.checkpoint_slots.empty()) {
+      const int32_t* cp = batch.checkpoint_slots.data_as<int32_t>() + seg.begin;
+      for (int64_t t = 0; t < seg.length; ++t) {
+        RS_CHECK(cp[t] < num_slots && cp[t] != seg.slot, "checkpoint slot {} of a sequence in slot {} (pool of {})",
+                 cp[t], seg.slot, num_slots);
+        if (cp[t] >= 0) seg.checkpoints = cp;
+      }
+    }
+    segments.push_back(seg);
   }
   return segments;
 }
@@ -75,8 +86,9 @@ void gather_head(const Tensor& qkv, const Tensor& ba, const float* a_log, const 
 }
 
 // Token by token (torch_recurrent_gated_delta_rule): S = exp(g) S; u = S^T k; S += k ((v - u) beta)^T; o = S^T q.
+// after_token[t], when given and not null, receives a copy of the state after token t.
 void recurrent_head(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, float* state, float* out,
-                    int64_t out_stride) {
+                    int64_t out_stride, const std::vector<float*>* after_token = nullptr) {
   std::vector<float> kv_mem(dv);
   for (int64_t t = 0; t < n; ++t) {
     const float decay = std::exp(in.g[t]);
@@ -93,6 +105,7 @@ void recurrent_head(const HeadInputs& in, int64_t n, int64_t dk, int64_t dv, flo
     std::fill(o, o + dv, 0.0f);
     for (int64_t i = 0; i < dk; ++i)
       for (int64_t j = 0; j < dv; ++j) o[j] += state[i * dv + j] * q[i];
+    if (after_token && (*after_token)[t]) std::copy(state, state + dk * dv, (*after_token)[t]);
   }
 }
 
@@ -193,6 +206,11 @@ void causal_conv1d(ThreadPool& pool, const Tensor& x, const Tensor& weight, Tens
           out.data_as<float>()[(seg.begin + t) * channels + c] = sum / (1.0f + std::exp(-sum));
         }
         std::copy(window.end() - history, window.end(), state + c * history);
+        for (int64_t t = 0; seg.checkpoints && t < seg.length; ++t) {  // the K-1 inputs up to token t
+          if (seg.checkpoints[t] < 0) continue;
+          float* kept = conv_state.data_as<float>() + static_cast<int64_t>(seg.checkpoints[t]) * channels * history;
+          std::copy(window.begin() + t + 1, window.begin() + t + 1 + history, kept + c * history);
+        }
       }
     }
   });
@@ -213,6 +231,7 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& ba, con
   const int64_t items = static_cast<int64_t>(segments.size()) * nv;
   pool.parallel_for(items, [&](int64_t begin, int64_t end) {
     HeadInputs in;
+    std::vector<float*> after_token;
     for (int64_t item = begin; item < end; ++item) {
       const Segment& seg = segments[item / nv];
       const int32_t head = static_cast<int32_t>(item % nv);
@@ -220,10 +239,18 @@ void gated_delta_rule(ThreadPool& pool, const Tensor& qkv, const Tensor& ba, con
       if (seg.fresh) std::fill(s, s + dk * dv, 0.0f);
       gather_head(qkv, ba, a_log.data_as<float>(), dt_bias.data_as<float>(), params, seg, head, in);
       float* o = out.data_as<float>() + seg.begin * nv * dv + head * dv;
-      if (seg.length == 1 || row_invariant)
+      if (seg.checkpoints) {
+        after_token.assign(seg.length, nullptr);
+        for (int64_t t = 0; t < seg.length; ++t)
+          if (seg.checkpoints[t] >= 0)
+            after_token[t] =
+                state.data_as<float>() + ((static_cast<int64_t>(seg.checkpoints[t]) * nv + head) * dk) * dv;
+        recurrent_head(in, seg.length, dk, dv, s, o, nv * dv, &after_token);
+      } else if (seg.length == 1 || row_invariant) {
         recurrent_head(in, seg.length, dk, dv, s, o, nv * dv);
-      else
+      } else {
         chunked_head(in, seg.length, dk, dv, s, o, nv * dv);
+      }
     }
   });
 }

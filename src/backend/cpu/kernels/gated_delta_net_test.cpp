@@ -80,6 +80,7 @@ struct Sequence {
 // Host metadata of one step: sequences as (slot, first position, token count).
 struct Step {
   std::vector<int32_t> positions, starts{0}, slots;
+  std::vector<int32_t> checkpoints;  // [T] when set: slots receiving the state after each token
   void add(int32_t slot, int32_t first_position, int32_t count) {
     for (int32_t i = 0; i < count; ++i) positions.push_back(first_position + i);
     starts.push_back(starts.back() + count);
@@ -89,7 +90,8 @@ struct Step {
     const int64_t tokens = static_cast<int64_t>(positions.size()), seqs = static_cast<int64_t>(slots.size());
     return StateBatchView{Tensor(positions.data(), DType::kI32, {tokens}),
                           Tensor(starts.data(), DType::kI32, {seqs + 1}), Tensor(slots.data(), DType::kI32, {seqs}),
-                          static_cast<int32_t>(seqs)};
+                          static_cast<int32_t>(seqs),
+                          checkpoints.empty() ? Tensor() : Tensor(checkpoints.data(), DType::kI32, {tokens})};
   }
 };
 
@@ -102,8 +104,10 @@ class GatedDeltaRuleTest : public ::testing::Test {
 
   // Runs tokens [begin, begin + count) of each (sequence, slot) in one step; returns the outputs [T, nv dv].
   std::vector<float> run(const std::vector<const Sequence*>& seqs, const std::vector<int32_t>& slots,
-                         const std::vector<int>& begins, const std::vector<int>& counts) {
+                         const std::vector<int>& begins, const std::vector<int>& counts,
+                         std::vector<int32_t> checkpoints = {}) {
     Step step;
+    step.checkpoints = std::move(checkpoints);
     std::vector<float> qkv, ba;
     for (size_t s = 0; s < seqs.size(); ++s) {
       step.add(slots[s], begins[s], counts[s]);
@@ -202,6 +206,33 @@ TEST_F(GatedDeltaRuleTest, SequencesOfOneStepStayApartAndIdleRowsAreSkipped) {
   EXPECT_EQ(state[size_t(1) * kValueHeads * kKeyDim * kValueDim], 3.0f);
 }
 
+// Speculative verification: a step of several tokens with checkpoints runs token by token and leaves in each
+// checkpoint slot exactly the state that decode steps up to that token leave (bit for bit: rollback must not change
+// what plain decoding computes), while the sequence's own slot advances over all of them.
+TEST_F(GatedDeltaRuleTest, CheckpointsHoldTheStateAfterEachToken) {
+  const Sequence seq(30, 15);
+  const size_t slot_floats = size_t(kValueHeads) * kKeyDim * kValueDim;
+  for (int kept = 0; kept < 5; ++kept) {
+    run({&seq}, {0}, {0}, {25});  // slot 0: the prompt
+    std::vector<int32_t> checkpoints(5, -1);
+    checkpoints[kept] = 2;
+    const std::vector<float> verify = run({&seq}, {0}, {25}, {5}, checkpoints);
+    const std::vector<float> after_all(state.begin(), state.begin() + slot_floats);
+    const std::vector<float> kept_state(state.begin() + 2 * slot_floats, state.begin() + 3 * slot_floats);
+    // Reference: the prompt again on slot 1, then one decode step per token.
+    run({&seq}, {1}, {0}, {25});
+    for (int t = 0; t < 5; ++t) {
+      const std::vector<float> decode = run({&seq}, {1}, {25 + t}, {1});
+      for (int i = 0; i < kValueHeads * kValueDim; ++i)
+        ASSERT_EQ(verify[t * kValueHeads * kValueDim + i], decode[i]) << "token " << t;
+      if (t == kept) {
+        ASSERT_TRUE(std::equal(kept_state.begin(), kept_state.end(), state.begin() + slot_floats)) << "after " << t;
+      }
+    }
+    ASSERT_TRUE(std::equal(after_all.begin(), after_all.end(), state.begin() + slot_floats));
+  }
+}
+
 // Conv: y_t[c] = silu(sum_j w[c][j] x_{t-K+1+j}[c]) with zero history at position 0 (transformers' causal_conv1d_fn /
 // causal_conv1d_update), however the tokens are split into steps.
 TEST(CausalConv1d, RollingStateMatchesTheWholeSequence) {
@@ -242,6 +273,39 @@ TEST(CausalConv1d, RollingStateMatchesTheWholeSequence) {
         EXPECT_EQ(conv_state[(kConvChannels + c) * (kKernel - 1) + j],
                   x[(kTokens - kKernel + 1 + j) * kConvChannels + c]);
   }
+}
+
+// Checkpoints of the conv state: after token t a slot holds the K-1 inputs up to t, as a step ending there leaves.
+TEST(CausalConv1d, CheckpointsHoldTheInputsUpToEachToken) {
+  auto backend = make_backend("cpu");
+  constexpr int kTokens = 9, kConvChannels = 3, kHistory = kKernel - 1;
+  const std::vector<float> x = random_vector(kTokens * kConvChannels, 1.0f, 41);
+  const std::vector<float> weight = random_vector(kConvChannels * kKernel, 0.5f, 42);
+  std::vector<float> conv_state(4 * kConvChannels * kHistory, 0.0f);
+  const auto conv = [&](int begin, int size, int32_t slot, std::vector<int32_t> checkpoints) {
+    Step step;
+    step.add(slot, begin, size);
+    step.checkpoints = std::move(checkpoints);
+    std::vector<float> out(size * kConvChannels);
+    backend->causal_conv1d(
+        Tensor(const_cast<float*>(x.data()) + begin * kConvChannels, DType::kF32, {size, kConvChannels}),
+        Tensor(const_cast<float*>(weight.data()), DType::kF32, {kConvChannels, kKernel}),
+        Tensor(conv_state.data(), DType::kF32, {4, kConvChannels, kHistory}), step.view(),
+        Tensor(out.data(), DType::kF32, {size, kConvChannels}));
+  };
+  conv(0, 4, 0, {});
+  conv(4, 5, 0, {1, -1, 2, 3, -1});  // after tokens 4, 6 and 7 into slots 1, 2, 3
+  const auto slot = [&](int s) {
+    return std::vector<float>(conv_state.begin() + s * kConvChannels * kHistory,
+                              conv_state.begin() + (s + 1) * kConvChannels * kHistory);
+  };
+  for (const auto& [s, last] : {std::pair{1, 4}, {2, 6}, {3, 7}})
+    for (int c = 0; c < kConvChannels; ++c)
+      for (int j = 0; j < kHistory; ++j)
+        EXPECT_EQ(slot(s)[c * kHistory + j], x[(last - kHistory + 1 + j) * kConvChannels + c]) << s;
+  for (int c = 0; c < kConvChannels; ++c)
+    for (int j = 0; j < kHistory; ++j)
+      EXPECT_EQ(slot(0)[c * kHistory + j], x[(kTokens - kHistory + j) * kConvChannels + c]);
 }
 
 TEST(GatedRmsNorm, NormalisesThenGatesWithSilu) {
