@@ -7,8 +7,9 @@ windows, must give token-for-token the plain output. A seeded temperature-0.8 ru
 verification samples every drafted position with the seeded stream a plain step would use, so rejection sampling
 keeps the output itself, not only its distribution (given numerics that do not depend on the rows in a pass: exact
 f32 on the CPU, or the fast path with --enable-deterministic-inference, also checked). Hybrid (gated-delta-net) models
-speculate too (n-gram drafts and an attention draft model; rejected tokens roll the recurrent state back to a
-checkpoint) with the same identity; a hybrid draft model is refused clearly.
+speculate too (an attention draft model, themselves as drafts with and without injected rejections;
+rejected tokens roll the recurrent state back to a checkpoint, in the target and in a hybrid draft) with the same
+identity, and a hybrid drafts for an attention model.
 
 Through `serve` (the demo model as its own draft): the usage extension of completions, streamed and not, and the
 speculative counters in /metrics.
@@ -95,16 +96,27 @@ def main() -> None:
               f"{name}: deterministic fast path, its own draft was rejected: {result['speculative']}")
         print(f"{name:14} self-draft  T=0 fast deterministic: identical, acceptance 1.00")
     check(ngram_verifies > 20, f"n-gram drafts were verified only {ngram_verifies} times over all models")
+    # An always-right draft with injected rejections: the seeded injection gives the same acceptance whatever the
+    # model, so a hybrid draft that rolled its state back wrongly would show as lower acceptance than this.
+    injected = ["--speculative-algorithm", "draft", "--speculative-num-draft-tokens", "4",
+                "--speculative-inject-reject-rate", "0.3", "--speculative-min-accept-rate", "0"]
+    attention_injected = generate(binary, models / "llama", prompt, new_tokens,
+                                  ["--temperature", "0", "--exact-f32", "--speculative-draft-model",
+                                   str(models / "llama")] + injected)["speculative"]
     for name in HYBRID_MODELS:
         # The verify pass runs a hybrid sequence's tokens one at a time through its gated-delta-net layers (as decode
         # steps do) and keeps the state after each; a rejection copies the kept state back. Prefix caching (state
         # snapshots) stays on.
         model, exact = models / name, ["--temperature", "0", "--exact-f32"]
         plain = generate(binary, model, prompt, new_tokens, exact)
-        runs = {
-            "ngram": ["--speculative-algorithm", "ngram", "--speculative-num-draft-tokens", "4"],
+        runs = {  # (n-gram drafts: the scheduler path is the same as other-draft's, and random models rarely repeat)
             "other-draft": ["--speculative-algorithm", "draft", "--speculative-draft-model", str(models / "llama"),
                             "--speculative-num-draft-tokens", "3", "--speculative-min-accept-rate", "0"],
+            # The hybrid as its own draft (its drafter keeps state checkpoints too): every draft right, then a third
+            # of the draft tokens turned wrong, so both models roll back to checkpoints in the middle of drafts.
+            "self-draft": ["--speculative-algorithm", "draft", "--speculative-draft-model", str(model),
+                           "--speculative-num-draft-tokens", "4"],
+            "self-draft-30%-wrong": ["--speculative-draft-model", str(model)] + injected,
         }
         for label, args in runs.items():
             result = generate(binary, model, prompt, new_tokens, exact + args)
@@ -112,16 +124,27 @@ def main() -> None:
             check(result["output_ids"] == plain["output_ids"],
                   f"{name} {label}: output differs from plain decoding\n"
                   f"  plain {plain['output_ids']}\n  spec  {result['output_ids']}")
-            if label == "other-draft":  # n-gram drafts need the random model to repeat itself: rare
-                check(spec["verify_steps"] > 0, f"{name} {label}: nothing verified: {spec}")
+            check(spec["verify_steps"] > 0, f"{name} {label}: nothing verified: {spec}")
+            if label == "other-draft":
                 check(spec["acceptance_rate"] < 0.5, f"{name}: a different random draft accepted often: {spec}")
+            if label == "self-draft":
+                check(spec["acceptance_rate"] == 1.0, f"{name}: its own draft was not always accepted: {spec}")
+            if label == "self-draft-30%-wrong":
+                check(0.2 < spec["acceptance_rate"] < 0.95, f"{name}: injected rejections not seen: {spec}")
+                check((spec["accepted_tokens"], spec["draft_tokens"]) ==
+                      (attention_injected["accepted_tokens"], attention_injected["draft_tokens"]),
+                      f"{name}: its own draft with injected rejections {spec}, an attention model's "
+                      f"{attention_injected}: the draft's state was not rolled back right")
             print(f"{name:14} {label:11} T=0 exact: identical, acceptance {spec['acceptance_rate']:.2f}, "
                   f"accept length {spec['accept_length']:.2f} over {spec['verify_steps']} verify steps")
-    # A hybrid draft model would need the same checkpoints in its own engine: refused with a clear error.
-    command = [binary, "generate", "--model", str(models / "llama"), "--prompt-ids", "1,2,3", "--max-new-tokens", "4",
-               "--speculative-algorithm", "draft", "--speculative-draft-model", str(models / "qwen3_next")]
-    run = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    check(run.returncode != 0 and "recurrent" in run.stderr, f"a hybrid draft model was not refused:\n{run.stderr}")
+    # A hybrid drafting for an attention model.
+    plain = generate(binary, models / "llama", prompt, new_tokens, ["--temperature", "0", "--exact-f32"])
+    result = generate(binary, models / "llama", prompt, new_tokens,
+                      ["--temperature", "0", "--exact-f32", "--speculative-algorithm", "draft",
+                       "--speculative-draft-model", str(models / "qwen3_next"), "--speculative-min-accept-rate", "0"])
+    check(result["output_ids"] == plain["output_ids"], "llama drafted by qwen3_next: output differs from plain")
+    check(result["speculative"]["verify_steps"] > 0, f"llama drafted by qwen3_next: {result['speculative']}")
+    print("llama          hybrid-draft T=0 exact: identical")
     check_server(binary, sys.argv[3])
     print("speculative decoding: every run matched plain decoding")
 

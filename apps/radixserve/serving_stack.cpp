@@ -25,6 +25,7 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
   config.mem_fraction_static = spec.draft_mem_fraction;
   config.kv_cache_gb = 0;
   config.num_state_slots = 0;
+  config.extra_state_slots = config.max_running_requests * spec.num_draft_tokens;  // hybrid drafts' checkpoints
   config.progress = nullptr;
   return std::make_unique<engine::Engine>(spec.draft_model_dir, config);
 }

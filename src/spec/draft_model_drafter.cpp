@@ -15,17 +15,46 @@ const engine::SamplingParams kGreedy{.temperature = 0.0f};
 DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> engine)
     : engine_(std::move(engine)),
       kv_(engine_->kv_pool().config(), /*prefix_cache=*/false),
-      max_step_tokens_(std::max<int64_t>(engine_->config().max_step_tokens, 1)) {
-  RS_CHECK(engine_->state_pool().num_slots() == 0,
-           "a draft model with recurrent (gated-delta-net) layers cannot roll back rejected tokens; use an attention "
-           "model as the draft");
-}
+      max_step_tokens_(std::max<int64_t>(engine_->config().max_step_tokens, 1)),
+      slots_(engine_->state_pool().num_slots()) {}
 
 void DraftModelDrafter::release(uint64_t id) {
   auto it = states_.find(id);
   if (it == states_.end()) return;
-  kv_.release(it->second.pages);
+  State& state = it->second;
+  kv_.release(state.pages);
+  // Copies still pending between its slots would land in slots handed out again.
+  const auto mine = [&](int32_t slot) {
+    return slot == state.slot ||
+           std::find(state.checkpoints.begin(), state.checkpoints.end(), slot) != state.checkpoints.end();
+  };
+  std::erase_if(pending_copies_,
+                [&](const std::pair<int32_t, int32_t>& copy) { return mine(copy.first) || mine(copy.second); });
+  free_checkpoints(state);
+  if (state.slot >= 0) slots_.free(state.slot);
   states_.erase(it);
+}
+
+void DraftModelDrafter::free_checkpoints(State& state) {
+  for (int32_t slot : state.checkpoints) slots_.free(slot);
+  state.checkpoints.clear();
+}
+
+bool DraftModelDrafter::trim_state(State& state, size_t keep) {
+  if (state.slot < 0 && (state.slot = slots_.allocate()) < 0) return false;
+  if (keep < state.tokens.size()) {
+    // The slot holds the state after all of `tokens`; the checkpoint after `keep` of them replaces it (the copy runs
+    // before the next forward, ahead of any reuse of the checkpoint slots freed below), or the draft starts over.
+    const int64_t k = static_cast<int64_t>(keep) - state.checkpoint_base;
+    if (k >= 0 && k < static_cast<int64_t>(state.checkpoints.size())) {
+      pending_copies_.emplace_back(state.checkpoints[k], state.slot);
+    } else {
+      keep = 0;  // position 0 starts from zero state
+    }
+  }
+  state.tokens.resize(keep);
+  free_checkpoints(state);
+  return true;
 }
 
 void DraftModelDrafter::drop(Work& work) {
@@ -61,7 +90,10 @@ std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items) {
       batch.logit_rows.push_back(batch.num_tokens() - 1);
       batch.sampling.push_back(engine::SamplingRow{.params = &kGreedy});
     }
+    if (hybrid()) batch.state_slots.push_back(item.work->state->slot);
   }
+  batch.state_copies = std::move(pending_copies_);
+  pending_copies_.clear();
   batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));
   for (size_t s = 0; s < items.size(); ++s)
     for (int g = 0; g < num_groups; ++g) {
@@ -88,7 +120,13 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
     // Keep the K/V of the longest prefix the target committed (at least the last token is fed again for logits).
     const size_t limit = std::min(state.tokens.size(), request.tokens.size() - 1);
     const auto mismatch = std::mismatch(state.tokens.begin(), state.tokens.begin() + limit, request.tokens.begin());
-    state.tokens.resize(static_cast<size_t>(mismatch.first - state.tokens.begin()));
+    const size_t keep = static_cast<size_t>(mismatch.first - state.tokens.begin());
+    if (hybrid() && !trim_state(state, keep)) {
+      RS_LOG_DEBUG("rid={} drafts nothing: the draft model's state slots are taken", request.id);
+      release(request.id);
+      continue;
+    }
+    state.tokens.resize(keep);
     works.push_back(Work{&request, &state, static_cast<int64_t>(request.tokens.size())});
   }
   // Catch up on the committed tokens the draft has not seen (the whole prompt the first time), in chunks of the
@@ -122,6 +160,13 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
           static_cast<int32_t>(request.draft.size()) >= request.max_tokens)
         continue;
       const int64_t position = work.committed + static_cast<int64_t>(request.draft.size()) - 1;
+      if (hybrid()) {  // keep the state before this token: the target may reject it
+        const int32_t checkpoint = slots_.allocate();
+        if (checkpoint < 0) continue;  // no slot to roll back to: the draft stops here
+        if (work.state->checkpoints.empty()) work.state->checkpoint_base = position;
+        work.state->checkpoints.push_back(checkpoint);
+        pending_copies_.emplace_back(work.state->slot, checkpoint);
+      }
       if (!reserve(work, position + 1)) continue;
       items.push_back(Item{&work, std::span<const int32_t>(&request.draft.back(), 1), position, true});
     }

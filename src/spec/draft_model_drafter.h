@@ -1,7 +1,9 @@
 // DraftModelDrafter: a small checkpoint with the target's vocabulary (e.g. Qwen3-0.6B for Qwen3-8B) drafts K tokens
 // greedily, with its own engine and paged KV. Per request it keeps the tokens its KV holds; each propose() first
 // trims that to what the target committed (rejected draft positions are simply recomputed), catches up on the new
-// tokens in one batched pass, then runs K - 1 batched decode steps.
+// tokens in one batched pass, then runs K - 1 batched decode steps. A hybrid draft model (gated-delta-net layers) also
+// holds a recurrent-state slot per request, and before each decode step copies that slot into a checkpoint slot: the
+// trim at the next propose() copies the checkpoint of the kept length back (or, with none, starts over).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,7 @@
 #include "engine/engine.h"
 #include "kv/kv_manager.h"
 #include "spec/drafter.h"
+#include "state/slot_allocator.h"
 
 namespace rs::spec {
 
@@ -29,6 +32,11 @@ class DraftModelDrafter final : public Drafter {
   struct State {
     kv::SeqPages pages;
     std::vector<int32_t> tokens;  // tokens whose K/V the pages hold, positions [0, tokens.size())
+    // Hybrid draft models: the recurrent state after `tokens` (slot), and checkpoints[i] = the state after
+    // checkpoint_base + i tokens, kept while drafting.
+    int32_t slot = -1;
+    std::vector<int32_t> checkpoints;
+    int64_t checkpoint_base = 0;
   };
   struct Work {
     DraftRequest* request;
@@ -47,11 +55,19 @@ class DraftModelDrafter final : public Drafter {
   // Pages for positions up to `end`; false when the draft pool cannot supply them (the request then drafts nothing).
   bool reserve(Work& work, int64_t end);
   void drop(Work& work);
+  // Hybrid draft models: makes `state` hold the recurrent state after its first `keep` tokens (a checkpoint copied
+  // back, or the tokens dropped to start over), then frees its checkpoints; false when it has no slot to hold any.
+  bool trim_state(State& state, size_t keep);
+  void free_checkpoints(State& state);
+
+  bool hybrid() const { return engine_->state_pool().num_slots() > 0; }
 
   std::unique_ptr<engine::Engine> engine_;
   kv::KvManager kv_;
   std::unordered_map<uint64_t, State> states_;
   int64_t max_step_tokens_;
+  state::StateSlotAllocator slots_;
+  std::vector<std::pair<int32_t, int32_t>> pending_copies_;  // state slot copies for the next forward, in order
 };
 
 }  // namespace rs::spec
