@@ -359,6 +359,56 @@ class CudaBackend final : public Backend {
     run_moe_experts(*ctx_, x, ids, weights, experts, out, &router);
   }
 
+  // ---- gated delta net. Written and parity-tested against the CPU kernels (cuda_backend_gdn_test), but hybrid models
+  // stay refused on CUDA (supports_recurrent_state() is false) until those tests and the hybrid goldens have passed
+  // on a device. ----
+  void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,
+                     Tensor out) override {
+    const int64_t channels = x.dim(-1), kernel = weight.dim(-1);
+    RS_CHECK(x.dtype() == DType::kF32 && weight.dtype() == DType::kF32 && weight.numel() == channels * kernel &&
+                 conv_state.ndim() == 3 && conv_state.dim(1) == channels && conv_state.dim(2) == kernel - 1 &&
+                 out.numel() == x.numel(),
+             "causal_conv1d: x {}, weight {}, state {}", x.shape_string(), weight.shape_string(),
+             conv_state.shape_string());
+    on_device({&x, &weight, &conv_state, &out});
+    launch_causal_conv1d(x.data_as<float>(), weight.data_as<float>(), conv_state.data_as<float>(), gdn_batch(batch),
+                         channels, static_cast<int32_t>(kernel), out.data_as<float>(), ctx_->stream());
+  }
+
+  void gated_delta_rule(const Tensor& qkv, const Tensor& ba, const Tensor& a_log, const Tensor& dt_bias, Tensor state,
+                        const StateBatchView& batch, const GatedDeltaNetParams& params, Tensor out) override {
+    const int64_t nv = params.num_v_heads, dk = params.k_head_dim, dv = params.v_head_dim;
+    RS_CHECK(params.num_k_heads > 0 && nv % params.num_k_heads == 0 &&
+                 qkv.dim(-1) == 2 * params.num_k_heads * dk + nv * dv && ba.dim(-1) == 2 * nv &&
+                 out.dim(-1) == nv * dv && state.ndim() == 4 && state.dim(1) == nv && state.dim(2) == dk &&
+                 state.dim(3) == dv && a_log.dtype() == DType::kF32 && dt_bias.dtype() == DType::kF32,
+             "gated_delta_rule: qkv {}, ba {}, state {}, out {}", qkv.shape_string(), ba.shape_string(),
+             state.shape_string(), out.shape_string());
+    on_device({&qkv, &ba, &a_log, &dt_bias, &state, &out});
+    launch_gated_delta_rule(qkv.data_as<float>(), ba.data_as<float>(), a_log.data_as<float>(), dt_bias.data_as<float>(),
+                            state.data_as<float>(), gdn_batch(batch),
+                            GdnShape{params.num_k_heads, params.num_v_heads, params.k_head_dim, params.v_head_dim},
+                            out.data_as<float>(), ctx_->stream());
+  }
+
+  void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) override {
+    const int64_t width = x.dim(-1);
+    RS_CHECK(weight.numel() == width && z.numel() == x.numel() && out.numel() == x.numel(),
+             "gated_rms_norm: x {}, z {}, weight {}", x.shape_string(), z.shape_string(), weight.shape_string());
+    on_device({&x, &z, &weight, &out});
+    launch_gated_rms_norm(x.data_as<float>(), z.data_as<float>(), weight.data(), elem_type(weight.dtype()), x.rows(),
+                          width, eps, out.data_as<float>(), ctx_->stream());
+  }
+
+  void sigmoid_mul(const Tensor& x, const Tensor& gate, Tensor out) override {
+    const int64_t width = x.dim(-1), gate_width = gate.dim(-1);
+    RS_CHECK(gate.rows() == x.rows() && (gate_width == width || gate_width == 1) && out.numel() == x.numel(),
+             "sigmoid_mul: x {}, gate {}", x.shape_string(), gate.shape_string());
+    on_device({&x, &gate, &out});
+    launch_sigmoid_mul(x.data_as<float>(), gate.data_as<float>(), x.rows(), width, gate_width, out.data_as<float>(),
+                       ctx_->stream());
+  }
+
   void apply_token_bitmask(Tensor logits, const Tensor& bitmask) override {
     RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && bitmask.ndim() == 2 &&
                  bitmask.dim(0) == logits.dim(0) && bitmask.dim(1) == (logits.dim(1) + 31) / 32 &&
@@ -445,6 +495,15 @@ class CudaBackend final : public Backend {
   }
 
   // Every non-empty tensor must live on this device; also makes the device current for the launches that follow.
+  // The device-side view of a step's sequences for the gated-delta-net kernels.
+  GdnBatch gdn_batch(const StateBatchView& batch) const {
+    on_device({&batch.positions, &batch.seq_token_start, &batch.state_slots, &batch.checkpoint_slots});
+    return GdnBatch{batch.positions.data_as<int32_t>(), batch.seq_token_start.data_as<int32_t>(),
+                    batch.state_slots.data_as<int32_t>(),
+                    batch.checkpoint_slots.empty() ? nullptr : batch.checkpoint_slots.data_as<int32_t>(),
+                    batch.num_seqs};
+  }
+
   void on_device(std::initializer_list<const Tensor*> tensors) const {
     for (const Tensor* t : tensors)
       RS_CHECK(t->empty() || t->device() == device(), "tensor {} is on {}, expected {}", t->shape_string(),

@@ -259,6 +259,31 @@ size_t sample_scratch_bytes(int32_t rows, int32_t vocab);
 void launch_sample(float* logits, int32_t rows, int32_t vocab, const SampleRowSpec* specs, const int2* penalties,
                    SampleRowResult* results, void* scratch, cudaStream_t stream);
 
+// ---- gated_delta_net.cu: the hybrid models' linear-attention layers (StateBatchView on the device) ----
+struct GdnBatch {
+  const int32_t* positions = nullptr;         // [T]
+  const int32_t* seq_token_start = nullptr;   // [S + 1]
+  const int32_t* state_slots = nullptr;       // [S], -1 = idle row
+  const int32_t* checkpoint_slots = nullptr;  // [T] or null: slot that also receives the state after token t
+  int32_t num_seqs = 0;
+};
+struct GdnShape {  // GatedDeltaNetParams: value head h reads key head h / (num_v_heads / num_k_heads)
+  int32_t num_k_heads = 0, num_v_heads = 0, k_head_dim = 0, v_head_dim = 0;
+};
+// x [T, C] -> out [T, C] = silu(causal depthwise conv with weight f32 [C, K]), from and into conv_state
+// f32 [slots, C, K - 1] (K <= 8).
+void launch_causal_conv1d(const float* x, const float* weight, float* conv_state, const GdnBatch& batch,
+                          int64_t channels, int32_t kernel, float* out, cudaStream_t stream);
+// The gated delta rule, recurrent form for every token (Backend::gated_delta_rule); key head dim 64 or 128.
+bool gated_delta_rule_supported(const GdnShape& shape);
+void launch_gated_delta_rule(const float* qkv, const float* ba, const float* a_log, const float* dt_bias, float* state,
+                             const GdnBatch& batch, const GdnShape& shape, float* out, cudaStream_t stream);
+void launch_gated_rms_norm(const float* x, const float* z, const void* weight, ElemType type, int64_t rows,
+                           int64_t width, float eps, float* out, cudaStream_t stream);
+// out = x * sigmoid(gate); gate [rows, width] or [rows, 1]
+void launch_sigmoid_mul(const float* x, const float* gate, int64_t rows, int64_t width, int64_t gate_width, float* out,
+                        cudaStream_t stream);
+
 // ---- token_bitmask.cu ----
 // logits [rows, vocab] f32: -inf where bit (v % 32) of bitmask[row, v / 32] is clear (bitmask [rows, ceil(vocab/32)]).
 void launch_token_bitmask(float* logits, const uint32_t* bitmask, int32_t rows, int32_t vocab, cudaStream_t stream);
