@@ -121,12 +121,13 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
     const size_t limit = std::min(state.tokens.size(), request.tokens.size() - 1);
     const auto mismatch = std::mismatch(state.tokens.begin(), state.tokens.begin() + limit, request.tokens.begin());
     const size_t keep = static_cast<size_t>(mismatch.first - state.tokens.begin());
-    if (hybrid() && !trim_state(state, keep)) {
+    if (!hybrid()) {
+      state.tokens.resize(keep);
+    } else if (!trim_state(state, keep)) {  // trims the tokens itself (to 0 when no checkpoint fits)
       RS_LOG_DEBUG("rid={} drafts nothing: the draft model's state slots are taken", request.id);
       release(request.id);
       continue;
     }
-    state.tokens.resize(keep);
     works.push_back(Work{&request, &state, static_cast<int64_t>(request.tokens.size())});
   }
   // Catch up on the committed tokens the draft has not seen (the whole prompt the first time), in chunks of the
