@@ -94,9 +94,6 @@ if [[ -x "$app" ]]; then
   log "radixserve generate: cuda --exact-f32 vs cpu --exact-f32 (24 greedy tokens after a 40-token prompt; must match)"
   prompt=$(seq -s, 3 42)
   for model in tests/data/models/*/; do
-    # Hybrid gated-delta-net fixtures: the CUDA backend refuses them at load time until it has their kernels (issue 12).
-    if python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); c=c.get("text_config",c); sys.exit(0 if "linear_attention" in c.get("layer_types",[]) else 1)' "$model/config.json"; then
-      echo "  $(basename "$model"): skipped (gated-delta-net layers: CPU only for now)"; continue; fi
     run() { timeout 120 "$app" generate --model "$model" --prompt-ids "$prompt" --max-new-tokens 24 --ignore-eos \
               --kv-cache-gb 0.05 "$@" 2>>"$logs/generate.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["output_ids"])'; }
     cpu_ids=$(run --backend cpu --exact-f32 || echo cpu-failed)

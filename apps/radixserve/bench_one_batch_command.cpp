@@ -86,8 +86,14 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
     kv.head_dim = model.head_dim;
     kv.dtype = engine::kv_cache_dtype(config, model);
     kv.groups = kv::group_layers_by_window(model.layer_windows);
-    config.kv_cache_gb =
-        static_cast<double>(kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens)) / (1ull << 30);
+    size_t bytes = kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens);
+    // Hybrid models: a recurrent-state slot per sequence comes out of the same budget.
+    const state::StateGeometry geometry = engine::state_geometry_of(model);
+    if (!geometry.empty() && config.num_state_slots == 0) {
+      config.num_state_slots = max_batch;
+      bytes += static_cast<size_t>(max_batch) * state::slot_bytes(geometry);
+    }
+    config.kv_cache_gb = static_cast<double>(bytes) / (1ull << 30);
   }
   config.progress = make_progress_reporter();
   return config;

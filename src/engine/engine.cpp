@@ -33,6 +33,11 @@ std::vector<int32_t> kv_layer_windows(const loader::ModelConfig& config) {
   return windows;
 }
 
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr int64_t kReportContext = 32768;  // the context the start-up log prices one request at
+
+}  // namespace
+
 state::StateGeometry state_geometry_of(const loader::ModelConfig& config) {
   state::StateGeometry geometry;
   for (int32_t layer = 0; layer < config.num_layers; ++layer)
@@ -45,11 +50,6 @@ state::StateGeometry state_geometry_of(const loader::ModelConfig& config) {
   geometry.v_head_dim = config.linear.value_head_dim;
   return geometry;
 }
-
-constexpr double kMiB = 1024.0 * 1024.0;
-constexpr int64_t kReportContext = 32768;  // the context the start-up log prices one request at
-
-}  // namespace
 
 DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model) {
   switch (config.kv_cache_dtype) {

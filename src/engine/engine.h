@@ -62,6 +62,9 @@ struct EngineConfig {
 // keep bf16 K/V), except in exact-f32 mode, whose point is reference numerics.
 DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model);
 
+// The shape of one recurrent-state slot of `model` (empty when it has no gated-delta-net layers).
+state::StateGeometry state_geometry_of(const loader::ModelConfig& model);
+
 class Engine {
  public:
   // Loads the model in model_dir (config.json + safetensors, or dummy weights) and allocates the KV pool.

@@ -93,9 +93,6 @@ TEST_P(GoldenTest, MatchesTransformers) {
   const fs::path dir = fixture(GetParam());
   if (!fs::exists(dir / "golden.json"))  // the hybrid fixtures come from tools/make_goldens_hybrid.py (GPU machine)
     GTEST_SKIP() << GetParam() << ": no fixture yet; generate it with tools/make_goldens_hybrid.py";
-  const bool hybrid = GetParam() == "qwen3_next" || GetParam().rfind("qwen3_5", 0) == 0;
-  if (hybrid && test_config().backend != "cpu")  // CUDA refuses gated-delta-net models at load time (issue 12)
-    GTEST_SKIP() << GetParam() << ": backend " << test_config().backend << " has no gated-delta-net kernels yet";
   const json ref = golden(dir);
   engine::Engine engine(dir, test_config());
   for (int chunk : {1 << 20, 7}) {

@@ -359,9 +359,8 @@ class CudaBackend final : public Backend {
     run_moe_experts(*ctx_, x, ids, weights, experts, out, &router);
   }
 
-  // ---- gated delta net. Written and parity-tested against the CPU kernels (cuda_backend_gdn_test), but hybrid models
-  // stay refused on CUDA (supports_recurrent_state() is false) until those tests and the hybrid goldens have passed
-  // on a device. ----
+  // ---- gated delta net, parity-tested against the CPU kernels (cuda_backend_gdn_test) and by the hybrid goldens. ----
+  bool supports_recurrent_state() const override { return true; }
   void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,
                      Tensor out) override {
     const int64_t channels = x.dim(-1), kernel = weight.dim(-1);
@@ -494,16 +493,18 @@ class CudaBackend final : public Backend {
              "CUDA KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
   }
 
-  // Every non-empty tensor must live on this device; also makes the device current for the launches that follow.
   // The device-side view of a step's sequences for the gated-delta-net kernels.
   GdnBatch gdn_batch(const StateBatchView& batch) const {
     on_device({&batch.positions, &batch.seq_token_start, &batch.state_slots, &batch.checkpoint_slots});
-    return GdnBatch{batch.positions.data_as<int32_t>(), batch.seq_token_start.data_as<int32_t>(),
+    return GdnBatch{batch.positions.data_as<int32_t>(),
+                    batch.seq_token_start.data_as<int32_t>(),
                     batch.state_slots.data_as<int32_t>(),
                     batch.checkpoint_slots.empty() ? nullptr : batch.checkpoint_slots.data_as<int32_t>(),
-                    batch.num_seqs};
+                    batch.num_seqs,
+                    static_cast<int32_t>(batch.positions.numel())};
   }
 
+  // Every non-empty tensor must live on this device; also makes the device current for the launches that follow.
   void on_device(std::initializer_list<const Tensor*> tensors) const {
     for (const Tensor* t : tensors)
       RS_CHECK(t->empty() || t->device() == device(), "tensor {} is on {}, expected {}", t->shape_string(),

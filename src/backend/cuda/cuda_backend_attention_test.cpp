@@ -1,6 +1,6 @@
 // Parity of the CUDA K/V store and paged attention (prefill, decode, mixed batches; windows; sinks; key splits for
 // long contexts) with the CPU reference backend on random inputs, for both kernels: CUDA cores (the exact backend) and
-// tensor cores (flash_attention.cu: the fast backend on a bf16 cache; 64-row tiles for decode and head_dim 64,
+// tensor cores (flash_attention.cu: the fast backend on a bf16 cache; 64-row tiles for decode and head_dim 64 / 256,
 // 128-row tiles for head_dim 128 prefill).
 #include "backend/cuda/parity_test_util.h"
 
@@ -25,6 +25,10 @@ TEST_F(CudaParity, StoreKvAndAttention) {
       {64, 8, 64, {300, 90}, {300, 90}},        // gpt-oss-like: 8 query heads per KV head, whole prompts
       {16, 8, 128, {1200}, {1200}},             // Qwen3-0.6B-like: 64 tokens per tile, many key tiles
       {64, 8, 64, {500, 77, 3000}, {1, 1, 1}},  // gpt-oss-like decode rows
+      // Qwen3.5 / Qwen3-Next full attention (head_dim 256, 8 query heads per KV head): prefill chunks beside a decode
+      // row, then long decode rows (key splits)
+      {16, 2, 256, {700, 133, 40}, {300, 70, 1}},
+      {16, 2, 256, {3000, 90}, {1, 1}},
   };
   for (const DType cache_dtype : {DType::kF32, DType::kBF16})
     for (const AttentionCase& c : cases) {

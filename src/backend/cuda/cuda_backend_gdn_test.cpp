@@ -45,10 +45,11 @@ class GdnParity : public CudaParity {
 };
 
 const std::vector<StepSpec> kSteps = {
-    // A fresh prefill over three chunks of 64, a sequence continuing at position 40, a decode row, an idle row.
-    {{{0, 0, 130}, {1, 40, 20}, {2, 77, 1}, {-1, 0, 1}}, {}},
+    // A fresh prefill over three chunks of 64, a sequence continuing at position 40 over two chunks, a decode row, an
+    // idle row.
+    {{{0, 0, 130}, {1, 40, 70}, {2, 77, 1}, {-1, 0, 1}}, {}},
     // A verify step of 5 tokens keeping the state after tokens 0, 2 and 3, beside a decode row.
-    {{{0, 130, 5}, {1, 60, 1}}, {3, -1, 4, 5, -1, -1}},
+    {{{0, 130, 5}, {1, 110, 1}}, {3, -1, 4, 5, -1, -1}},
     // Decode after the verify; slot 4 restarts at position 0 over a stale slot.
     {{{0, 135, 1}, {4, 0, 9}}, {}},
 };
@@ -73,7 +74,7 @@ TEST_F(GdnParity, CausalConv1d) {
 }
 
 TEST_F(GdnParity, GatedDeltaRule) {
-  for (const int32_t dk : {64, 128}) {
+  for (const int32_t dk : {16, 32, 64, 128}) {
     const GatedDeltaNetParams p{2, 4, dk, 48};
     const int64_t nv = p.num_v_heads, dv = p.v_head_dim, kSlots = 6;
     const int64_t width = 2 * int64_t{p.num_k_heads} * dk + nv * dv;

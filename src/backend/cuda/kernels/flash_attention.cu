@@ -264,8 +264,11 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const bool warp_active = row0 < rows;  // warp-uniform: a short tile leaves the last warps loading only
-  uint32_t qf[D / 16][4];
-  if (warp_active) {
+  // Q's fragments stay in registers up to head_dim 128; at 256 they would take 64 of the 255 registers beside O's 128,
+  // so they are re-read from shared memory once per K tile instead.
+  constexpr bool kQInRegisters = D <= 128;
+  uint32_t qf[kQInRegisters ? D / 16 : 1][4];
+  if (kQInRegisters && warp_active) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       ldmatrix_x4(qf[kk], q_s + swizzled<D>(row0 + (lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4)));
@@ -287,15 +290,34 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
     // S = Q K^T for this warp's 16 rows and its keys of the tile.
     const uint16_t* ks = k_s + buf * kKeys * D;
     float s[kTiles][4];
+    if constexpr (kQInRegisters) {
 #pragma unroll
-    for (int n = 0; n < kTiles; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+      for (int n = 0; n < kTiles; ++n) {
+        s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, ks + swizzled<D>(key_base + 8 * n + (lane & 7), 2 * kk + (lane >> 3)));
+          mma_bf16(s[n], qf[kk], b[0], b[1]);
+          mma_bf16(s[n], qf[kk + 1], b[2], b[3]);
+        }
+      }
+    } else {  // the same sums in the same order, with each Q fragment loaded once per tile
+#pragma unroll
+      for (int n = 0; n < kTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk += 2) {
-        uint32_t b[4];
-        ldmatrix_x4(b, ks + swizzled<D>(key_base + 8 * n + (lane & 7), 2 * kk + (lane >> 3)));
-        mma_bf16(s[n], qf[kk], b[0], b[1]);
-        mma_bf16(s[n], qf[kk + 1], b[2], b[3]);
+        uint32_t qa[4], qb[4];
+        const int q_row = row0 + (lane & 7) + 8 * ((lane >> 3) & 1);
+        ldmatrix_x4(qa, q_s + swizzled<D>(q_row, 2 * kk + (lane >> 4)));
+        ldmatrix_x4(qb, q_s + swizzled<D>(q_row, 2 * (kk + 1) + (lane >> 4)));
+#pragma unroll
+        for (int n = 0; n < kTiles; ++n) {
+          uint32_t b[4];
+          ldmatrix_x4(b, ks + swizzled<D>(key_base + 8 * n + (lane & 7), 2 * kk + (lane >> 3)));
+          mma_bf16(s[n], qa, b[0], b[1]);
+          mma_bf16(s[n], qb, b[2], b[3]);
+        }
       }
     }
     // Mask only where a row's window edge or position cuts the tile (or keys fall outside the block's range).
@@ -435,15 +457,16 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
 }  // namespace
 
 bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, bool cache_bf16) {
-  return cache_bf16 && (head_dim == 64 || head_dim == 128) && num_kv_heads > 0 && num_heads % num_kv_heads == 0 &&
-         num_heads / num_kv_heads <= 64;
+  return cache_bf16 && (head_dim == 64 || head_dim == 128 || head_dim == 256) && num_kv_heads > 0 &&
+         num_heads % num_kv_heads == 0 && num_heads / num_kv_heads <= 64;
 }
 
 int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                              int32_t head_dim) {
   // Decode: one token per tile; groups of up to 16 heads split the keys over the 4 warps (16-row tiles), larger
   // groups take 64-row tiles. Prefill tiles of 128 rows halve the K/V reads per row where the registers allow
-  // (head_dim 128 needs ~200 per thread, so one 8-warp block per SM holds as many warps as two 4-warp blocks).
+  // (head_dim 128 needs ~200 per thread, so one 8-warp block per SM holds as many warps as two 4-warp blocks;
+  // head_dim 256 keeps 64-row tiles: its K/V stages alone take 128 KiB of shared memory).
   if (num_tokens == num_seqs) return num_heads / num_kv_heads <= 16 ? 16 : 64;
   return head_dim == 128 ? 128 : 64;
 }
@@ -482,6 +505,8 @@ void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
       flash_attention_rows(args.num_tokens, args.num_seqs, args.num_heads, args.num_kv_heads, args.head_dim);
   if (args.head_dim == 64) {
     rows == 16 ? launch_for<64, 4, true>(args, stream) : launch_for<64, 4, false>(args, stream);
+  } else if (args.head_dim == 256) {  // Qwen3-Next / Qwen3.5 full-attention layers
+    rows == 16 ? launch_for<256, 4, true>(args, stream) : launch_for<256, 4, false>(args, stream);
   } else {
     rows == 16    ? launch_for<128, 4, true>(args, stream)
     : rows == 128 ? launch_for<128, 8, false>(args, stream)

@@ -266,6 +266,7 @@ struct GdnBatch {
   const int32_t* state_slots = nullptr;       // [S], -1 = idle row
   const int32_t* checkpoint_slots = nullptr;  // [T] or null: slot that also receives the state after token t
   int32_t num_seqs = 0;
+  int32_t num_tokens = 0;  // T
 };
 struct GdnShape {  // GatedDeltaNetParams: value head h reads key head h / (num_v_heads / num_k_heads)
   int32_t num_k_heads = 0, num_v_heads = 0, k_head_dim = 0, v_head_dim = 0;
@@ -274,7 +275,7 @@ struct GdnShape {  // GatedDeltaNetParams: value head h reads key head h / (num_
 // f32 [slots, C, K - 1] (K <= 8).
 void launch_causal_conv1d(const float* x, const float* weight, float* conv_state, const GdnBatch& batch,
                           int64_t channels, int32_t kernel, float* out, cudaStream_t stream);
-// The gated delta rule, recurrent form for every token (Backend::gated_delta_rule); key head dim 64 or 128.
+// The gated delta rule, recurrent form for every token (Backend::gated_delta_rule); key head dim 16, 32, 64 or 128.
 bool gated_delta_rule_supported(const GdnShape& shape);
 void launch_gated_delta_rule(const float* qkv, const float* ba, const float* a_log, const float* dt_bias, float* state,
                              const GdnBatch& batch, const GdnShape& shape, float* out, cudaStream_t stream);
