@@ -1,8 +1,9 @@
 // CUDA parity of the gated-delta-net kernels (hybrid Qwen3-Next / Qwen3.5 layers) against the CPU backend: the
 // causal conv1d and the gated delta rule over steps that mix a fresh multi-chunk prefill, a sequence continuing from
 // its state, a decode row and an idle row, then a verify-like step with state checkpoints; every output and every state
-// slot is compared. The CPU runs several tokens in the chunked form and the CUDA kernel in the recurrent form (equal
-// in exact arithmetic), hence kGdn.
+// slot is compared. Both backends run prefill steps in the chunked form and single tokens in the recurrent one, but
+// not always for the same rows (the GPU picks per step, the CPU per sequence) nor in the same order of sums, and the
+// two forms are equal only in exact arithmetic, hence kGdn.
 #include "backend/cuda/parity_test_util.h"
 
 namespace rs::cuda_test {
@@ -42,6 +43,7 @@ class GdnParity : public CudaParity {
                               v.host.num_seqs, dev(v.host.checkpoint_slots)};
     return v;
   }
+  void check_delta_rule(const GatedDeltaNetParams& p, const std::vector<StepSpec>& steps);
 };
 
 const std::vector<StepSpec> kSteps = {
@@ -73,30 +75,43 @@ TEST_F(GdnParity, CausalConv1d) {
   }
 }
 
-TEST_F(GdnParity, GatedDeltaRule) {
-  for (const int32_t dk : {16, 32, 64, 128}) {
-    const GatedDeltaNetParams p{2, 4, dk, 48};
-    const int64_t nv = p.num_v_heads, dv = p.v_head_dim, kSlots = 6;
-    const int64_t width = 2 * int64_t{p.num_k_heads} * dk + nv * dv;
-    std::vector<float> a_log_values = normal(rng_, nv, 0.5f);
-    for (float& a : a_log_values) a -= 2.0f;  // slow decay: the state carries across chunks
-    const Tensor a_log = host(a_log_values, DType::kF32, {nv}),
-                 dt_bias = host(normal(rng_, nv, 0.3f), DType::kF32, {nv});
-    const Tensor a_log_d = dev(a_log), dt_bias_d = dev(dt_bias);
-    Tensor state = host(normal(rng_, kSlots * nv * dk * dv, 0.1f), DType::kF32, {kSlots, nv, dk, dv});
-    Tensor state_d = dev(state);
-    for (size_t i = 0; i < kSteps.size(); ++i) {
-      const Views v = views(kSteps[i]);
-      const Tensor qkv = host(normal(rng_, v.tokens * width), DType::kF32, {v.tokens, width});
-      const Tensor ba = host(normal(rng_, v.tokens * 2 * nv), DType::kF32, {v.tokens, 2 * nv});
-      Tensor ref = host_zeros(DType::kF32, {v.tokens, nv * dv}), out = dev(ref);
-      cpu_->gated_delta_rule(qkv, ba, a_log, dt_bias, state, v.host, p, ref);
-      gpu_->gated_delta_rule(dev(qkv), dev(ba), a_log_d, dt_bias_d, state_d, v.device, p, out);
-      EXPECT_PARITY(fetch<float>(out), as_floats(ref), kGdn, fmt::format("gated_delta_rule dk {} step {}", dk, i));
-      EXPECT_PARITY(fetch<float>(state_d), as_floats(state), kGdn,
-                    fmt::format("delta-rule state dk {} step {}", dk, i));
-    }
+// Runs `steps` through both backends from the same random state and compares every output and the whole state.
+void GdnParity::check_delta_rule(const GatedDeltaNetParams& p, const std::vector<StepSpec>& steps) {
+  const int64_t nv = p.num_v_heads, dk = p.k_head_dim, dv = p.v_head_dim, kSlots = 6;
+  const int64_t width = 2 * int64_t{p.num_k_heads} * dk + nv * dv;
+  std::vector<float> a_log_values = normal(rng_, nv, 0.5f);
+  for (float& a : a_log_values) a -= 2.0f;  // slow decay: the state carries across chunks
+  const Tensor a_log = host(a_log_values, DType::kF32, {nv}), dt_bias = host(normal(rng_, nv, 0.3f), DType::kF32, {nv});
+  const Tensor a_log_d = dev(a_log), dt_bias_d = dev(dt_bias);
+  Tensor state = host(normal(rng_, kSlots * nv * dk * dv, 0.1f), DType::kF32, {kSlots, nv, dk, dv});
+  Tensor state_d = dev(state);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Views v = views(steps[i]);
+    const Tensor qkv = host(normal(rng_, v.tokens * width), DType::kF32, {v.tokens, width});
+    const Tensor ba = host(normal(rng_, v.tokens * 2 * nv), DType::kF32, {v.tokens, 2 * nv});
+    Tensor ref = host_zeros(DType::kF32, {v.tokens, nv * dv}), out = dev(ref);
+    cpu_->gated_delta_rule(qkv, ba, a_log, dt_bias, state, v.host, p, ref);
+    gpu_->gated_delta_rule(dev(qkv), dev(ba), a_log_d, dt_bias_d, state_d, v.device, p, out);
+    const std::string what = fmt::format("dk {} dv {} step {}", dk, dv, i);
+    EXPECT_PARITY(fetch<float>(out), as_floats(ref), kGdn, "gated_delta_rule " + what);
+    EXPECT_PARITY(fetch<float>(state_d), as_floats(state), kGdn, "delta-rule state " + what);
   }
+}
+
+// Steps with several tokens per sequence run the chunked form on both backends, decode and verify steps the recurrent
+// one on the GPU.
+TEST_F(GdnParity, GatedDeltaRule) {
+  for (const int32_t dk : {16, 32, 64, 128}) check_delta_rule(GatedDeltaNetParams{2, 4, dk, 48}, kSteps);
+}
+
+// The released shape (dk = dv = 128: four column blocks per head) over prompts of several chunks, a decode step after.
+TEST_F(GdnParity, GatedDeltaRuleLongPrompts) {
+  const std::vector<StepSpec> steps = {
+      {{{0, 0, 300}, {1, 0, 64}, {2, 0, 1}}, {}},
+      {{{0, 300, 200}, {1, 64, 65}, {2, 1, 1}}, {}},
+      {{{0, 500, 1}, {1, 129, 1}, {2, 2, 1}}, {}},
+  };
+  check_delta_rule(GatedDeltaNetParams{2, 4, 128, 128}, steps);
 }
 
 TEST_F(GdnParity, GatedRmsNormAndSigmoidMul) {

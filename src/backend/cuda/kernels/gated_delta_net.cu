@@ -5,8 +5,7 @@
 // The conv runs one thread per channel and chunk of 64 tokens (outputs depend on the last K inputs only, so chunks are
 // independent). The delta rule is a chain over a sequence's tokens: one warp per (sequence, value head, 16 or 32 state
 // columns), the head's state in registers (one or two lanes per column), the next token's inputs loaded while the
-// current one computes; no block barriers. Prefill runs that chain token by token; the chunked form (tensor
-// cores over chunks of 64) is the next step for long prompts.
+// current one computes; no block barriers. Prefill steps go to the chunked form (gated_delta_chunked.cu).
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.cuh"
@@ -219,6 +218,12 @@ void launch_gated_delta_rule(const float* qkv, const float* ba, const float* a_l
   RS_CHECK(gated_delta_rule_supported(p), "gated_delta_rule: key head dim {} / value head dim {} unsupported",
            p.k_head_dim, p.v_head_dim);
   if (batch.num_seqs == 0) return;
+  // Steps that prefill (more tokens than sequences) run the chunked form, as the CPU backend does; decode steps and
+  // verify steps (whose per-token checkpoints need the state after every token) the recurrent one.
+  if (batch.checkpoint_slots == nullptr && batch.num_tokens > batch.num_seqs) {
+    launch_gated_delta_rule_chunked(qkv, ba, a_log, dt_bias, state, batch, p, out, stream);
+    return;
+  }
   const auto launch = [&](auto kernel, int columns_per_warp) {
     const int64_t col_blocks = ceil_div(int64_t{p.v_head_dim}, int64_t{columns_per_warp});
     const dim3 grid(static_cast<unsigned>(p.num_v_heads * col_blocks), static_cast<unsigned>(batch.num_seqs));

@@ -275,7 +275,8 @@ struct GdnShape {  // GatedDeltaNetParams: value head h reads key head h / (num_
 // f32 [slots, C, K - 1] (K <= 8).
 void launch_causal_conv1d(const float* x, const float* weight, float* conv_state, const GdnBatch& batch,
                           int64_t channels, int32_t kernel, float* out, cudaStream_t stream);
-// The gated delta rule, recurrent form for every token (Backend::gated_delta_rule); key head dim 16, 32, 64 or 128.
+// The gated delta rule (Backend::gated_delta_rule): the chunked form for steps that prefill, else the recurrent one;
+// key head dim 16, 32, 64 or 128.
 bool gated_delta_rule_supported(const GdnShape& shape);
 void launch_gated_delta_rule(const float* qkv, const float* ba, const float* a_log, const float* dt_bias, float* state,
                              const GdnBatch& batch, const GdnShape& shape, float* out, cudaStream_t stream);
@@ -284,6 +285,12 @@ void launch_gated_rms_norm(const float* x, const float* z, const void* weight, E
 // out = x * sigmoid(gate); gate [rows, width] or [rows, 1]
 void launch_sigmoid_mul(const float* x, const float* gate, int64_t rows, int64_t width, int64_t gate_width, float* out,
                         cudaStream_t stream);
+
+// ---- gated_delta_chunked.cu ----
+// The chunked form alone (chunks of 64 from each sequence's first token in the step); no checkpoints.
+void launch_gated_delta_rule_chunked(const float* qkv, const float* ba, const float* a_log, const float* dt_bias,
+                                     float* state, const GdnBatch& batch, const GdnShape& shape, float* out,
+                                     cudaStream_t stream);
 
 // ---- token_bitmask.cu ----
 // logits [rows, vocab] f32: -inf where bit (v % 32) of bitmask[row, v / 32] is clear (bitmask [rows, ceil(vocab/32)]).
