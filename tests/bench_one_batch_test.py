@@ -26,7 +26,7 @@ def expected_kv_bytes_per_step(config: dict, dtype: str, batch: int, input_len: 
     """Mean over the decode steps of what every sequence reads: its context (a window at most) in every layer."""
     layers = config["num_hidden_layers"]
     types = config.get("layer_types") or ["full_attention"] * layers
-    windows = [config["sliding_window"] if t == "sliding_attention" else 0 for t in types]
+    windows = [config["sliding_window"] if t == "sliding_attention" else 0 for t in types if t != "linear_attention"]
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
     token_bytes = 2 * config["num_key_value_heads"] * head_dim * {"f32": 4, "bf16": 2, "f16": 2}[dtype.lower()]
     total = 0
@@ -34,6 +34,18 @@ def expected_kv_bytes_per_step(config: dict, dtype: str, batch: int, input_len: 
         context = input_len + step + 1
         total += sum(min(context, w) if w else context for w in windows) * token_bytes
     return batch * total / output_len
+
+
+def expected_state_bytes_per_step(config: dict, batch: int) -> float:
+    """Hybrid models: every sequence reads and writes its f32 recurrent state (conv + delta rule) of each
+    gated-delta-net layer once per decode step."""
+    linear = sum(t == "linear_attention" for t in config.get("layer_types") or [])
+    if not linear:
+        return 0.0
+    nk, nv = config["linear_num_key_heads"], config["linear_num_value_heads"]
+    dk, dv = config["linear_key_head_dim"], config["linear_value_head_dim"]
+    conv = (2 * nk * dk + nv * dv) * (config["linear_conv_kernel_dim"] - 1)
+    return 2.0 * batch * linear * (conv + nv * dk * dv) * 4
 
 
 def git_revision_expected(source_dir: pathlib.Path) -> bool:
@@ -100,7 +112,11 @@ def check_one_batch(radixserve: str, model_dir: pathlib.Path, args: list) -> Non
         weights = report["dense_weight_bytes"] + report["expert_weight_bytes"] * share
         check(math.isclose(r["weight_bytes_per_step"], weights, rel_tol=1e-9),
               f"batch {b}: weight bytes per step {r['weight_bytes_per_step']}, expected {weights}")
-        check(math.isclose(r["bytes_per_step"], r["kv_bytes_per_step"] + r["weight_bytes_per_step"]),
+        expected_state = expected_state_bytes_per_step(config, b)
+        check(math.isclose(r["state_bytes_per_step"], expected_state, rel_tol=1e-9, abs_tol=0),
+              f"batch {b}: recurrent-state bytes per step {r['state_bytes_per_step']}, expected {expected_state}")
+        check(math.isclose(r["bytes_per_step"],
+                           r["kv_bytes_per_step"] + r["weight_bytes_per_step"] + r["state_bytes_per_step"]),
               f"batch {b}: bytes per step")
         bound = b * bandwidth * 1e9 / r["bytes_per_step"]
         check(math.isclose(r["bound_tokens_per_s"], bound, rel_tol=1e-6),

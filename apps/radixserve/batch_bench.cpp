@@ -55,6 +55,9 @@ BatchBench::BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_co
              "KV group {} (window {}) has {} pages; {} sequences of {} tokens need {}: raise --kv-cache-gb", g,
              group.window, group.num_pages, max_batch, max_context, needed);
   }
+  const int32_t state_slots = engine.state_pool().num_slots();
+  RS_CHECK(state_slots == 0 || state_slots >= max_batch,
+           "{} recurrent-state slots for batches of {} sequences: raise --num-state-slots", state_slots, max_batch);
 }
 
 int32_t BatchBench::max_chunk(int32_t length, int32_t batch_size) const {
@@ -77,7 +80,9 @@ engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32
   engine::ForwardBatch batch;
   batch.max_pages = max_pages_;
   batch.seq_token_start.push_back(0);
+  const bool recurrent = engine_.state_pool().num_slots() > 0;  // hybrid models: sequence s owns state slot s
   for (const Chunk& chunk : chunks) {
+    if (recurrent) batch.state_slots.push_back(chunk.seq);
     batch.token_ids.insert(batch.token_ids.end(), chunk.ids.begin(), chunk.ids.end());
     for (size_t i = 0; i < chunk.ids.size(); ++i) batch.positions.push_back(chunk.begin + static_cast<int32_t>(i));
     batch.seq_token_start.push_back(batch.num_tokens());

@@ -78,21 +78,20 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
   config.max_step_tokens = options.max_step_tokens;
   config.context_length =
       std::max<int64_t>(config.context_length, (context + config.page_size - 1) / config.page_size * config.page_size);
+  const loader::ModelConfig model = loader::load_model_config(options.model_dir);
+  // Hybrid models: a recurrent-state slot per sequence (sequence s owns slot s).
+  const state::StateGeometry geometry = engine::state_geometry_of(model);
+  if (!geometry.empty() && config.num_state_slots == 0) config.num_state_slots = max_batch;
   if (config.kv_cache_gb == 0) {
-    const loader::ModelConfig model = loader::load_model_config(options.model_dir);
     kv::KvPoolConfig kv;
     kv.page_size = config.page_size;
     kv.num_kv_heads = model.num_kv_heads;
     kv.head_dim = model.head_dim;
     kv.dtype = engine::kv_cache_dtype(config, model);
     kv.groups = kv::group_layers_by_window(model.layer_windows);
-    size_t bytes = kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens);
-    // Hybrid models: a recurrent-state slot per sequence comes out of the same budget.
-    const state::StateGeometry geometry = engine::state_geometry_of(model);
-    if (!geometry.empty() && config.num_state_slots == 0) {
-      config.num_state_slots = max_batch;
-      bytes += static_cast<size_t>(max_batch) * state::slot_bytes(geometry);
-    }
+    // The state slots come out of the same budget as the KV pages.
+    const size_t bytes = kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens) +
+                         static_cast<size_t>(config.num_state_slots) * state::slot_bytes(geometry);
     config.kv_cache_gb = static_cast<double>(bytes) / (1ull << 30);
   }
   config.progress = make_progress_reporter();
@@ -148,10 +147,16 @@ void run_one_batch(const OneBatchOptions& options) {
                                  "select ({} of {} per token, uniform routing)",
                                  weights.experts / double(1 << 20), weights.top_k, weights.num_experts);
 
+  const double state_slot_bytes = static_cast<double>(state::slot_bytes(engine.state_pool().geometry()));
+  const std::string state_text = state_slot_bytes == 0
+                                     ? std::string()
+                                     : fmt::format(", {:.1f} MiB of recurrent state per sequence (read and written)",
+                                                   state_slot_bytes / (1 << 20));
+
   nlohmann::json results = nlohmann::json::array();
-  std::cout << fmt::format("{} on {}: weights read per step {:.1f} MiB{}, KV cache {}, bandwidth {:.1f} GB/s ({})\n",
+  std::cout << fmt::format("{} on {}: weights read per step {:.1f} MiB{}{}, KV cache {}, bandwidth {:.1f} GB/s ({})\n",
                            mc.architecture, engine.backend().name(), weights.dense / double(1 << 20), expert_text,
-                           dtype_name(kv_config.dtype), bandwidth, bandwidth_method)
+                           state_text, dtype_name(kv_config.dtype), bandwidth, bandwidth_method)
             << fmt::format("{:>6} {:>14} {:>13} {:>10} {:>9} {:>12} {:>12} {:>9}\n", "batch", "prefill tok/s",
                            "decode tok/s", "tok/s/seq", "step ms", "KV MiB/step", "bound tok/s", "of bound");
   for (const auto& [batch, t] : runs) {
@@ -159,7 +164,8 @@ void run_one_batch(const OneBatchOptions& options) {
     const double decode_rate = double(batch) * options.output_len / t.decode_seconds;
     const double kv_bytes = kv_bytes_read_per_decode_step(kv_config, batch, options.input_len, options.output_len);
     const double weight_bytes = weights.per_step(batch);
-    const double step_bytes = weight_bytes + kv_bytes;
+    const double state_bytes = 2.0 * batch * state_slot_bytes;  // each sequence's recurrent state, read and written
+    const double step_bytes = weight_bytes + kv_bytes + state_bytes;
     const double bound = bandwidth > 0 ? batch * bandwidth * 1e9 / step_bytes : 0.0;
     const double step_ms = median(t.decode_step_seconds) * 1e3;
     std::cout << fmt::format("{:>6} {:>14.1f} {:>13.1f} {:>10.2f} {:>9.2f} {:>12.2f} {:>12.1f} {:>9.3f}\n", batch,
@@ -175,6 +181,7 @@ void run_one_batch(const OneBatchOptions& options) {
                        {"decode_step_ms_median", step_ms},
                        {"weight_bytes_per_step", weight_bytes},
                        {"kv_bytes_per_step", kv_bytes},
+                       {"state_bytes_per_step", state_bytes},
                        {"bytes_per_step", step_bytes},
                        {"bound_tokens_per_s", bound},
                        {"fraction_of_bound", bound > 0 ? decode_rate / bound : 0.0}});

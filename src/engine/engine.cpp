@@ -236,6 +236,9 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   const int32_t tokens = batch.num_tokens(), seqs = batch.num_seqs();
   const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
   RS_CHECK(tokens > 0 && seqs > 0, "malformed batch: {} tokens, {} sequences", tokens, seqs);
+  RS_CHECK(state_pool_->num_slots() == 0 || static_cast<int32_t>(batch.state_slots.size()) == seqs,
+           "the model keeps recurrent state: a step needs a state slot for each of its {} sequences, not {}", seqs,
+           batch.state_slots.size());
   RS_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.logit_rows.size(),
            "batch has {} sampling rows for {} logit rows", batch.sampling.size(), batch.logit_rows.size());
   const int64_t vocab = model_config_.vocab_size;
