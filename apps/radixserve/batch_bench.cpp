@@ -221,7 +221,18 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
       ids[s].assign(draft + 1, next[s]);
       chunks.push_back(Chunk{s, length[s], ids[s], true, draft + 1});
     }
-    const engine::ForwardBatch batch = build_step(chunks, batch_size);
+    engine::ForwardBatch batch = build_step(chunks, batch_size);
+    const int32_t state_slots = engine_.state_pool().num_slots();
+    if (state_slots > 0) {  // hybrid models keep the state after each draft token, as the scheduler's verify steps do
+      RS_CHECK(
+          state_slots >= max_batch_ * (1 + draft),
+          "{} recurrent-state slots cannot hold {} sequences and their {} checkpoints each: raise --num-state-slots",
+          state_slots, batch_size, draft);
+      batch.state_checkpoints.assign(batch.token_ids.size(), -1);
+      for (int32_t s = 0; s < batch_size; ++s)
+        for (int32_t i = 0; i < draft; ++i)
+          batch.state_checkpoints[batch.seq_token_start[s] + i] = max_batch_ + s * draft + i;
+    }
     auto& seconds = timings.verify_step_seconds.emplace_back(draft, std::vector<double>()).second;
     engine_.forward(batch);  // warm: a new shape may size scratch
     for (int32_t step = 0; step < std::max(decode_steps, 4); ++step) {
