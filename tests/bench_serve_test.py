@@ -3,7 +3,7 @@
 against it and checks its --json report: every request completed with zero errors, the server's usage counts exactly
 what was asked (prompt = prefix + unique tokens, completion = max_tokens), a shared-prefix run's cache hit rate is the
 ideal one at concurrency 1 ((N - K) * P / prompt tokens: each prefix misses once) and 0 with --disable-radix-cache,
-goodput follows the SLOs, chunks arrive one by one (not glued together by Nagle's algorithm), and text prompts and
+goodput follows the SLOs, the first token is not held back by Nagle's algorithm, and text prompts and
 Poisson arrivals work too; tools/plot_bench.py draws the cached and uncached runs side by side.
 
 Usage: bench_serve_test.py RADIXSERVE MODEL_DIR"""
@@ -107,10 +107,12 @@ def main() -> None:
     check(abs(one["cache_hit_rate"] - ideal) < 0.01, f"hit rate {one['cache_hit_rate']:.3f}, ideal {ideal:.3f}")
     check(0.5 * ideal <= four["cache_hit_rate"] <= ideal + 0.01, f"hit rate at 4: {four['cache_hit_rate']:.3f}")
     check(four["max_in_flight"] == 4 and one["max_in_flight"] == 1, "concurrency not kept")
-    # Tokens stream one SSE chunk per decode step, so the median gap is a decode step of the demo model (~0.5 ms on a
-    # laptop core). Without TCP_NODELAY on the server, Nagle and the client's delayed ACK glued whole answers into a
-    # few segments read microseconds apart: the median gap was 0-10 us and TTFT 40 ms longer.
-    check(one["itl"]["p50_ms"] > 0.05, f"inter-token gaps at concurrency 1: {one['itl']}")
+    # Without TCP_NODELAY on the server, Nagle held each streamed write until the previous one was acknowledged, and
+    # the client's delayed ACK (40 ms) then glued whole answers into a few segments: TTFT was 47.6 ms on the demo model
+    # against 2-12 ms with it. The median TTFT is the robust sign; the median inter-token gap is not, because a loaded
+    # machine (CI runs tests in parallel on 2 cores) lets tokens queue up and leave in one write, gaps of 0 by design.
+    check(one["ttft"]["p50_ms"] < 30, f"TTFT at concurrency 1 looks delayed by Nagle: {one['ttft']}")
+    check(one["itl"]["max_ms"] > 0.05, f"inter-token gaps at concurrency 1 all zero: {one['itl']}")
 
     strict = bench(radixserve, server.url, ["--concurrency", "2", "--num-prompts", "4", "--input-len", "16",
                                             "--output-len", "4", "--slo-ttft-ms", "0.001", "--slo-itl-ms", "0.001"])
