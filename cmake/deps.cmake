@@ -6,8 +6,9 @@ find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# Boost.Asio and Beast (header-only) carry the HTTP server; cpp-httplib remains the tests' HTTP client and stub server.
+find_package(Boost 1.74 REQUIRED CONFIG)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
-# (Debian's cpp-httplib is compiled: its listen backlog of 5 is raised by HttpServer::bind, not by a define here.)
 
 # OpenBLAS (pthread flavour) for CPU GEMM; we drive its threads ourselves.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-pthread openblas)
