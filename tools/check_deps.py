@@ -20,7 +20,8 @@ ALLOWED = {
     "loadgen": {"base"},
     "grammar": {"tokenizer", "base"},
     "sched": {"grammar", "tokenizer", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
-    "server": {"sched", "grammar", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
+    "http": {"base"},
+    "server": {"http", "sched", "grammar", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 

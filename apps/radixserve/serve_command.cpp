@@ -194,11 +194,6 @@ void run_serve(ServeOptions options) {
   RS_CHECK(!options.http.protect_metrics || !options.http.api_key.empty(),
            "--protect-metrics needs an API key (--api-key or $RADIXSERVE_API_KEY)");
   options.http.version = version_string();
-  // httplib serves a connection per thread: one for every request that may be running or queued (a stream holds
-  // its thread to the end), and a few for /health and /metrics. With the defaults (16 running, 2,048 queued) 1,000
-  // concurrent streams are all admitted or queued (tools/soak_test.py); an event-driven server would hold more.
-  options.http.num_threads =
-      std::min(4096, options.scheduler.max_running_requests + options.scheduler.max_queued_requests + 16);
   server::HttpServer http(options.http);
   http.start();  // /health says "loading" from here on
 
@@ -256,6 +251,14 @@ void add_limit_options(CLI::App& cmd, ServeOptions& options) {
       ->capture_default_str();
   cmd.add_option("--write-timeout", options.http.write_timeout_s, "Seconds a client may leave a response unread")
       ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd.add_option("--keep-alive-timeout", options.http.keep_alive_timeout_s,
+                 "Seconds an idle keep-alive connection stays open")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd.add_option("--max-connections", options.http.max_connections,
+                 "Open client connections; past this a new one gets 503 (streams waiting for tokens hold no thread)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   cmd.add_option("--max-json-depth", options.limits.max_json_depth, "Deepest nesting of a request body")
       ->check(CLI::Range(1, server::kMaxJsonDepth))

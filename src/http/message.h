@@ -63,8 +63,8 @@ struct Response {
   Headers headers;
   std::string content_type;  // empty: no Content-Type
   std::string body;
-  std::shared_ptr<ChunkSource> chunks;        // set: the body is these chunks, not `body`
-  std::shared_ptr<DeferredResponse> deferred;  // set: this whole response is replaced by the deferred one
+  std::shared_ptr<ChunkSource> chunks;         // set: the body is these chunks, not `body`
+  std::shared_ptr<DeferredResponse> deferred;  // set: replaced by the deferred one (headers set here are kept)
 
   void set_header(std::string name, std::string value);
   bool has_header(std::string_view name) const { return !find_header(headers, name).empty(); }

@@ -30,10 +30,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto kTick = 500ms;              // a waiting answer is pulled at least this often (SSE keep-alives)
-constexpr auto kLingerTime = 2s;           // after a refusal, how long the unread rest of a body is read and dropped
+constexpr auto kTick = 500ms;               // a waiting answer is pulled at least this often (SSE keep-alives)
+constexpr auto kLingerTime = 2s;            // after a refusal, how long the unread rest of a body is read and dropped
 constexpr size_t kLingerBytes = 64u << 20;  // ... and at most how much of it
-constexpr auto kStopGrace = 3s;            // stop(): how long closed connections get to unwind
+constexpr auto kStopGrace = 3s;             // stop(): how long closed connections get to unwind
 
 auto with_error(beast::error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
 
@@ -69,7 +69,10 @@ class Connection;
 
 struct Server::State {
   State(ServerOptions opts, Routes r)
-      : options(std::move(opts)), routes(std::move(r)), acceptor(net::make_strand(io)), workers(options.worker_threads) {}
+      : options(std::move(opts)),
+        routes(std::move(r)),
+        acceptor(net::make_strand(io)),
+        workers(options.worker_threads) {}
 
   ServerOptions options;
   Routes routes;
@@ -89,7 +92,10 @@ struct Server::State {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(Server::State& server, tcp::socket socket, uint64_t id)
-      : server_(server), options_(server.options), stream_(std::move(socket)), wake_timer_(stream_.get_executor()),
+      : server_(server),
+        options_(server.options),
+        stream_(std::move(socket)),
+        wake_timer_(stream_.get_executor()),
         id_(id) {
     beast::error_code ec;
     const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
@@ -160,8 +166,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (!parser.is_done()) co_await bhttp::async_read(stream_, buffer_, parser, with_error(ec));
       if (closing_) co_return;
       if (ec) {
-        if (ec == bhttp::error::body_limit) co_await refuse(413, request);
-        else if (!client_left(ec)) co_await refuse(400, request);
+        if (ec == bhttp::error::body_limit)
+          co_await refuse(413, request);
+        else if (!client_left(ec))
+          co_await refuse(400, request);
         co_return;
       }
       stream_.expires_never();
@@ -237,6 +245,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       for (;;) {
         wake_pending_ = false;
         if (std::optional<Response> ready = deferred->poll()) {
+          for (auto& [name, value] : response.headers)  // set around the deferred answer (CORS): kept
+            if (!ready->has_header(name)) ready->headers.emplace_back(std::move(name), std::move(value));
           response = std::move(*ready);
           break;
         }

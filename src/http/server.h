@@ -18,17 +18,17 @@ namespace rs::http {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                          // 0 = any free port
-  int io_threads = 0;                    // 0 = min(cores, 4)
-  int worker_threads = 0;                // handlers; 0 = max(2, cores)
-  size_t max_body_bytes = 64u << 20;     // larger bodies get 413
-  size_t max_header_bytes = 64u << 10;   // request line and headers; larger get 431
-  size_t max_target_bytes = 16u << 10;   // a longer request target gets 414
-  int read_timeout_s = 30;               // a client silent this long mid-request is dropped
-  int write_timeout_s = 30;              // a client not reading for this long is dropped
-  int keep_alive_timeout_s = 60;         // an idle connection (no request begun) is closed after this long
-  int64_t max_connections = 10000;       // past this, new connections get 503 and are closed
-  int backlog = 4096;                    // listen backlog (the kernel caps it at net.core.somaxconn)
+  int port = 0;                         // 0 = any free port
+  int io_threads = 0;                   // 0 = min(cores, 4)
+  int worker_threads = 0;               // handlers; 0 = max(2, cores)
+  size_t max_body_bytes = 64u << 20;    // larger bodies get 413
+  size_t max_header_bytes = 64u << 10;  // request line and headers; larger get 431
+  size_t max_target_bytes = 16u << 10;  // a longer request target gets 414
+  int read_timeout_s = 30;              // a client silent this long mid-request is dropped
+  int write_timeout_s = 30;             // a client not reading for this long is dropped
+  int keep_alive_timeout_s = 60;        // an idle connection (no request begun) is closed after this long
+  int64_t max_connections = 10000;      // past this, new connections get 503 and are closed
+  int backlog = 4096;                   // listen backlog (the kernel caps it at net.core.somaxconn)
 };
 
 // What the application does with requests and with the server's own refusals.

@@ -272,9 +272,9 @@ TEST(HttpServer, ChunksStreamAsTheyArriveAndADisconnectAbandonsTheRest) {
 
 TEST(HttpServer, LimitsAnswerWithTheirStatus) {
   Fixture fixture;
-  Server server(ServerOptions{.worker_threads = 1, .max_body_bytes = 1000, .max_header_bytes = 2048,
-                              .max_target_bytes = 512},
-                fixture.routes());
+  Server server(
+      ServerOptions{.worker_threads = 1, .max_body_bytes = 1000, .max_header_bytes = 2048, .max_target_bytes = 512},
+      fixture.routes());
   server.start();
   httplib::Client client("127.0.0.1", server.port());
   EXPECT_EQ(client.Post("/echo", std::string(900, 'a'), "text/plain")->status, 200);
@@ -283,8 +283,7 @@ TEST(HttpServer, LimitsAnswerWithTheirStatus) {
   EXPECT_EQ(large->status, 413);
   EXPECT_EQ(large->body, "refused 413");
   EXPECT_EQ(client.Get("/echo?" + std::string(1000, 'q'))->status, 414);
-  EXPECT_EQ(client.Get("/echo", {{"X-Big", std::string(1800, 'h')}, {"X-Big2", std::string(600, 'h')}})->status,
-            431);
+  EXPECT_EQ(client.Get("/echo", {{"X-Big", std::string(1800, 'h')}, {"X-Big2", std::string(600, 'h')}})->status, 431);
   // Not HTTP at all.
   const int fd = connect_to(server.port());
   send_all(fd, "HELLO\r\n\r\n");

@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -34,9 +36,30 @@ struct TokenEvent {
   spec::SpecTotals speculative;  // the request's speculative-decoding totals so far (zero without speculation)
 };
 
-// Shared by the HTTP handler (consumer) and the scheduler (producer).
-struct TokenStream {
+// Shared by the HTTP handler (consumer) and the scheduler (producer). The consumer may register a waker that every
+// push calls (on the scheduler's thread), so that a waiting HTTP connection sleeps instead of polling.
+class TokenStream {
+ public:
+  void push(TokenEvent event) {
+    events.push(std::move(event));
+    std::function<void()> wake;
+    {
+      std::lock_guard lock(mutex_);
+      wake = wake_;
+    }
+    if (wake) wake();
+  }
+  // Replaces the waker (empty: none). Events pushed before it was set are in `events` already.
+  void set_waker(std::function<void()> wake) {
+    std::lock_guard lock(mutex_);
+    wake_ = std::move(wake);
+  }
+
   Channel<TokenEvent> events;
+
+ private:
+  std::mutex mutex_;
+  std::function<void()> wake_;
 };
 
 struct Request {

@@ -376,7 +376,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
     if (item.begin >= seq.num_prompt) snapshot_output_state(seq);  // a decode step
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
-    if (append_token(seq, output.tokens[row++], event)) seq.request->stream->events.push(std::move(event));
+    if (append_token(seq, output.tokens[row++], event)) seq.request->stream->push(std::move(event));
   }
 }
 
@@ -403,7 +403,7 @@ void Scheduler::commit_verified(Sequence& seq, const engine::StepOutput& output,
     if (!append_token(seq, output.tokens[row + j], event)) return;
     if (event.finished) break;
   }
-  seq.request->stream->events.push(std::move(event));
+  seq.request->stream->push(std::move(event));
 }
 
 TokenEvent Scheduler::start_event(Sequence& seq) {
@@ -503,7 +503,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
   event.prompt_tokens = seq.num_prompt;
   event.cached_tokens = seq.cached_tokens;
   event.speculative = seq.spec.totals();
-  seq.request->stream->events.push(std::move(event));
+  seq.request->stream->push(std::move(event));
 }
 
 void Scheduler::release_memory(Sequence& seq) {

@@ -1,21 +1,16 @@
 #include "server/generate_handler.h"
 
-#include <httplib.h>
-
 #include <fmt/format.h>
 
 #include "base/log.h"
 #include "base/utf8.h"
-#include "server/peer_connection.h"
 #include "server/sse.h"
 
 namespace rs::server {
 namespace {
 
 using namespace std::chrono_literals;
-constexpr auto kPollInterval = 100ms;    // how often a waiting handler wakes to check its client
-constexpr auto kKeepAliveEvery = 1s;     // SSE comment cadence while no token arrives
-constexpr auto kPeerCheckEvery = 250ms;  // how often a non-streaming handler checks that its client is still there
+constexpr auto kKeepAliveEvery = 1s;           // SSE comment cadence while no token arrives
 constexpr size_t kMaxLoggedInputBytes = 2000;  // --log-requests: a longer prompt is cut here
 
 // A request's prompt or messages for the log: JSON (so newlines cannot forge log lines), cut to kMaxLoggedInputBytes
@@ -30,40 +25,12 @@ std::string logged_json(const char* key, const Json& value) {
   return fmt::format("{}={}... ({} bytes in all)", key, text, total);
 }
 
-// Counts a call in flight for as long as it lives (a streamed response outlives its handler).
-class InFlight {
- public:
-  explicit InFlight(std::atomic<int32_t>& counter) : counter_(counter) { ++counter_; }
-  ~InFlight() { --counter_; }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-
- private:
-  std::atomic<int32_t>& counter_;
-};
-
-// Everything a streamed response needs after its handler has returned.
-struct StreamState {
-  std::unique_ptr<InFlight> in_flight;
-  std::unique_ptr<Generation> generation;
-  std::unique_ptr<ResponseBuilder> builder;
-  bool include_usage = false;
-  bool started = false;
-  bool finished = false;
-  Clock::time_point last_write = Clock::now();
-};
-
-}  // namespace
-
-GenerateHandler::GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics,
-                                 bool log_requests)
-    : model_(model), scheduler_(scheduler), metrics_(metrics), log_requests_(log_requests) {}
-
-static const char* route_of(Endpoint endpoint) {
+const char* route_of(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
 }
 
-void GenerateHandler::log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation) {
+// One access-log line per call (never prompt or output text; --log-requests logs the prompt on a line of its own).
+void log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation) {
   const Usage usage = generation.usage();
   const double ttft = generation.seconds_to_first_token();
   RS_LOG_INFO("{} {} {} prompt_tokens={} cached_tokens={} completion_tokens={} ttft={} total={:.3f}s finish={}", id,
@@ -72,7 +39,13 @@ void GenerateHandler::log_access(Endpoint endpoint, const std::string& id, int s
               generation.finish_reasons());
 }
 
-void GenerateHandler::respond_error(httplib::Response& res, const ApiError& error, Endpoint endpoint) {
+}  // namespace
+
+GenerateHandler::GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics,
+                                 bool log_requests)
+    : model_(model), scheduler_(scheduler), metrics_(metrics), log_requests_(log_requests) {}
+
+http::Response GenerateHandler::respond_error(const ApiError& error, Endpoint endpoint) {
   RS_LOG_INFO("{} {} {}{}", route_of(endpoint), error.status, error.code.empty() ? error.type : error.code,
               error.param.empty() ? "" : " param=" + error.param);
   if (error.status == 503) {
@@ -82,9 +55,11 @@ void GenerateHandler::respond_error(httplib::Response& res, const ApiError& erro
   } else {
     metrics_.count_client_error(error.status);
   }
+  http::Response res;
   res.status = error.status;
   if (error.status == 503) res.set_header("Retry-After", "1");
   res.set_content(error_json(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  return res;
 }
 
 std::optional<ApiError> GenerateHandler::check_num_choices(size_t num_prompts, int32_t n) const {
@@ -226,108 +201,148 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
   return *options.max_tokens;
 }
 
-void GenerateHandler::handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+// Counts a call in flight for as long as it lives (a streamed response outlives its handler).
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int32_t>& counter) : counter_(counter) { ++counter_; }
+  ~InFlight() { --counter_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int32_t>& counter_;
+};
+
+// A call in flight after its handler returned: what the deferred and streamed answers share.
+struct CallState {
+  GenerateHandler& handler;
+  Endpoint endpoint;
+  std::unique_ptr<InFlight> in_flight;
+  std::unique_ptr<Generation> generation;
+  std::unique_ptr<ResponseBuilder> builder;
+  bool finished = false;  // the answer is complete (what the client does afterwards aborts nothing)
+
+  // The client went away first: free the choices' KV at the scheduler's next step. Counted first: once the scheduler
+  // has dropped the request, /metrics may show the server idle (a test waits for exactly that).
+  void abandon(const char* what) {
+    if (finished) return;
+    finished = true;
+    handler.metrics_.requests_aborted++;
+    generation->abort();
+    RS_LOG_INFO("{} closed by the client{}; aborted", builder->id(), what);
+    log_access(endpoint, builder->id(), 499, *generation);
+  }
+};
+
+// A non-streaming call: one JSON body once every choice is done.
+class PendingCompletion : public http::DeferredResponse {
+ public:
+  explicit PendingCompletion(CallState call) : call_(std::move(call)), results_(call_.generation->num_choices()) {}
+
+  void start(http::Waker wake) override { call_.generation->set_waker(std::move(wake)); }
+
+  std::optional<http::Response> poll() override {
+    for (const ChoiceDelta& delta : call_.generation->poll(0ms)) results_[delta.index].append(delta);
+    if (!call_.generation->done()) return std::nullopt;
+    call_.finished = true;
+    call_.generation->set_waker({});
+    if (call_.generation->error())
+      return call_.handler.respond_error(server_error(500, *call_.generation->error()), call_.endpoint);
+    call_.handler.metrics_.requests_ok++;
+    log_access(call_.endpoint, call_.builder->id(), 200, *call_.generation);
+    http::Response res;
+    res.set_content(call_.builder->response(results_, call_.generation->usage())
+                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    "application/json");
+    return res;
+  }
+
+  void abandon() override { call_.abandon(""); }
+
+ private:
+  CallState call_;
+  std::vector<ChoiceResult> results_;
+};
+
+// A streaming call: SSE chunks as tokens arrive, a keep-alive comment while none does, [DONE] at the end.
+class CompletionStream : public http::ChunkSource {
+ public:
+  CompletionStream(CallState call, bool include_usage) : call_(std::move(call)), include_usage_(include_usage) {}
+
+  void start(http::Waker wake) override { call_.generation->set_waker(std::move(wake)); }
+
+  bool pull(std::string& out) override {
+    Generation& generation = *call_.generation;
+    const size_t before = out.size();
+    if (!started_) {
+      started_ = true;
+      for (int32_t c = 0; call_.endpoint == Endpoint::kChat && c < generation.num_choices(); ++c) {
+        ChoiceDelta role;
+        role.index = c;
+        out += sse_data(call_.builder->chunk(role, /*first=*/true));
+      }
+    }
+    for (const ChoiceDelta& delta : generation.poll(0ms)) out += sse_data(call_.builder->chunk(delta, false));
+    const bool done = generation.done();
+    if (done && generation.error()) {
+      out += sse_data(error_json(server_error(500, *generation.error())));
+    } else if (done && include_usage_) {
+      out += sse_data(call_.builder->usage_chunk(generation.usage()));
+    }
+    if (done) out += kSseDone;
+    // A comment while nothing arrives: clients ignore it, and writing it reveals a client that went away.
+    if (out.size() == before && Clock::now() - last_write_ >= kKeepAliveEvery) out += kSseKeepAlive;
+    if (out.size() > before) last_write_ = Clock::now();
+    if (done) {
+      call_.finished = true;
+      generation.set_waker({});
+      (generation.error() ? call_.handler.metrics_.requests_server_error : call_.handler.metrics_.requests_ok)++;
+      log_access(call_.endpoint, call_.builder->id(), generation.error() ? 500 : 200, generation);
+    }
+    return done;
+  }
+
+  void abandon() override { call_.abandon(" mid-stream"); }
+
+ private:
+  CallState call_;
+  const bool include_usage_;
+  bool started_ = false;
+  Clock::time_point last_write_ = Clock::now();
+};
+
+http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& req) {
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   GenerationOptions options;
   std::string logged_input;
   auto prompts = build_prompts(endpoint, req.body, options, logged_input);
-  if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(res, *error, endpoint);
+  if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(*error, endpoint);
   auto& prompt_ids = std::get<std::vector<std::vector<int32_t>>>(prompts);
   auto max_new = max_new_tokens(prompt_ids, options, endpoint);
-  if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(res, *error, endpoint);
+  if (auto* error = std::get_if<ApiError>(&max_new)) return respond_error(*error, endpoint);
 
-  // Found before the work starts, while the client is surely connected (only non-streaming calls use it).
-  const PeerConnection peer =
-      options.stream ? PeerConnection({}, {})
-                     : PeerConnection({req.remote_addr, req.remote_port}, {req.local_addr, req.local_port});
   const uint64_t first_id = next_request_id_.fetch_add(prompt_ids.size() * options.n);
   auto generation = std::make_unique<Generation>(model_, options, std::move(prompt_ids), std::get<int32_t>(max_new),
                                                  first_id, scheduler_, metrics_);
   if (!generation->submit()) {
     metrics_.requests_rejected++;
     return respond_error(
-        res,
         server_error(503, "The server is overloaded: too many requests are queued. Retry later.", "server_overloaded"),
         endpoint);
   }
   auto builder = std::make_unique<ResponseBuilder>(endpoint, model_.name, options, model_.text);
   if (log_requests_) RS_LOG_INFO("{} {} {}", builder->id(), route_of(endpoint), logged_input);
 
+  CallState call{*this, endpoint, std::move(in_flight), std::move(generation), std::move(builder)};
+  http::Response res;
   if (!options.stream) {
-    std::vector<ChoiceResult> results(generation->num_choices());
-    auto next_check = Clock::now() + kPeerCheckEvery;
-    while (!generation->done()) {
-      for (const ChoiceDelta& delta : generation->poll(kPollInterval)) results[delta.index].append(delta);
-      if (generation->done() || Clock::now() < next_check) continue;
-      next_check = Clock::now() + kPeerCheckEvery;
-      if (peer.closed()) {            // nobody will read the answer: free the choices' KV at the scheduler's next step
-        metrics_.requests_aborted++;  // counted first: once aborted, /metrics may already show the server idle
-        generation->abort();
-        RS_LOG_INFO("rid={} closed by the client ({}:{}); aborted", first_id, req.remote_addr, req.remote_port);
-        res.status = 499;  // nginx's "client closed request"; never seen by the client
-        log_access(endpoint, builder->id(), 499, *generation);
-        return;
-      }
-    }
-    if (generation->error()) return respond_error(res, server_error(500, *generation->error()), endpoint);
-    metrics_.requests_ok++;
-    log_access(endpoint, builder->id(), 200, *generation);
-    res.set_content(
-        builder->response(results, generation->usage()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-        "application/json");
-    return;
+    res.deferred = std::make_shared<PendingCompletion>(std::move(call));
+    return res;
   }
-
-  auto state = std::make_shared<StreamState>();
-  state->in_flight = std::move(in_flight);
-  state->generation = std::move(generation);
-  state->builder = std::move(builder);
-  state->include_usage = options.include_usage;
-  const bool chat = endpoint == Endpoint::kChat;
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, state, chat, endpoint](size_t, httplib::DataSink& sink) {
-        std::string out;
-        if (!state->started) {
-          state->started = true;
-          for (int32_t c = 0; chat && c < state->generation->num_choices(); ++c) {
-            ChoiceDelta role;
-            role.index = c;
-            out += sse_data(state->builder->chunk(role, /*first=*/true));
-          }
-        }
-        for (const ChoiceDelta& delta : state->generation->poll(out.empty() ? kPollInterval : 0ms))
-          out += sse_data(state->builder->chunk(delta, false));
-        const bool done = state->generation->done();
-        if (done && state->generation->error()) {
-          out += sse_data(error_json(server_error(500, *state->generation->error())));
-        } else if (done && state->include_usage) {
-          out += sse_data(state->builder->usage_chunk(state->generation->usage()));
-        }
-        if (done) out += kSseDone;
-        if (out.empty() && Clock::now() - state->last_write >= kKeepAliveEvery) out = kSseKeepAlive;
-        if (!out.empty()) {
-          if (!sink.write(out.data(), out.size())) return false;  // the client went away
-          state->last_write = Clock::now();
-        }
-        if (done) {
-          state->finished = true;
-          (state->generation->error() ? metrics_.requests_server_error : metrics_.requests_ok)++;
-          log_access(endpoint, state->builder->id(), state->generation->error() ? 500 : 200, *state->generation);
-          sink.done();
-        }
-        return true;
-      },
-      [this, state, endpoint](bool) {
-        if (state->finished) return;  // everything was written (the client may close before the last chunk frame)
-        // Disconnected mid-stream: free the choices' KV at the scheduler's next step. Counted first: once the
-        // scheduler has dropped the request, /metrics may show the server idle (a test waits for exactly that).
-        metrics_.requests_aborted++;
-        state->generation->abort();
-        RS_LOG_INFO("stream {} closed by the client; aborted", state->builder->id());
-        log_access(endpoint, state->builder->id(), 499, *state->generation);
-      });
+  res.content_type = "text/event-stream";
+  res.chunks = std::make_shared<CompletionStream>(std::move(call), options.include_usage);
+  return res;
 }
 
 }  // namespace rs::server

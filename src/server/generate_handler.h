@@ -1,5 +1,6 @@
 // GenerateHandler: POST /v1/chat/completions and /v1/completions on an HTTP worker thread: parse and validate,
-// build prompts, run a Generation, and answer with one JSON body or an SSE stream that aborts on disconnect.
+// build prompts and submit a Generation, then hand the connection an answer it waits for without a thread: one JSON
+// body once the generation is done, or an SSE stream; either aborts the generation when the client goes away.
 #pragma once
 
 #include <atomic>
@@ -11,10 +12,7 @@
 #include "server/metrics.h"
 #include "server/openai_response.h"
 
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "http/message.h"
 
 namespace rs::server {
 
@@ -24,8 +22,8 @@ class GenerateHandler {
   // messages (truncated) at info level.
   GenerateHandler(const ServingModel& model, sched::Scheduler& scheduler, ServerMetrics& metrics, bool log_requests);
 
-  // Any HTTP thread. Fills `res` (status, body or chunked SSE provider).
-  void handle(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  // Any HTTP worker thread. An error answer, or a deferred (non-streaming) or chunked (SSE) one.
+  http::Response handle(Endpoint endpoint, const http::Request& req);
   // Calls whose response is still being produced (streams included).
   int32_t in_flight() const { return in_flight_.load(); }
 
@@ -41,9 +39,11 @@ class GenerateHandler {
   std::optional<ApiError> check_num_choices(size_t num_prompts, int32_t n) const;
   std::variant<int32_t, ApiError> max_new_tokens(const std::vector<std::vector<int32_t>>& prompts,
                                                  const GenerationOptions& options, Endpoint endpoint) const;
-  void respond_error(httplib::Response& res, const ApiError& error, Endpoint endpoint);
-  // One access-log line per call (never prompt or output text; --log-requests logs the prompt on a line of its own).
-  static void log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation);
+  http::Response respond_error(const ApiError& error, Endpoint endpoint);
+
+  friend struct CallState;
+  friend class PendingCompletion;
+  friend class CompletionStream;
 
   const ServingModel& model_;
   sched::Scheduler& scheduler_;

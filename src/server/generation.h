@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,6 +93,8 @@ class Generation {
   bool submit();
   // Waits up to `timeout` for scheduler events and returns the deltas they produced (empty on timeout).
   std::vector<ChoiceDelta> poll(std::chrono::milliseconds timeout);
+  // Called (on the scheduler's thread) whenever an event arrives, so that a caller can wait without polling.
+  void set_waker(std::function<void()> wake) { stream_->set_waker(std::move(wake)); }
   bool done() const { return num_finished_ == static_cast<int32_t>(choices_.size()); }
   // Aborts every unfinished choice (the client went away).
   void abort();

@@ -1,12 +1,14 @@
-// HttpServer: the OpenAI-compatible HTTP front end (cpp-httplib worker threads). Serves /health, /metrics and the chat
-// page (GET /) from the start, generation routes once the model is ready, checks Bearer auth, and drains on shutdown.
+// HttpServer: the OpenAI-compatible HTTP front end on the event-driven rs::http server. Routes requests, serves
+// /health, /metrics and the chat page (GET /) from the start and generation routes once the model is ready, checks
+// Bearer auth and CORS, formats every refusal as an OpenAI error, and drains on shutdown.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
-#include <thread>
+#include <string_view>
 #include <vector>
 
 #include "sched/scheduler.h"
@@ -14,11 +16,7 @@
 #include "server/generation.h"
 #include "server/metrics.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "http/server.h"
 
 namespace rs::server {
 
@@ -26,10 +24,13 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;                       // 0 = any free port (see HttpServer::port)
   std::string api_key;                   // empty = no authentication
-  int32_t num_threads = 64;              // HTTP worker threads (each open stream holds one)
+  int32_t io_threads = 0;                // connections' I/O (0 = min(cores, 4)); a waiting stream holds no thread
+  int32_t worker_threads = 0;            // request parsing, templates, tokenizing (0 = max(4, cores))
+  int64_t max_connections = 10000;       // open connections; past this a new one gets 503 (--max-connections)
   size_t max_request_bytes = 64u << 20;  // larger bodies get a 413
   int read_timeout_s = 30;               // a client silent this long mid-request is dropped
   int write_timeout_s = 30;              // a client not reading for this long is dropped
+  int keep_alive_timeout_s = 60;         // an idle keep-alive connection is closed after this long
   // Browser origins allowed to call the API (CORS); empty = none (no CORS headers), "*" = any.
   std::vector<std::string> allowed_origins;
   std::string version;        // reported by GET /version
@@ -59,27 +60,30 @@ class HttpServer {
   void begin_drain() { draining_ = true; }
   // Generation calls still producing a response.
   int32_t in_flight() const { return handler_ ? handler_->in_flight() : 0; }
-  // Stops listening and joins the server threads. Idempotent.
+  // Connections open on the API port now.
+  int64_t connections() const { return http_ ? http_->connections() : 0; }
+  // Closes every connection (answers still pending are abandoned) and stops listening. Idempotent.
   void stop();
 
  private:
-  void add_routes();
-  // The observability routes (/health, and /metrics unless it has its own port) on `server`, key-checked when asked.
-  void add_observability_routes(httplib::Server& server, bool with_metrics);
-  // Binds `server` to host:port (0 = any free port), returns the bound port; throws rs::Error when it cannot.
-  int bind(httplib::Server& server, int port) const;
-  void add_model_routes();
+  // The API port's requests: CORS, preflight and key checks, then route_model.
+  http::Response route(const http::Request& req);
+  http::Response route_model(const http::Request& req);
+  // The metrics port's requests (/health and /metrics only), and those two routes themselves.
+  http::Response route_metrics_port(const http::Request& req);
+  http::Response observe(const http::Request& req);
+  // A refusal by the HTTP layer (oversized body or headers, malformed request, too many connections) as an API error.
+  http::Response refusal(int status, const http::Request& req);
   // Sets the CORS headers for the request's Origin when it is allowed.
-  void allow_origin(const httplib::Request& req, httplib::Response& res) const;
-  bool authorized(const std::string& authorization) const;
-  // Answers 401 and returns true when the request lacks the API key (false: carry on).
-  bool refuse_without_key(const httplib::Request& req, httplib::Response& res);
+  void allow_origin(const http::Request& req, http::Response& res) const;
+  bool authorized(std::string_view authorization) const;
+  // A 401 when the request lacks the API key; nullopt: carry on.
+  std::optional<http::Response> refuse_without_key(const http::Request& req);
+  http::ServerOptions options_for(int port) const;
 
   ServerConfig config_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread listener_;
-  std::unique_ptr<httplib::Server> metrics_http_;  // with ServerConfig::metrics_port >= 0
-  std::thread metrics_listener_;
+  std::unique_ptr<http::Server> http_;
+  std::unique_ptr<http::Server> metrics_http_;  // with ServerConfig::metrics_port >= 0
   int metrics_bound_port_ = -1;
   int bound_port_ = 0;
   ServerMetrics metrics_;

@@ -10,10 +10,10 @@ namespace rs::server {
 namespace {
 
 TEST(HttpServer, SecondServerOnABoundPortFailsClearly) {
-  HttpServer first(ServerConfig{.port = 0, .num_threads = 2});
+  HttpServer first(ServerConfig{.port = 0});
   first.start();
   ASSERT_GT(first.port(), 0);
-  HttpServer second(ServerConfig{.port = first.port(), .num_threads = 2});
+  HttpServer second(ServerConfig{.port = first.port()});
   try {
     second.start();
     FAIL() << "a second server bound port " << first.port();
@@ -22,13 +22,13 @@ TEST(HttpServer, SecondServerOnABoundPortFailsClearly) {
   }
   first.stop();
   // The port is free again once the first server stops (SO_REUSEADDR: no wait for TIME_WAIT).
-  HttpServer third(ServerConfig{.port = first.port(), .num_threads = 2});
+  HttpServer third(ServerConfig{.port = first.port()});
   EXPECT_NO_THROW(third.start());
   third.stop();
 }
 
 TEST(HttpServer, OversizedBodyGetsA413ThatNamesTheLimit) {
-  HttpServer server(ServerConfig{.port = 0, .num_threads = 2, .max_request_bytes = 2048});
+  HttpServer server(ServerConfig{.port = 0, .max_request_bytes = 2048});
   server.start();
   httplib::Client client("127.0.0.1", server.port());
   const auto small = client.Post("/v1/completions", std::string(100, ' '), "application/json");
@@ -43,7 +43,7 @@ TEST(HttpServer, OversizedBodyGetsA413ThatNamesTheLimit) {
 }
 
 TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
-  HttpServer server(ServerConfig{.port = 0, .api_key = "sk-test", .num_threads = 2});
+  HttpServer server(ServerConfig{.port = 0, .api_key = "sk-test"});
   server.start();
   httplib::Client client("127.0.0.1", server.port());
   const auto page = client.Get("/");  // no Authorization: the page is public, its API calls carry the key
@@ -55,7 +55,7 @@ TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
   EXPECT_EQ(client.Get("/v1/models")->status, 401);
   server.stop();
 
-  HttpServer no_page(ServerConfig{.port = 0, .num_threads = 2, .web_ui = false});
+  HttpServer no_page(ServerConfig{.port = 0, .web_ui = false});
   no_page.start();
   httplib::Client other("127.0.0.1", no_page.port());
   EXPECT_EQ(other.Get("/")->status, 404);
@@ -63,7 +63,7 @@ TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
 }
 
 TEST(HttpServer, MetricsOnTheirOwnPortLeaveTheApiPort) {
-  HttpServer server(ServerConfig{.port = 0, .num_threads = 2, .metrics_port = 0});
+  HttpServer server(ServerConfig{.port = 0, .metrics_port = 0});
   server.start();
   ASSERT_GT(server.metrics_port(), 0);
   ASSERT_NE(server.metrics_port(), server.port());
@@ -79,8 +79,8 @@ TEST(HttpServer, MetricsOnTheirOwnPortLeaveTheApiPort) {
   server.stop();
 
   // A metrics port that is taken fails the start clearly, like the API port.
-  HttpServer taken(ServerConfig{.port = 0, .num_threads = 2, .metrics_port = server.port()});
-  HttpServer holder(ServerConfig{.port = server.port(), .num_threads = 2});
+  HttpServer taken(ServerConfig{.port = 0, .metrics_port = server.port()});
+  HttpServer holder(ServerConfig{.port = server.port()});
   holder.start();
   try {
     taken.start();
@@ -93,8 +93,8 @@ TEST(HttpServer, MetricsOnTheirOwnPortLeaveTheApiPort) {
 
 TEST(HttpServer, ProtectedMetricsNeedTheKeyOnEitherPort) {
   for (const int metrics_port : {-1, 0}) {
-    HttpServer server(ServerConfig{
-        .port = 0, .api_key = "sk-test", .num_threads = 2, .metrics_port = metrics_port, .protect_metrics = true});
+    HttpServer server(
+        ServerConfig{.port = 0, .api_key = "sk-test", .metrics_port = metrics_port, .protect_metrics = true});
     server.start();
     httplib::Client client("127.0.0.1", metrics_port < 0 ? server.port() : server.metrics_port());
     EXPECT_EQ(client.Get("/metrics")->status, 401) << "metrics port " << metrics_port;
@@ -105,7 +105,7 @@ TEST(HttpServer, ProtectedMetricsNeedTheKeyOnEitherPort) {
     server.stop();
   }
   // Without protect_metrics they stay public beside a key.
-  HttpServer open_server(ServerConfig{.port = 0, .api_key = "sk-test", .num_threads = 2});
+  HttpServer open_server(ServerConfig{.port = 0, .api_key = "sk-test"});
   open_server.start();
   httplib::Client client("127.0.0.1", open_server.port());
   EXPECT_EQ(client.Get("/metrics")->status, 200);
