@@ -85,6 +85,10 @@ async def measure(args, port: int, model: str, pid: int) -> dict:
     await asyncio.gather(*(s.head.wait() for s in streams))
     open_s = time.perf_counter() - start
     held = process_status(pid)
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    for name in ("running", "waiting"):
+        match = re.search(rf"^radixserve_num_requests_{name}\{{[^}}]*\}} (\S+)", metrics, re.M)
+        held[f"requests_{name}"] = float(match.group(1)) if match else None
     healths = [await health_ms(port) for _ in range(5)]
     for s in streams:
         s.go.set()

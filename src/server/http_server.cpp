@@ -169,6 +169,7 @@ http::Response HttpServer::observe(const http::Request& req) {
     return res;
   }
   const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
+  metrics_.http_connections = http_ ? http_->connections() : 0;
   res.set_content(metrics_.render(stats, page_size_, ready_ ? model_->name : std::string()),
                   "text/plain; version=0.0.4");
   return res;

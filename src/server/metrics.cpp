@@ -134,6 +134,8 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
          "Speculative decoding: mean tokens a verify pass produced (accepted drafts + 1) since start.",
          stats.spec_verifies ? 1.0 + static_cast<double>(stats.spec_accepted_tokens) / stats.spec_verifies : 0.0,
          model);
+  single(out, "radixserve_http_connections", "gauge", "Open client connections on the API port.",
+         static_cast<double>(http_connections.load()), model);
   header(out, "radixserve_requests_total", "counter", "API calls by outcome (each call counted once).");
   const std::pair<const char*, uint64_t> outcomes[] = {{"ok", requests_ok.load()},
                                                        {"client_error", requests_client_error.load()},

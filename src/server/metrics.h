@@ -43,6 +43,7 @@ class ServerMetrics {
   std::atomic<uint64_t> requests_server_error{0};
   std::atomic<uint64_t> requests_aborted{0};   // streams whose client went away
   std::atomic<uint64_t> requests_rejected{0};  // refused with 503 (queue full, draining), counted only here
+  std::atomic<int64_t> http_connections{0};    // open client connections on the API port (set before render)
 
   // A 4xx answer, also counted by status.
   void count_client_error(int status);
