@@ -17,7 +17,6 @@ namespace {
 constexpr auto kTick = 500ms;               // a waiting answer is pulled at least this often (SSE keep-alives)
 constexpr auto kLingerTime = 2s;            // after a refusal, how long the unread rest of a body is read and dropped
 constexpr size_t kLingerBytes = 64u << 20;  // ... and at most how much of it
-constexpr auto kStopGrace = 3s;             // stop(): how long closed connections get to unwind
 
 auto with_error(beast::error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
 
