@@ -19,7 +19,8 @@ repo_dir=$(pwd)
 readonly DEPS=(libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
                libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0
                libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 zlib1g-dev zlib1g libbrotli-dev libbrotli1
-               libicu-dev libicu72 pkgconf pkgconf-bin libpkgconf3)
+               libicu-dev libicu72 pkgconf pkgconf-bin libpkgconf3
+               libboost1.74-dev)  # Asio + Beast, for a machine without Boost (header-only)
 
 if [[ "${1:-}" == "--fetch-deps" ]]; then
   # One xz tarball of the unpacked packages without static libraries and docs: the carried tree is capped at 64 MiB.
@@ -45,6 +46,10 @@ mkdir -p "$logs"
 if [[ ! -f "$prefix/.unpacked" ]]; then
   mkdir -p "$prefix"
   tar -C "$prefix" -xJf .devdeps/prefix.tar.xz
+  # The machine's own Boost wins when it has Beast (Ubuntu 24.04's 1.83): the carried 1.74 headers go.
+  if [[ -f /usr/include/boost/beast.hpp ]]; then
+    rm -rf "$prefix/usr/include/boost" "$prefix"/usr/lib/x86_64-linux-gnu/cmake/{Boost,boost_,BoostDetectToolset}*
+  fi
   touch "$prefix/.unpacked"
 fi
 find "$prefix" -name '*.pc' -exec sed -i -E "s|^prefix *= */usr$|prefix=$prefix/usr|" {} +
