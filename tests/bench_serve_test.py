@@ -108,11 +108,12 @@ def main() -> None:
     check(0.5 * ideal <= four["cache_hit_rate"] <= ideal + 0.01, f"hit rate at 4: {four['cache_hit_rate']:.3f}")
     check(four["max_in_flight"] == 4 and one["max_in_flight"] == 1, "concurrency not kept")
     # Without TCP_NODELAY on the server, Nagle held each streamed write until the previous one was acknowledged, and
-    # the client's delayed ACK (40 ms) then glued whole answers into a few segments: TTFT was 47.6 ms on the demo model
-    # against 2-12 ms with it. The median TTFT is the robust sign; the median inter-token gap is not, because a loaded
-    # machine (CI runs tests in parallel on 2 cores) lets tokens queue up and leave in one write, gaps of 0 by design.
-    check(one["ttft"]["p50_ms"] < 30, f"TTFT at concurrency 1 looks delayed by Nagle: {one['ttft']}")
-    check(one["itl"]["max_ms"] > 0.05, f"inter-token gaps at concurrency 1 all zero: {one['itl']}")
+    # the client's delayed ACK (40 ms) then glued whole answers into a few segments: the median TTFT was 47.6 ms on the
+    # demo model (2-12 ms with it) and the median inter-token gap 0. Only both together are Nagle's sign: a loaded
+    # machine (CI runs tests in parallel on 2 cores) lets tokens queue and leave in one write (gaps of 0 by design), and
+    # a sanitizer build is slow (TTFT in the hundreds of ms, gaps too).
+    glued = one["itl"]["p50_ms"] <= 0.05 and one["ttft"]["p50_ms"] >= 30
+    check(not glued, f"answers glued and delayed as by Nagle at concurrency 1: TTFT {one['ttft']}, ITL {one['itl']}")
 
     strict = bench(radixserve, server.url, ["--concurrency", "2", "--num-prompts", "4", "--input-len", "16",
                                             "--output-len", "4", "--slo-ttft-ms", "0.001", "--slo-itl-ms", "0.001"])
