@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "grammar/matcher.h"
@@ -124,6 +125,7 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
 }
 
 bool Scheduler::step() {
+  const auto step_start = Clock::now();
   while (auto message = inbox_.try_pop()) handle(std::move(*message));
   std::vector<StepItem> items = schedule();
   if (items.empty()) {
@@ -143,6 +145,7 @@ bool Scheduler::step() {
   const std::vector<int32_t> snapshots = std::move(pending_snapshots_);
   pending_snapshots_.clear();
   engine::StepOutput output;
+  const auto forward_start = Clock::now();
   try {
     output = forward_(batch);
     RS_CHECK(masks_filled, "the forward function did not call ForwardBatch::prepare_sampling");
@@ -160,10 +163,12 @@ bool Scheduler::step() {
     return true;
   }
   ++counters_.steps;
+  counters_.forward_seconds += seconds_since(forward_start);
   for (const auto& [seq, error] : mask_failures)
     finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error));
   commit(items, output);
   drop_finished();
+  counters_.step_seconds += seconds_since(step_start);
   publish_stats();
   return true;
 }

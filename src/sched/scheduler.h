@@ -59,6 +59,8 @@ struct SchedulerStats {
   uint64_t generation_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  double step_seconds = 0;            // wall time of the steps that ran (scheduling, forward, commit, streaming)
+  double forward_seconds = 0;         // of which inside the forward function (the device's step and its host staging)
   uint64_t spec_verifies = 0;         // sequence passes that verified a draft
   uint64_t spec_draft_tokens = 0;     // draft tokens verified
   uint64_t spec_accepted_tokens = 0;  // of which accepted

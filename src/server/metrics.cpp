@@ -117,6 +117,13 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
          static_cast<double>(stats.preemptions), model);
   single(out, "radixserve_scheduler_steps_total", "counter", "Engine steps run.", static_cast<double>(stats.steps),
          model);
+  single(out, "radixserve_scheduler_step_seconds_total", "counter",
+         "Wall time of engine steps: scheduling, the forward pass, committing and streaming tokens.",
+         stats.step_seconds, model);
+  single(out, "radixserve_scheduler_forward_seconds_total", "counter",
+         "Of radixserve_scheduler_step_seconds_total, the time inside the forward pass (device step and its staging); "
+         "the rest is the scheduler's own host time.",
+         stats.forward_seconds, model);
   single(out, "radixserve_state_slots_used", "gauge",
          "Hybrid models: recurrent-state slots held by running requests and prefix-cache snapshots.",
          static_cast<double>(stats.state_slots_used), model);
