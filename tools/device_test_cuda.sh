@@ -19,8 +19,10 @@ repo_dir=$(pwd)
 readonly DEPS=(libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
                libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0
                libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libssl3 zlib1g-dev zlib1g libbrotli-dev libbrotli1
-               libicu-dev libicu72 pkgconf pkgconf-bin libpkgconf3
-               libboost1.74-dev)  # Asio + Beast, for a machine without Boost (header-only)
+               libicu-dev libicu72 pkgconf pkgconf-bin libpkgconf3)
+# Asio + Beast (header-only) for a machine without them: WITH_BOOST=1 --fetch-deps adds ~8 MB to the carry, which
+# the 64 MiB limit on carried trees cannot always afford; the GPU machine has Boost 1.83 (docs/DEVICE.md).
+[[ "${WITH_BOOST:-}" == 1 ]] && DEPS+=(libboost1.74-dev)
 
 if [[ "${1:-}" == "--fetch-deps" ]]; then
   # One xz tarball of the unpacked packages without static libraries and docs: the carried tree is capped at 64 MiB.
@@ -52,6 +54,8 @@ if [[ ! -f "$prefix/.unpacked" ]]; then
   fi
   touch "$prefix/.unpacked"
 fi
+[[ -f /usr/include/boost/beast.hpp || -f "$prefix/usr/include/boost/beast.hpp" ]] ||
+  { echo "no Boost.Beast headers here: run WITH_BOOST=1 $0 --fetch-deps on the dev machine and carry .devdeps" >&2; exit 2; }
 find "$prefix" -name '*.pc' -exec sed -i -E "s|^prefix *= */usr$|prefix=$prefix/usr|" {} +
 libdir="$prefix/usr/lib/x86_64-linux-gnu"
 export PKG_CONFIG_PATH="$libdir/pkgconfig:$libdir/openblas-pthread/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
