@@ -41,6 +41,7 @@ std::string completion_request(const BaseUrl& url, const RequestOptions& options
   nlohmann::json body = {{"max_tokens", prompt.output_len},
                          {"temperature", 0.0},
                          {"ignore_eos", true},
+                         {"return_token_ids", true},  // tokens are timed even when they decode to no text
                          {"stream", true},
                          {"stream_options", {{"include_usage", true}}}};
   if (!options.model.empty()) body["model"] = options.model;

@@ -39,6 +39,7 @@ TEST(CompletionRequest, StreamsWithUsageIgnoringEos) {
   EXPECT_EQ(json["max_tokens"], 9);
   EXPECT_EQ(json["stream"], true);
   EXPECT_EQ(json["ignore_eos"], true);
+  EXPECT_EQ(json["return_token_ids"], true);
   EXPECT_EQ(json["stream_options"]["include_usage"], true);
   EXPECT_EQ(json["model"], "m");
 

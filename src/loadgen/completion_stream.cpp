@@ -62,8 +62,13 @@ void CompletionStream::on_event(std::string_view data, double now_s, RequestResu
   const auto choices = chunk.find("choices");
   if (choices == chunk.end() || !choices->is_array() || choices->empty()) return;  // e.g. the usage-only chunk
   const nlohmann::json& choice = choices->front();
+  // A token arrived when the chunk carries text, or token ids (radixserve and vLLM with return_token_ids): a model
+  // without a tokenizer, or text held back (a partial UTF-8 character, a possible stop string), sends ids alone.
   const auto text = choice.find("text");
-  if (text == choice.end() || !text->is_string() || text->get_ref<const std::string&>().empty()) return;
+  const auto ids = choice.find("token_ids");
+  const bool has_text = text != choice.end() && text->is_string() && !text->get_ref<const std::string&>().empty();
+  const bool has_ids = ids != choice.end() && ids->is_array() && !ids->empty();
+  if (!has_text && !has_ids) return;
   if (last_chunk_s_ < 0)
     result.ttft_s = now_s - result.start_s;
   else

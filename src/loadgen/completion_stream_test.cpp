@@ -37,6 +37,22 @@ TEST(CompletionStream, TimesChunksAndReadsUsage) {
   EXPECT_EQ(r.spec_accepted_tokens, 9);
 }
 
+// A model without a tokenizer (dummy weights) streams token ids with empty text: each chunk is still a token.
+TEST(CompletionStream, TokenIdsWithoutTextAreTokens) {
+  const auto ids_chunk = [](int id) {
+    return R"({"choices":[{"index":0,"text":"","token_ids":[)" + std::to_string(id) + R"(],"finish_reason":null}]})";
+  };
+  RequestResult r;
+  r.start_s = 2.0;
+  CompletionStream stream;
+  stream.on_event(ids_chunk(7), 2.5, r);
+  stream.on_event(R"({"choices":[{"index":0,"text":"","token_ids":[],"finish_reason":null}]})", 2.6, r);
+  stream.on_event(ids_chunk(8), 2.75, r);
+  EXPECT_DOUBLE_EQ(r.ttft_s, 0.5);
+  ASSERT_EQ(r.itl_s.size(), 1u);
+  EXPECT_NEAR(r.itl_s[0], 0.25, 1e-12);
+}
+
 TEST(CompletionStream, MissingDoneOrUsageIsMalformed) {
   RequestResult no_done;
   CompletionStream a;
