@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""CTest for --enable-deterministic-inference on the CPU fast path (bf16 GEMMs):
+"""CTest for --enable-deterministic-inference on the fast path (bf16 GEMMs), CPU by default:
 1. `generate`, seeded at temperature 0.8, gives the same tokens whether the prompt is prefilled in one step or in
    chunks of 7 tokens, on a windowed model (gpt_oss) and on hybrid gated-delta-net models (qwen3_next, qwen3_5);
+   with --backend cuda also on bf16 dense, MoE and MXFP4 fixtures, and with a bf16 KV cache (the tensor-core
+   attention kernel) as well as the model's own;
 2. through `serve` (the demo model), a seeded request returns the same text alone and beside 12 concurrent requests
    of other prompts and lengths (the issue's repro: without the flag the fast path changes kernels with the batch).
 
-Usage: deterministic_test.py RADIXSERVE MODELS_DIR DEMO_MODEL_DIR"""
+Usage: deterministic_test.py RADIXSERVE MODELS_DIR DEMO_MODEL_DIR [--backend cuda]
+(tools/device_test_cuda.sh runs it with --backend cuda on the GPU machine)"""
 import concurrent.futures
 import json
 import pathlib
@@ -17,6 +20,7 @@ from bench_serve_test import Server
 from test_checks import check
 
 CHUNKED_MODELS = ["gpt_oss", "qwen3_next", "qwen3_5"]
+CUDA_MODELS = CHUNKED_MODELS + ["llama_bf16", "qwen3_moe", "gpt_oss_mxfp4"]
 
 
 def generate(binary: str, model: pathlib.Path, prompt: list, extra: list) -> list:
@@ -39,14 +43,21 @@ def complete(url: str, prompt: str, max_tokens: int, seed: int) -> str:
 
 def main() -> None:
     binary, models, demo = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
+    backend = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else "cpu"
+    on_cpu = backend == "cpu"
     prompt = [(i * 53 + 7) % 500 + 1 for i in range(90)]
-    for name in CHUNKED_MODELS:
-        whole = generate(binary, models / name, prompt, ["--prefill-chunk", "512"])
-        chunked = generate(binary, models / name, prompt, ["--prefill-chunk", "7"])
-        check(whole == chunked, f"{name}: chunked prefill changed the seeded output\n  {whole}\n  {chunked}")
-        print(f"{name}: prefill in one step or in 7-token chunks: identical")
+    # On a GPU also with a bf16 KV cache: f32 fixtures otherwise keep an f32 cache (the CUDA-core attention kernel).
+    variants = [[]] if on_cpu else [[], ["--kv-cache-dtype", "bf16"]]
+    for name in CHUNKED_MODELS if on_cpu else CUDA_MODELS:
+        for variant in variants:
+            extra = ["--backend", backend] + variant
+            whole = generate(binary, models / name, prompt, ["--prefill-chunk", "512"] + extra)
+            chunked = generate(binary, models / name, prompt, ["--prefill-chunk", "7"] + extra)
+            check(whole == chunked, f"{name} {variant}: chunked prefill changed the seeded output\n  {whole}\n  {chunked}")
+            print(f"{name} on {backend} {' '.join(variant)}: prefill in one step or in 7-token chunks: identical")
 
-    server = Server(binary, demo, ["--enable-deterministic-inference", "--max-running-requests", "16"])
+    server = Server(binary, demo, ["--enable-deterministic-inference", "--max-running-requests", "16", "--backend",
+                                   backend])
     probe = "Once upon a time there was a little fox who"
     alone = complete(server.url, probe, 48, 42)
     others = [(f"The {word} went to the market and", 20 + 7 * i, i) for i, word in

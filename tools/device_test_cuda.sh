@@ -116,6 +116,10 @@ if [[ -x "$app" ]]; then
     gpu_fast=$(run --backend cuda || echo cuda-failed)
     [[ "$cpu_ids" == "$gpu_fast" ]] && echo "    (bf16 fast path: identical too)" || echo "    bf16 fast path: $gpu_fast"
   done
+  # --enable-deterministic-inference on CUDA: seeded outputs independent of prefill chunking and of concurrent requests.
+  log "tests/deterministic_test.py --backend cuda"
+  timeout 400 python3 tests/deterministic_test.py "$app" tests/data/models models/radixserve-demo --backend cuda 2>&1 ||
+    status=1
   # The server on CUDA: logit_bias and min_tokens (applied on the device between forward and sampling), streaming.
   log "tools/serve_check.py --backend cuda (tiny-chat fixture)"
   timeout 300 python3 tools/serve_check.py "$app" tests/e2e/fixtures/tiny-chat --backend cuda --load-format dummy \

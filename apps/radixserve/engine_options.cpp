@@ -63,10 +63,10 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->capture_default_str();
   command.add_flag_callback(
       "--disable-cuda-graph", [&config] { config.cuda_graph_max_batch = 0; }, "GPU: run every step eagerly");
-  command.add_flag(
-      "--enable-deterministic-inference", config.deterministic,
-      "Batch-invariant numerics: a seeded or greedy request gives the same output alone or beside any others (CPU: one "
-      "kernel per op for every token count; costs decode speed with bf16 weights)");
+  command.add_flag("--enable-deterministic-inference", config.deterministic,
+                   "Batch-invariant numerics: a seeded or greedy request gives the same output alone or beside any "
+                   "others (one kernel "
+                   "per op for every token count on CPU and CUDA; costs decode speed)");
   command.add_flag_callback(
       "--disable-pdl", [&config] { config.programmatic_launch = false; },
       "GPU: launch kernels without programmatic dependent launch (each waits for the previous one to end)");

@@ -219,7 +219,9 @@ struct BackendOptions {
   bool programmatic_launch = true;
   // Batch-invariant numerics (--enable-deterministic-inference): a row's result never depends on which other rows
   // share its step (no token-count-dependent kernel choice), so a seeded request gives the same output alone or in
-  // any batch, and a speculative verify pass the same logits as decode steps. CPU only for now.
+  // any batch, and a speculative verify pass the same logits as decode steps. CUDA: one GEMM kernel for every row
+  // count, attention without key splits in one tile shape, the recurrent delta rule (slower; measured in
+  // docs/notes/cuda-decode.md).
   bool deterministic = false;
 };
 

@@ -62,10 +62,9 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(int index, const BackendOptions& options)
       : ctx_(std::make_shared<DeviceContext>(index, options.exact_f32)) {
-    // Its GEMV/GEMM, MoE path and split-K attention choices depend on the batch's shape; making them batch-invariant
-    // is still to do, and a flag that silently did nothing would be worse than a refusal.
-    RS_CHECK(!options.deterministic,
-             "--enable-deterministic-inference is supported on the CPU backend only (CUDA: not yet)");
+    // Deterministic: one GEMM kernel for every row count (no GEMV / cuBLAS switch, no split-K), one attention tile
+    // shape without key splits, the recurrent delta rule for every step (linear.cu, flash_attention.cu).
+    ctx_->set_batch_invariant(options.deterministic);
     const std::string& attention = options.attention;
     RS_CHECK(attention == "auto" || attention == "flash" || attention == "cuda-core",
              "unknown attention backend '{}' (auto, flash, cuda-core)", attention);
@@ -245,20 +244,26 @@ class CudaBackend final : public Backend {
     a.window = params.window;
     a.scale = params.scale;
     a.num_seqs = batch.num_seqs;
+    a.batch_invariant = ctx_->batch_invariant();
+    a.splits = 1;
     if (use_flash_attention(batch, params, a.cache_bf16)) {
       on_device({&batch.seq_token_start});
       a.seq_token_start = batch.seq_token_start.data_as<int32_t>();
       const int64_t partial =
-          flash_attention_partial_floats(tokens, batch.num_seqs, params.num_heads, params.num_kv_heads, params.head_dim,
-                                         batch.max_kv_len, params.window, ctx_->num_sms(), &a.splits);
+          a.batch_invariant ? 0
+                            : flash_attention_partial_floats(tokens, batch.num_seqs, params.num_heads,
+                                                             params.num_kv_heads, params.head_dim, batch.max_kv_len,
+                                                             params.window, ctx_->num_sms(), &a.splits);
       if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
       a.split_counters = ctx_->split_counters();
       a.split_counter_words = DeviceContext::kSplitCounters;
       launch_flash_attention(a, ctx_->stream());
       return;
     }
-    const int64_t partial = attention_partial_floats(tokens, params.num_heads, params.head_dim, batch.max_kv_len,
-                                                     params.window, ctx_->num_sms(), &a.splits);
+    const int64_t partial = a.batch_invariant
+                                ? 0
+                                : attention_partial_floats(tokens, params.num_heads, params.head_dim, batch.max_kv_len,
+                                                           params.window, ctx_->num_sms(), &a.splits);
     if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
     launch_attention(a, ctx_->stream());
   }
@@ -387,7 +392,7 @@ class CudaBackend final : public Backend {
     launch_gated_delta_rule(qkv.data_as<float>(), ba.data_as<float>(), a_log.data_as<float>(), dt_bias.data_as<float>(),
                             state.data_as<float>(), gdn_batch(batch),
                             GdnShape{params.num_k_heads, params.num_v_heads, params.k_head_dim, params.v_head_dim},
-                            out.data_as<float>(), ctx_->stream());
+                            out.data_as<float>(), ctx_->stream(), ctx_->batch_invariant());
   }
 
   void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) override {

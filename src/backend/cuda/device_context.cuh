@@ -57,6 +57,10 @@ class DeviceContext {
   // Exact mode: bf16 GEMMs on hi/lo splits of f32 activations (reference numerics); otherwise activations are
   // rounded to bf16 once.
   bool exact_f32() const { return exact_f32_; }
+  // Batch-invariant numerics (--enable-deterministic-inference): every kernel choice that depends on the number of
+  // rows in a step is fixed, so a row's result does not depend on what shares its step.
+  bool batch_invariant() const { return batch_invariant_; }
+  void set_batch_invariant(bool on) { batch_invariant_ = on; }
   // Bumped whenever a scratch slot that graphs read moves (graphs recorded earlier point at freed memory and must be
   // recaptured); kSample is used only outside graphs.
   uint64_t scratch_epoch() const { return scratch_epoch_; }
@@ -81,6 +85,7 @@ class DeviceContext {
 
   int index_;
   bool exact_f32_ = false;
+  bool batch_invariant_ = false;
   bool capturing_ = false;
   uint64_t scratch_epoch_ = 0;
   void* cublas_workspace_ = nullptr;

@@ -113,7 +113,14 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
   if (tokens == 0 || w.out_features == 0) return;
   ctx.activate();
   const WeightFormat format = args.format;
-  if (gemv_applies(ctx, args)) {
+  if (ctx.batch_invariant()) {
+    // One kernel whatever the row count: each output is summed over K in the same order (tiles of 64, no split-K) for
+    // 1 row or 4,096. The tensor-core GEMM in the fast path; exact mode and f32/f16 weights take the SIMT one.
+    const bool mma =
+        !ctx.exact_f32() && gemm_mma_supported(format, args.in_features, args.x, args.x_stride, args.w.weight);
+    args.rows.chunk_rows = mma ? kMmaRows : kTiledRows;
+    mma ? launch_gemm_mma(args, ctx.stream()) : launch_gemm_tiled(args, ctx.stream());
+  } else if (gemv_applies(ctx, args)) {
     args.rows.chunk_rows = static_cast<int32_t>(tokens);
     launch_gemv(args, args.rows.chunk_rows, ctx.stream());
   } else if (format == WeightFormat::kF32 || format == WeightFormat::kBF16) {
@@ -135,7 +142,7 @@ bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight
       "linear_silu_mul: x {} . W [{}, {}] -> out {}", x.shape_string(), gate_up.out_features, gate_up.in_features,
       out.shape_string());
   LinearArgs args = dense_args(ctx, x, gate_up, Tensor(), out);
-  if (!gemv_applies(ctx, args)) return false;
+  if (ctx.batch_invariant() || !gemv_applies(ctx, args)) return false;  // run_linear's one kernel, then silu_mul
   if (tokens == 0 || inter == 0) return true;
   ctx.activate();
   args.out_features = inter;
@@ -187,7 +194,10 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   const bool gemv_mma_ok = mma_ok && 2 * slots <= kGemvMaxRows * static_cast<int64_t>(num_experts) &&
                            gemv_mma_supported(up_format, hidden, x.data_as<float>(), hidden, gemv_rows) &&
                            gemv_mma_supported(down_format, inter, x.data_as<float>(), inter, gemv_rows);
-  const MoePath path = gemv_mma_ok           ? MoePath::kGemvMma
+  // Batch-invariant: the grouped GEMM whatever the rows per expert (a row's sums do not depend on its chunk).
+  const bool invariant = ctx.batch_invariant();
+  const MoePath path = invariant             ? (mma_ok ? MoePath::kMma : MoePath::kTiled)
+                       : gemv_mma_ok         ? MoePath::kGemvMma
                        : gemv_ok && few_rows ? MoePath::kGemv
                        : mma_ok              ? MoePath::kMma
                                              : MoePath::kTiled;

@@ -331,14 +331,22 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
           if (j < row_first[i] || j > row_pos[i]) s[n][e] = -INFINITY;
         }
     }
-    // Online softmax per row; the four threads of a quad hold the row's scores of this warp.
+    // Online softmax per row; the four threads of a quad hold the row's scores of this warp. A tile with none of the
+    // row's keys (a neighbour row's diagonal, a window's edge) leaves the row's state untouched, so a row's result
+    // depends only on its own keys, not on which rows share its tile.
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float mx = m[i];
+      float tile_max = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < kTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      for (int n = 0; n < kTiles; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * i], s[n][2 * i + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      if (tile_max == -INFINITY) {
+#pragma unroll
+        for (int n = 0; n < kTiles; ++n) s[n][2 * i] = s[n][2 * i + 1] = 0.0f;
+        continue;
+      }
+      const float mx = fmaxf(m[i], tile_max);
       const float ref = mx == -INFINITY ? 0.0f : mx * scale_log2;
       const float correction = fast_exp2(fmaf(m[i], scale_log2, -ref));
       m[i] = mx;
@@ -501,8 +509,10 @@ int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int
 
 void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
   if (args.num_tokens == 0) return;
-  const int32_t rows =
-      flash_attention_rows(args.num_tokens, args.num_seqs, args.num_heads, args.num_kv_heads, args.head_dim);
+  // Batch-invariant: 64-row tiles of 4 warps for every step (a decode row then sums exactly as a prefill row).
+  const int32_t rows = args.batch_invariant ? 64
+                                            : flash_attention_rows(args.num_tokens, args.num_seqs, args.num_heads,
+                                                                   args.num_kv_heads, args.head_dim);
   if (args.head_dim == 64) {
     rows == 16 ? launch_for<64, 4, true>(args, stream) : launch_for<64, 4, false>(args, stream);
   } else if (args.head_dim == 256) {  // Qwen3-Next / Qwen3.5 full-attention layers

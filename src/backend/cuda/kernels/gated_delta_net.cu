@@ -214,13 +214,14 @@ bool gated_delta_rule_supported(const GdnShape& p) {
 }
 
 void launch_gated_delta_rule(const float* qkv, const float* ba, const float* a_log, const float* dt_bias, float* state,
-                             const GdnBatch& batch, const GdnShape& p, float* out, cudaStream_t stream) {
+                             const GdnBatch& batch, const GdnShape& p, float* out, cudaStream_t stream,
+                             bool recurrent_only) {
   RS_CHECK(gated_delta_rule_supported(p), "gated_delta_rule: key head dim {} / value head dim {} unsupported",
            p.k_head_dim, p.v_head_dim);
   if (batch.num_seqs == 0) return;
   // Steps that prefill (more tokens than sequences) run the chunked form, as the CPU backend does; decode steps and
   // verify steps (whose per-token checkpoints need the state after every token) the recurrent one.
-  if (batch.checkpoint_slots == nullptr && batch.num_tokens > batch.num_seqs) {
+  if (!recurrent_only && batch.checkpoint_slots == nullptr && batch.num_tokens > batch.num_seqs) {
     launch_gated_delta_rule_chunked(qkv, ba, a_log, dt_bias, state, batch, p, out, stream);
     return;
   }

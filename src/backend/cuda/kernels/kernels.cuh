@@ -107,6 +107,9 @@ struct AttentionArgs {
   int32_t num_tokens, num_seqs, num_heads, num_kv_heads, head_dim, page_size, max_pages, window, splits;
   int32_t page_shift;  // log2(page_size) when a power of two, else -1
   float scale;
+  // Batch-invariant numerics: no key splits (splits == 1) and, in the flash kernel, one tile shape for every row, so
+  // a row's sums run over the same key tiles in the same order in a decode step, a prefill chunk or a mixed step.
+  bool batch_invariant;
 };
 // Chooses the key-split count (flash-decoding) from the shape and a bound on the key range (each token splits its own
 // range evenly); returns the floats of `partial` it needs (0: none).
@@ -275,11 +278,13 @@ struct GdnShape {  // GatedDeltaNetParams: value head h reads key head h / (num_
 // f32 [slots, C, K - 1] (K <= 8).
 void launch_causal_conv1d(const float* x, const float* weight, float* conv_state, const GdnBatch& batch,
                           int64_t channels, int32_t kernel, float* out, cudaStream_t stream);
-// The gated delta rule (Backend::gated_delta_rule): the chunked form for steps that prefill, else the recurrent one;
-// key head dim 16, 32, 64 or 128.
+// The gated delta rule (Backend::gated_delta_rule): the chunked form for steps that prefill, else the recurrent one
+// (always with recurrent_only: a state then does not depend on how a prompt was cut into steps); key head dim 16, 32,
+// 64 or 128.
 bool gated_delta_rule_supported(const GdnShape& shape);
 void launch_gated_delta_rule(const float* qkv, const float* ba, const float* a_log, const float* dt_bias, float* state,
-                             const GdnBatch& batch, const GdnShape& shape, float* out, cudaStream_t stream);
+                             const GdnBatch& batch, const GdnShape& shape, float* out, cudaStream_t stream,
+                             bool recurrent_only = false);
 void launch_gated_rms_norm(const float* x, const float* z, const void* weight, ElemType type, int64_t rows,
                            int64_t width, float eps, float* out, cudaStream_t stream);
 // out = x * sigmoid(gate); gate [rows, width] or [rows, 1]
