@@ -494,10 +494,14 @@ int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int
   const int64_t blocks =
       static_cast<int64_t>(std::max<int64_t>(num_seqs, ceil_div(num_tokens, tokens_per_tile))) * num_kv_heads;
   const int64_t range = window > 0 ? std::min(window, max_kv_len) : max_kv_len;
+  // Splits fill one wave of blocks (two per SM: the decode tile's three K/V stages take ~100 KiB of shared memory)
+  // and never start a second, partial one: measured on the H200 (Qwen3-8B, 4k context), batch 8 with 4 splits (256
+  // blocks) steps in 7.15 ms against 8.06 with 5 (320 blocks, 1.2 waves), batch 32 with 1 split in 11.68 ms against
+  // 12.11 with 2 (docs/notes/cuda-decode.md).
   const int64_t target = 2 * static_cast<int64_t>(num_sms);
   int64_t count = 1;
   if (blocks < target && range > 2 * kKeys)
-    count = std::min({ceil_div(range, int64_t{2} * kKeys), ceil_div(target, blocks), int64_t{64}});
+    count = std::min({ceil_div(range, int64_t{2} * kKeys), target / blocks, int64_t{64}});
   *splits = static_cast<int32_t>(std::max<int64_t>(count, 1));
   if (*splits == 1) return 0;
   // Splits happen only below `target` blocks of at most 128 rows, and at most target / blocks + 1 of them: tokens x
