@@ -100,16 +100,6 @@ struct MemoryInfo {
   size_t total_bytes = 0;
 };
 
-// The residual add and the RMSNorm that follow a layer's output, for ops that fold them in: x += output, then
-// out = rms_norm(x) * (add_one ? 1 + weight : weight).
-struct ResidualNorm {
-  Tensor x;  // [rows, width], updated in place
-  Tensor weight;
-  float eps = 0.0f;
-  bool add_one = false;
-  Tensor out;  // [rows, width]
-};
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -187,15 +177,6 @@ class Backend {
                    const MoeWeights& experts, Tensor ids, Tensor weights, Tensor out) {
     moe_route(logits, routing, renormalize, ids, weights);
     moe_experts(x, ids, weights, experts, out);
-  }
-  // moe() whose output goes straight into the residual stream and the next norm: next.x += moe output, then
-  // next.out = rms_norm(next.x) (as add_rms_norm). `out` is scratch, left unspecified. Backends may fold the add and
-  // the norm into their combine of the experts' rows (CUDA: one launch fewer per MoE layer).
-  virtual void moe_add_rms_norm(const Tensor& x, const Tensor& logits, MoeRouting routing, bool renormalize,
-                                const MoeWeights& experts, Tensor ids, Tensor weights, Tensor out,
-                                const ResidualNorm& next) {
-    moe(x, logits, routing, renormalize, experts, ids, weights, out);
-    add_rms_norm(next.x, out, next.weight, next.eps, next.add_one, next.out);
   }
 
   // ---- gated delta net (linear attention) and gates of the hybrid Qwen models. Backends without them keep the

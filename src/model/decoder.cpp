@@ -270,28 +270,22 @@ Tensor leading(const Tensor& buffer, std::initializer_list<int64_t> shape) {
 
 }  // namespace
 
-bool DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out, const ResidualNorm* next) {
+void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out) {
   const int64_t tokens = h.dim(0);
   if (!ffn.is_moe) {
     const int64_t inter = ffn.down.in_features;
     Tensor gate_up = leading(gate_up_, {tokens, 2 * inter}), act = leading(act_, {tokens, inter});
     backend_->linear_silu_mul(h, ffn.gate_up, gate_up, act);
     backend_->linear(act, ffn.down, Tensor(), out);
-    return false;
+    return;
   }
   const int64_t experts = ffn.router.out_features, topk = config_.num_experts_per_tok;
   Tensor logits = router_logits_.slice_rows(0, tokens).view({tokens, experts});
   Tensor ids = topk_ids_.slice_rows(0, tokens).view({tokens, topk});
   Tensor weights = topk_weights_.slice_rows(0, tokens).view({tokens, topk});
   backend_->linear(h, ffn.router, ffn.router_bias, logits);
-  const bool shared_expert = !ffn.shared_down.weight.empty() || !ffn.shared_down.packed.empty();
-  if (next != nullptr && !shared_expert) {
-    backend_->moe_add_rms_norm(h, logits, options_.routing, config_.norm_topk_prob, ffn.experts, ids, weights, out,
-                               *next);
-    return true;
-  }
   backend_->moe(h, logits, options_.routing, config_.norm_topk_prob, ffn.experts, ids, weights, out);
-  if (!shared_expert) return false;
+  if (ffn.shared_down.weight.empty() && ffn.shared_down.packed.empty()) return;
   // out += sigmoid(shared_gate . h) * shared_expert(h)
   const int64_t shared_inter = ffn.shared_down.in_features;
   Tensor gate_up = leading(gate_up_, {tokens, 2 * shared_inter}), act = leading(act_, {tokens, shared_inter});
@@ -301,7 +295,6 @@ bool DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
   backend_->linear(h, ffn.shared_gate, Tensor(), gate);
   backend_->sigmoid_mul(shared, gate, shared);
   backend_->add(out, shared, out);
-  return false;
 }
 
 void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out) {
@@ -344,12 +337,8 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
       run_gated_delta_net(layer, inputs, *memory.state, proj);
     }
     backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
-    if (layer + 1 == config_.num_layers) {
-      run_ffn(lw.ffn, h, proj, nullptr);
-      break;
-    }
-    const ResidualNorm next{x, layers_[layer + 1].input_norm, eps, false, h};
-    if (!run_ffn(lw.ffn, h, proj, &next)) backend_->add_rms_norm(x, proj, next.weight, eps, false, h);
+    run_ffn(lw.ffn, h, proj);
+    if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
   }
   backend_->add(x, proj, x);
   const int64_t rows = inputs.logit_rows.numel();

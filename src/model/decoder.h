@@ -96,9 +96,7 @@ class DecoderModel : public Model {
   void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out);
   // gated_delta_net.cpp: h [T, H] -> out [T, H] through the layer's recurrent state.
   void run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out);
-  // h -> out; with `next`, the FFN may fold the residual add and the next layer's norm into its last kernel (then
-  // returns true and `out` is scratch), otherwise the caller applies `next`.
-  bool run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out, const ResidualNorm* next);
+  void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
 
   Tensor embed_tokens_, final_norm_;
   LinearWeight lm_head_;

@@ -364,18 +364,6 @@ class CudaBackend final : public Backend {
     run_moe_experts(*ctx_, x, ids, weights, experts, out, &router);
   }
 
-  void moe_add_rms_norm(const Tensor& x, const Tensor& logits, MoeRouting routing, bool renormalize,
-                        const MoeWeights& experts, Tensor ids, Tensor weights, Tensor out,
-                        const ResidualNorm& next) override {
-    RS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && ids.dim(0) == logits.dim(0) &&
-                 weights.numel() == ids.numel(),
-             "moe: logits {} ids {} weights {}", logits.shape_string(), ids.shape_string(), weights.shape_string());
-    on_device({&logits});
-    const MoeRouter router{logits.data_as<float>(), static_cast<int32_t>(logits.dim(1)),
-                           routing == MoeRouting::kSoftmaxTopK, renormalize};
-    run_moe_experts(*ctx_, x, ids, weights, experts, out, &router, &next);
-  }
-
   // ---- gated delta net, parity-tested against the CPU kernels (cuda_backend_gdn_test) and by the hybrid goldens. ----
   bool supports_recurrent_state() const override { return true; }
   void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor conv_state, const StateBatchView& batch,

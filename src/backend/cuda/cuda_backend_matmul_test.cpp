@@ -300,68 +300,6 @@ TEST_F(MoeParity, MoeWithRouting) {
   }
 }
 
-// Backend::moe_add_rms_norm (the experts' combine folded into the residual add and the next norm) against moe then
-// add_rms_norm on the same backend: bit for bit, also for rows the fused kernel does not take (a residual stream
-// that is not 16-byte aligned: the two-launch fallback); and against the CPU's two steps within the MoE tolerance.
-TEST_F(MoeParity, MoeAddRmsNormEqualsMoeThenAddRmsNorm) {
-  const MoeCase cases[] = {
-      {MoeActivation::kSwiGlu, DType::kBF16, false, 128, 8, 128, 64},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 32, 4, 96, 64},
-  };
-  constexpr float kEps = 1e-6f;
-  for (const MoeCase& c : cases) {
-    MoeWeights host_experts, dev_experts;
-    make_experts(c, /*narrow_scales=*/true, host_experts, dev_experts);
-    const Tensor norm_w = host(normal(rng_, c.hidden, 1.0f), DType::kF32, {int64_t{c.hidden}});
-    for (int64_t tokens : {1, 7, 33, 100}) {
-      const Tensor logits = host(normal(rng_, tokens * c.experts, 2.0f), DType::kF32, {tokens, int64_t{c.experts}});
-      const Tensor x = host(normal(rng_, tokens * c.hidden, 2.0f), DType::kF32, {tokens, c.hidden});
-      const std::vector<float> residual = normal(rng_, tokens * c.hidden, 4.0f);
-      // CPU reference: the default (moe, then add_rms_norm).
-      Tensor ids_ref = host_zeros(DType::kI32, {tokens, c.top_k}), w_ref = host_zeros(DType::kF32, {tokens, c.top_k});
-      Tensor out_ref = host_zeros(DType::kF32, {tokens, c.hidden}),
-             normed_ref = host_zeros(DType::kF32, {tokens, c.hidden});
-      Tensor resid_ref = host(residual, DType::kF32, {tokens, c.hidden});
-      cpu_->moe_add_rms_norm(x, logits, MoeRouting::kSoftmaxTopK, true, host_experts, ids_ref, w_ref, out_ref,
-                             ResidualNorm{resid_ref, norm_w, kEps, false, normed_ref});
-      for (Backend* backend : {gpu_.get(), fast_.get()}) {
-        for (const bool aligned : {true, false}) {
-          const std::string what = fmt::format("moe_add_rms_norm {} T={} {}{}", c.mxfp4 ? "mxfp4" : "bf16", tokens,
-                                               backend == gpu_.get() ? "f32" : "fast", aligned ? "" : " unaligned");
-          // Residual streams at a 16-byte boundary or one float past it.
-          std::vector<float> padded(residual.size() + 4, 0.0f);
-          std::copy(residual.begin(), residual.end(), padded.begin() + (aligned ? 0 : 1));
-          Tensor resid_two = dev(host(padded, DType::kF32, {static_cast<int64_t>(padded.size())}));
-          Tensor resid_one = dev(host(padded, DType::kF32, {static_cast<int64_t>(padded.size())}));
-          const auto view = [&](Tensor& t) {
-            return Tensor(t.data_as<float>() + (aligned ? 0 : 1), DType::kF32, {tokens, c.hidden}, t.device());
-          };
-          const Tensor x_d = dev(x), logits_d = dev(logits), w_d = dev(norm_w);
-          Tensor ids = dev(host_zeros(DType::kI32, {tokens, c.top_k})),
-                 w = dev(host_zeros(DType::kF32, {tokens, c.top_k}));
-          Tensor out = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
-          Tensor normed_two = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
-          Tensor normed_one = dev(host_zeros(DType::kF32, {tokens, c.hidden}));
-          gpu_->synchronize();
-          backend->moe(x_d, logits_d, MoeRouting::kSoftmaxTopK, true, dev_experts, ids, w, out);
-          backend->add_rms_norm(view(resid_two), out, w_d, kEps, false, normed_two);
-          backend->moe_add_rms_norm(x_d, logits_d, MoeRouting::kSoftmaxTopK, true, dev_experts, ids, w, out,
-                                    ResidualNorm{view(resid_one), w_d, kEps, false, normed_one});
-          backend->synchronize();
-          EXPECT_EQ(fetch<float>(resid_one), fetch<float>(resid_two)) << what;
-          EXPECT_EQ(fetch<float>(normed_one), fetch<float>(normed_two)) << what;
-          std::vector<float> resid_got = fetch<float>(resid_one);
-          resid_got.erase(resid_got.begin(), resid_got.begin() + (aligned ? 0 : 1));
-          resid_got.resize(residual.size());
-          const bool rounded = backend == fast_.get() && (c.mxfp4 || tokens > 1);
-          EXPECT_PARITY(resid_got, as_floats(resid_ref), rounded ? kBf16Fast : kMoe, what + " residual");
-          EXPECT_PARITY(fetch<float>(normed_one), as_floats(normed_ref), rounded ? kBf16Fast : kMoe, what + " normed");
-        }
-      }
-    }
-  }
-}
-
 // Decode batches of MXFP4 experts (the tensor-core GEMV: 1-8 rows per chunk) at K large enough for every K split
 // (45 and 65 blocks: partial last 4-block steps), E8M0 scales past 2^1 (the two-factor scaling), gated pairs from
 // one interleaved weight (gpt-oss) and from two (SwiGLU), against the CPU reference.

@@ -118,10 +118,8 @@ struct MoeRouter {
   bool renormalize = false;
 };
 // out = the experts of ids/weights applied to x. With a router, ids/weights are first computed from its logits
-// (decode batches: the top-k and the grouping by expert in one launch). With `next`, the experts' rows are combined
-// straight into next->x and its norm (Backend::moe_add_rms_norm; `out` is then not written).
+// (decode batches: the top-k and the grouping by expert in one launch).
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                     const MoeWeights& experts, Tensor out, const MoeRouter* router = nullptr,
-                     const ResidualNorm* next = nullptr);
+                     const MoeWeights& experts, Tensor out, const MoeRouter* router = nullptr);
 
 }  // namespace rs::cuda

@@ -153,7 +153,7 @@ bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight
 }
 
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
-                     const MoeWeights& experts, Tensor out, const MoeRouter* router, const ResidualNorm* next) {
+                     const MoeWeights& experts, Tensor out, const MoeRouter* router) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), top_k = ids.dim(1);
   const size_t num_experts = experts.down.size();
   RS_CHECK(num_experts > 0 && ids.dim(0) == tokens && weights.dim(0) == tokens && weights.dim(1) == top_k &&
@@ -163,13 +163,6 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   RS_CHECK(ids.dtype() == DType::kI32 && weights.dtype() == DType::kF32, "moe_experts: ids i32, weights f32");
   for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &ids, &weights, &out})
     check_on_device(ctx, *t, "moe_experts tensor");
-  if (next) {
-    RS_CHECK(next->x.numel() == tokens * hidden && next->out.numel() == tokens * hidden &&
-                 next->weight.numel() == hidden && next->x.dtype() == DType::kF32 && next->out.dtype() == DType::kF32,
-             "moe_add_rms_norm: x {} weight {} out {} for {} tokens of {}", next->x.shape_string(),
-             next->weight.shape_string(), next->out.shape_string(), tokens, hidden);
-    for (const Tensor* t : {&next->x, &next->weight, &next->out}) check_on_device(ctx, *t, "moe_add_rms_norm tensor");
-  }
   if (tokens == 0) return;
   ctx.activate();
   const bool gpt_oss = experts.activation == MoeActivation::kGptOssSwiGlu;
@@ -311,17 +304,8 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   bind(down.w, experts.down);
   set_bias(down.w, experts.down_bias, hidden);
   run(down);
-  if (next && launch_moe_combine_add_rms_norm(y, ids.data_as<int32_t>(), weights.data_as<float>(), pos_of_slot, tokens,
-                                              static_cast<int32_t>(top_k), hidden, next->x.data_as<float>(),
-                                              next->weight.data(), elem_type(next->weight.dtype()), next->eps,
-                                              next->add_one, next->out.data_as<float>(), ctx.stream()))
-    return;
   launch_moe_combine(y, ids.data_as<int32_t>(), weights.data_as<float>(), pos_of_slot, tokens,
                      static_cast<int32_t>(top_k), hidden, out.data_as<float>(), ctx.stream());
-  if (next)
-    launch_add_rms_norm(next->x.data_as<float>(), out.data_as<float>(), next->weight.data(),
-                        elem_type(next->weight.dtype()), tokens, hidden, next->eps, next->add_one,
-                        next->out.data_as<float>(), ctx.stream());
 }
 
 }  // namespace rs::cuda

@@ -71,29 +71,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Four consecutive elements of a norm weight from element 4 * i4 (16-byte aligned f32, 8-byte aligned bf16/f16).
-__device__ __forceinline__ float4 load_weight4(const void* w, ElemType type, int i4) {
-  if (type == ElemType::kF32) return __ldg(static_cast<const float4*>(w) + i4);
-  const uint2 bits = __ldg(static_cast<const uint2*>(w) + i4);
-  float4 f;
-  if (type == ElemType::kBF16) {
-    unpack_bf16x2(bits.x, f.x, f.y);
-    unpack_bf16x2(bits.y, f.z, f.w);
-  } else {
-    unpack_f16x2(bits.x, f.x, f.y);
-    unpack_f16x2(bits.y, f.z, f.w);
-  }
-  return f;
-}
-
-// Row-per-block RMSNorm kernels over float4s (add_rms_norm's and the MoE combine's): at most kNormVecThreads threads,
-// each holding kNormVecPerThread float4s of the row; kernels that share this shape sum in the same order.
-constexpr int kNormVecThreads = 1024, kNormVecPerThread = 4;
-inline int norm_vec_threads(int64_t width4) {
-  const int64_t warps = (width4 + kNormVecPerThread * 32 - 1) / (kNormVecPerThread * 32);
-  return static_cast<int>(warps * 32 < kNormVecThreads ? warps * 32 : kNormVecThreads);
-}
-
 // Sum over a block of blockDim.x threads (a multiple of 32, at most 1024); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[32];

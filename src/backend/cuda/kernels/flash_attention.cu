@@ -347,17 +347,12 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
         continue;
       }
       const float mx = fmaxf(m[i], tile_max);
-      const float ref = mx * scale_log2;  // finite: this tile has one of the row's keys
-      // The running max rarely moves once a row has seen a few tiles: then the correction is exactly 1 and O and l
-      // are left as they are (64 multiplies per thread per tile at head_dim 128), bit for bit what multiplying by 1
-      // gives, so the result does not depend on which rows share the warp.
-      if (mx != m[i]) {
-        const float correction = fast_exp2(fmaf(m[i], scale_log2, -ref));
-        m[i] = mx;
-        l[i] *= correction;
+      const float ref = mx == -INFINITY ? 0.0f : mx * scale_log2;
+      const float correction = fast_exp2(fmaf(m[i], scale_log2, -ref));
+      m[i] = mx;
+      l[i] *= correction;
 #pragma unroll
-        for (int n = 0; n < D / 8; ++n) o[n][2 * i] *= correction, o[n][2 * i + 1] *= correction;
-      }
+      for (int n = 0; n < D / 8; ++n) o[n][2 * i] *= correction, o[n][2 * i + 1] *= correction;
 #pragma unroll
       for (int n = 0; n < kTiles; ++n) {
         const float p0 = fast_exp2(fmaf(s[n][2 * i], scale_log2, -ref));

@@ -233,12 +233,6 @@ void launch_moe_route_sort(const float* logits, int64_t num_tokens, int32_t num_
 // out[t] = sum over its k slots in ascending expert id of weights[t, i] * y[pos_of_slot[t*k+i]]
 void launch_moe_combine(const float* y, const int32_t* ids, const float* weights, const int32_t* pos_of_slot,
                         int64_t num_tokens, int32_t top_k, int64_t hidden, float* out, cudaStream_t stream);
-// launch_moe_combine's sum added into x [T, hidden], then out = rms_norm(x) as launch_add_rms_norm computes it (the
-// same sums): one launch instead of two. Returns false, doing nothing, where the row shape or alignment does not allow.
-bool launch_moe_combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights,
-                                     const int32_t* pos_of_slot, int64_t num_tokens, int32_t top_k, int64_t hidden,
-                                     float* x, const void* norm_weight, ElemType norm_type, float eps, bool add_one,
-                                     float* out, cudaStream_t stream);
 
 // ---- sample.cu ----
 // Sampling with the reference semantics of backend/sampling.h (sample_on_host), one row of logits per block.

@@ -222,72 +222,6 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* ids, const flo
   }
 }
 
-// moe_combine_kernel's sum folded into add_rms_norm's vectorised kernel (the same thread shape, so the same sums in the
-// same order): x[t] += sum over the token's slots in ascending expert id of weight * y[slot row], then
-// out[t] = rms_norm(x[t]) * w. One block per token.
-__global__ void __launch_bounds__(kNormVecThreads)
-    moe_combine_add_rms_norm_kernel(const float4* y, const int32_t* ids, const float* weights,
-                                    const int32_t* pos_of_slot, int32_t top_k, int width4, float4* x,
-                                    const void* norm_weight, ElemType norm_type, float eps, bool add_one, float4* out) {
-  float4 w[kNormVecPerThread], v[kNormVecPerThread];
-#pragma unroll
-  for (int k = 0; k < kNormVecPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i < width4) w[k] = load_weight4(norm_weight, norm_type, i);
-  }
-  pdl_enter();
-  __shared__ int32_t order[kMaxTopK];
-  __shared__ int32_t row_of[kMaxTopK];
-  __shared__ float weight_of[kMaxTopK];
-  const int64_t t = blockIdx.x;
-  if (threadIdx.x == 0) {  // the token's slots by expert id (insertion sort), as moe_combine_kernel orders them
-    for (int i = 0; i < top_k; ++i) {
-      int j = i;
-      while (j > 0 && ids[t * top_k + order[j - 1]] > ids[t * top_k + i]) {
-        order[j] = order[j - 1];
-        --j;
-      }
-      order[j] = i;
-    }
-    for (int i = 0; i < top_k; ++i) {
-      row_of[i] = pos_of_slot[t * top_k + order[i]];
-      weight_of[i] = weights[t * top_k + order[i]];
-    }
-  }
-  __syncthreads();
-  const int64_t base = t * width4;
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kNormVecPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i < width4) {
-      float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      for (int e = 0; e < top_k; ++e) {
-        const int32_t row = row_of[e];
-        if (row < 0) continue;
-        const float we = weight_of[e];
-        const float4 ye = y[static_cast<int64_t>(row) * width4 + i];
-        acc = make_float4(fmaf(we, ye.x, acc.x), fmaf(we, ye.y, acc.y), fmaf(we, ye.z, acc.z), fmaf(we, ye.w, acc.w));
-      }
-      const float4 a = x[base + i];
-      v[k] = make_float4(a.x + acc.x, a.y + acc.y, a.z + acc.z, a.w + acc.w);
-      x[base + i] = v[k];
-      sum += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
-    }
-  }
-  sum = block_sum(sum);
-  const float scale = 1.0f / sqrtf(sum / static_cast<float>(4 * width4) + eps), one = add_one ? 1.0f : 0.0f;
-#pragma unroll
-  for (int k = 0; k < kNormVecPerThread; ++k) {
-    const int i = threadIdx.x + k * blockDim.x;
-    if (i < width4) {
-      const float4 a = v[k], g = w[k];
-      out[base + i] = make_float4(a.x * scale * (g.x + one), a.y * scale * (g.y + one), a.z * scale * (g.z + one),
-                                  a.w * scale * (g.w + one));
-    }
-  }
-}
-
 }  // namespace
 
 void launch_moe_route(const float* logits, int64_t num_tokens, int32_t num_experts, int32_t top_k, bool softmax_first,
@@ -336,23 +270,6 @@ void launch_moe_combine(const float* y, const int32_t* ids, const float* weights
   const dim3 grid(static_cast<unsigned>(num_tokens),
                   static_cast<unsigned>(std::min<int64_t>(ceil_div(hidden, 256), 65535)));
   launch_kernel(moe_combine_kernel, grid, 256, 0, stream, y, ids, weights, pos_of_slot, top_k, hidden, out);
-}
-
-bool launch_moe_combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights,
-                                     const int32_t* pos_of_slot, int64_t num_tokens, int32_t top_k, int64_t hidden,
-                                     float* x, const void* norm_weight, ElemType norm_type, float eps, bool add_one,
-                                     float* out, cudaStream_t stream) {
-  RS_CHECK(top_k <= kMaxTopK, "moe top-k {} exceeds {}", top_k, kMaxTopK);
-  const auto aligned = [](const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  if (hidden % 4 != 0 || hidden > int64_t{4} * kNormVecThreads * kNormVecPerThread || !aligned(y, 16) ||
-      !aligned(x, 16) || !aligned(out, 16) || !aligned(norm_weight, norm_type == ElemType::kF32 ? 16 : 8))
-    return false;
-  if (num_tokens == 0) return true;
-  const int width4 = static_cast<int>(hidden / 4);
-  launch_kernel(moe_combine_add_rms_norm_kernel, num_tokens, norm_vec_threads(width4), 0, stream,
-                reinterpret_cast<const float4*>(y), ids, weights, pos_of_slot, top_k, width4,
-                reinterpret_cast<float4*>(x), norm_weight, norm_type, eps, add_one, reinterpret_cast<float4*>(out));
-  return true;
 }
 
 }  // namespace rs::cuda

@@ -36,11 +36,26 @@ __global__ void add_rms_norm_kernel(float* x, const float* delta, const void* we
   }
 }
 
+// Four consecutive elements of a norm weight from element 4 * i4 (16-byte aligned f32, 8-byte aligned bf16/f16).
+__device__ __forceinline__ float4 load_weight4(const void* w, ElemType type, int i4) {
+  if (type == ElemType::kF32) return __ldg(static_cast<const float4*>(w) + i4);
+  const uint2 bits = __ldg(static_cast<const uint2*>(w) + i4);
+  float4 f;
+  if (type == ElemType::kBF16) {
+    unpack_bf16x2(bits.x, f.x, f.y);
+    unpack_bf16x2(bits.y, f.z, f.w);
+  } else {
+    unpack_f16x2(bits.x, f.x, f.y);
+    unpack_f16x2(bits.y, f.z, f.w);
+  }
+  return f;
+}
+
 // The same for rows of at most kVecThreads * kVecPerThread float4s (hidden sizes up to 16k): every load of the row and
 // of the weight is issued before any result is needed (weights even before the previous kernel ends), so the row
 // costs one memory round trip and a block reduction instead of a chain of dependent loads. Without kAdd it is a plain
 // rms_norm (x read only, delta unused).
-constexpr int kVecThreads = kNormVecThreads, kVecPerThread = kNormVecPerThread;
+constexpr int kVecThreads = 1024, kVecPerThread = 4;
 
 template <bool kAdd>
 __global__ void __launch_bounds__(kVecThreads)
@@ -173,7 +188,7 @@ void launch_vec_norm(float* x, const float* delta, const void* weight, ElemType 
                      int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
   // Threads a row needs, in whole warps (block_sum wants a multiple of 32).
   const int width4 = static_cast<int>(width / 4);
-  const int threads = norm_vec_threads(width4);
+  const int threads = static_cast<int>(std::min<int64_t>(kVecThreads, ceil_div(width4, kVecPerThread * 32) * 32));
   launch_kernel(add_rms_norm_vec_kernel<kAdd>, rows, threads, 0, stream, reinterpret_cast<float4*>(x),
                 reinterpret_cast<const float4*>(delta), weight, weight_type, width4, eps, add_one,
                 reinterpret_cast<float4*>(out));
