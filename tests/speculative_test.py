@@ -11,6 +11,9 @@ speculate too (an attention draft model, themselves as drafts with and without i
 rejected tokens roll the recurrent state back to a checkpoint, in the target and in a hybrid draft) with the same
 identity, and a hybrid drafts for an attention model.
 
+EAGLE-3 heads (tests/data/eagle3): identity with a random head, and a constructed exact head on a constructed target
+whose first drafts are always right (check_eagle3).
+
 Through `serve` (the demo model as its own draft): the usage extension of completions, streamed and not, and the
 speculative counters in /metrics.
 
@@ -145,8 +148,51 @@ def main() -> None:
     check(result["output_ids"] == plain["output_ids"], "llama drafted by qwen3_next: output differs from plain")
     check(result["speculative"]["verify_steps"] > 0, f"llama drafted by qwen3_next: {result['speculative']}")
     print("llama          hybrid-draft T=0 exact: identical")
+    check_eagle3(binary, models, prompt, new_tokens)
     check_server(binary, sys.argv[3])
     print("speculative decoding: every run matched plain decoding")
+
+
+def check_eagle3(binary: str, models: pathlib.Path, prompt: list, new_tokens: int) -> None:
+    """EAGLE-3 heads (tests/data/eagle3, tools/make_eagle3_head.py): a random head on the llama fixture must leave the
+    output as plain decoding's (greedy and seeded sampling); the cycle target's exact head, which reads the token two
+    positions ahead off the target's features of a position, must have every first draft token accepted, and only
+    those: its later drafts repeat the first (its own output carries no new information)."""
+    heads = models.parent / "eagle3"
+    llama, head = models / "llama", heads / "llama_head"
+    for sampling in (["--temperature", "0", "--exact-f32"],
+                     ["--temperature", "0.8", "--top-p", "0.95", "--seed", "7", "--exact-f32"]):
+        plain = generate(binary, llama, prompt, new_tokens, sampling)
+        result = generate(binary, llama, prompt, new_tokens,
+                          sampling + ["--speculative-algorithm", "eagle3", "--speculative-draft-model", str(head),
+                                      "--speculative-min-accept-rate", "0"])
+        check(result["output_ids"] == plain["output_ids"], f"llama eagle3 {sampling}: output differs from plain")
+        check(result["speculative"]["verify_steps"] > 0, f"llama eagle3: nothing verified: {result['speculative']}")
+        print(f"llama          eagle3      T={sampling[1]} exact: identical over "
+              f"{result['speculative']['verify_steps']} verify steps (random head)")
+    target, exact_head = heads / "cycle_target", heads / "cycle_head"
+    exact = ["--temperature", "0", "--exact-f32"]
+    plain = generate(binary, target, prompt, new_tokens, exact)
+    # (K, fast path, prefill chunk): a 40-token chunk makes the head catch up on the prompt in several passes.
+    for k, fast, chunk in ((1, False, 2048), (4, False, 2048), (1, False, 40), (2, True, 2048)):
+        sampling = ["--temperature", "0", "--enable-deterministic-inference"] if fast else exact
+        result = generate(binary, target, prompt, new_tokens,
+                          sampling + ["--speculative-algorithm", "eagle3", "--speculative-draft-model", str(exact_head),
+                                      "--speculative-num-draft-tokens", str(k), "--prefill-chunk", str(chunk)])
+        spec = result["speculative"]
+        check(result["output_ids"] == plain["output_ids"], f"cycle eagle3 K={k}: output differs from plain")
+        check(spec["verify_steps"] > 0 and spec["accepted_tokens"] == spec["verify_steps"],
+              f"cycle eagle3 K={k}: the exact head's first drafts must all be accepted, and no others: {spec}")
+        print(f"cycle_target   eagle3 K={k}  T=0 {'fast' if fast else 'exact'} chunk {chunk}: identical, accept length "
+              f"{spec['accept_length']:.2f}, acceptance {spec['acceptance_rate']:.2f}")
+    # Misuse fails with a clear error.
+    for algorithm, draft, expected in (("eagle3", llama, "not an EAGLE-3 head"), ("draft", head, "use --speculative")):
+        command = [binary, "generate", "--model", str(llama), "--prompt-ids", "1,2,3", "--max-new-tokens", "2",
+                   "--speculative-algorithm", algorithm, "--speculative-draft-model", str(draft)]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        check(run.returncode != 0 and expected in run.stderr,
+              f"{algorithm} with {draft.name}: expected an error naming '{expected}', got rc {run.returncode}:\n"
+              f"{run.stderr[-500:]}")
 
 
 def post(url: str, body: dict) -> bytes:

@@ -21,7 +21,15 @@ int64_t request_token_limit(const engine::Engine& engine, const kv::KvPoolConfig
 // catching up on prompts. On a GPU it is created before the target and keeps its KV pool to a small share of memory
 // (the target's pool then takes what its own --mem-fraction-static leaves).
 std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec, engine::EngineConfig config) {
-  RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm draft needs --speculative-draft-model DIR");
+  RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm {} needs --speculative-draft-model DIR",
+           spec::spec_algorithm_name(spec.algorithm));
+  const loader::ModelConfig head = loader::load_model_config(spec.draft_model_dir);
+  RS_CHECK(head.is_eagle3() == (spec.algorithm == spec::SpecAlgorithm::kEagle3),
+           "--speculative-draft-model {} is {}an EAGLE-3 head (LlamaForCausalLMEagle3): use --speculative-algorithm "
+           "{}",
+           spec.draft_model_dir, head.is_eagle3() ? "" : "not ", head.is_eagle3() ? "eagle3" : "draft");
+  // An EAGLE-3 head's steps read the target's features through per-step rows: no recorded graphs.
+  if (head.is_eagle3()) config.cuda_graph_max_batch = 0;
   config.mem_fraction_static = spec.draft_mem_fraction;
   config.kv_cache_gb = 0;
   config.num_state_slots = 0;
@@ -32,12 +40,14 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
 
 // The configured drafter (null without speculation), wrapped in a RejectionInjector when a benchmark asks for one.
 std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec, std::unique_ptr<engine::Engine> draft,
-                                            int32_t vocab_size) {
+                                            engine::Engine& target, int32_t vocab_size) {
   std::unique_ptr<spec::Drafter> drafter;
   if (spec.algorithm == spec::SpecAlgorithm::kNgram)
     drafter = std::make_unique<spec::NgramDrafter>(spec.ngram_min, spec.ngram_max);
   else if (spec.algorithm == spec::SpecAlgorithm::kDraft)
     drafter = std::make_unique<spec::DraftModelDrafter>(std::move(draft));
+  else if (spec.algorithm == spec::SpecAlgorithm::kEagle3)
+    drafter = std::make_unique<spec::DraftModelDrafter>(std::move(draft), target);
   if (drafter && spec.inject_reject_rate > 0)
     drafter = std::make_unique<spec::RejectionInjector>(std::move(drafter), spec.inject_reject_rate, vocab_size);
   return drafter;
@@ -51,7 +61,11 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   engine_config.max_step_tokens = scheduler_config.max_prefill_tokens + scheduler_config.max_running_requests;
   const spec::SpeculativeConfig& spec = scheduler_config.speculative;
   std::unique_ptr<engine::Engine> draft;
-  if (spec.algorithm == spec::SpecAlgorithm::kDraft) draft = draft_engine(spec, engine_config);
+  if (spec.uses_draft_model()) draft = draft_engine(spec, engine_config);
+  // An EAGLE-3 head reads the target's residual stream at three layers: the target captures them.
+  if (draft && draft->model_config().is_eagle3())
+    engine_config.capture_hidden_layers =
+        draft->model_config().eagle_capture_layers(loader::load_model_config(model_dir).num_layers);
   // Verify passes carry up to num_draft_tokens more tokens for each of up to max_batch decoding sequences (and on
   // hybrid models keep a recurrent-state checkpoint for each of them).
   if (spec.enabled()) {
@@ -72,10 +86,11 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   scheduler_config.context_length = max_request_tokens_;
   scheduler_config.num_state_slots = engine_->state_pool().num_slots();
   scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
+  scheduler_config.feature_group = engine_->feature_group();
   scheduler_ = std::make_unique<sched::Scheduler>(
       scheduler_config, pool,
       [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); },
-      make_drafter(spec, std::move(draft), scheduler_config.vocab_size));
+      make_drafter(spec, std::move(draft), *engine_, scheduler_config.vocab_size));
   thread_ = std::thread([scheduler = scheduler_.get()] { scheduler->run(); });
 }
 
@@ -116,8 +131,9 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
   cmd.add_option_function<std::string>(
          "--speculative-algorithm",
          [&spec](const std::string& name) { spec.algorithm = spec::parse_spec_algorithm(name); },
-         "Speculative decoding: none, ngram (prompt lookup) or draft (--speculative-draft-model)")
-      ->check(CLI::IsMember({"none", "ngram", "draft"}))
+         "Speculative decoding: none, ngram (prompt lookup), draft (a small model, --speculative-draft-model) or "
+         "eagle3 (an EAGLE-3 head, --speculative-draft-model)")
+      ->check(CLI::IsMember({"none", "ngram", "draft", "eagle3"}))
       ->default_str("none");
   cmd.add_option("--speculative-num-draft-tokens", spec.num_draft_tokens,
                  "Tokens drafted per sequence and verified in one target pass")
@@ -128,7 +144,8 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd.add_option("--speculative-draft-model", spec.draft_model_dir,
-                 "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft")
+                 "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft, or the "
+                 "EAGLE-3 head's folder for eagle3")
       ->check(CLI::ExistingDirectory);
   cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
                  "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")

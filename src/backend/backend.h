@@ -165,6 +165,8 @@ class Backend {
   }
   // out [R, H] = x[rows[r]]
   virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) = 0;
+  // out[rows[t], column : column + W] = x[t] for x f32 [T, W], out f32 [N, D]; negative rows are skipped.
+  virtual void scatter_rows(const Tensor& x, const Tensor& rows, Tensor out, int64_t column) = 0;
   // Router: logits [T, E] -> ids i32 [T, k], weights f32 [T, k] (ties: lower expert id first).
   virtual void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) = 0;
   // out [T, H] = sum_k weights[t,k] * expert_{ids[t,k]}(x[t]), summed in ascending expert id.

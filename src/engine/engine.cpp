@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include <fmt/ranges.h>
+
 #include "base/clock.h"
 #include "base/log.h"
 #include "engine/sampler.h"
@@ -90,6 +92,13 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   const state::StateGeometry state_geometry = state_geometry_of(model_config_);
   size_t budget = kv_budget_bytes(kv_config, state_geometry);
   create_state_pool(state_geometry, budget);
+  if (!config_.capture_hidden_layers.empty() && config_.kv_cache_gb <= 0) {
+    // The EAGLE-3 feature cache takes an f32 row per KV slot: sized memory is shared between K/V and features.
+    size_t kv_per_token = 0;
+    for (const auto& group : kv_config.groups) kv_per_token += kv::page_bytes(kv_config, group) / kv_config.page_size;
+    const size_t features_per_token = config_.capture_hidden_layers.size() * model_config_.hidden_size * sizeof(float);
+    budget = static_cast<size_t>(static_cast<double>(budget) * kv_per_token / (kv_per_token + features_per_token));
+  }
   kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
   memory_ = std::make_unique<model::StepMemory>(
@@ -100,6 +109,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   RS_LOG_INFO("memory per request at {} tokens: {:.1f} MiB of KV + {:.1f} MiB of recurrent state", kReportContext,
               kv::request_kv_footprint(kv_config, kReportContext).windowed_bytes / kMiB,
               state::slot_bytes(state_geometry) / kMiB);
+  if (!config_.capture_hidden_layers.empty()) allocate_feature_cache();
   staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);
   // Sized for the largest step up front, so that the first long prefill does not move it (and the graphs with it).
   const int32_t max_seqs = std::max(config_.max_running_requests, 1);
@@ -130,11 +140,26 @@ void Engine::run_largest_step() {
   batch.logit_rows = {tokens - 1};
   const model::StepInputs inputs = staging_->upload(batch, 0, 0);
   model_->forward(inputs, *memory_,
-                  Tensor(logits_.data(), DType::kF32, {1, model_config_.vocab_size}, backend_->device()));
+                  Tensor(logits_.data(), DType::kF32, {1, model_config_.logits_width()}, backend_->device()));
   backend_->synchronize();
 }
 
 Engine::~Engine() = default;
+
+void Engine::allocate_feature_cache() {
+  // The first full-attention group: its pages hold every position of a sequence (windows free theirs).
+  const auto& groups = kv_pool_->config().groups;
+  for (size_t g = 0; g < groups.size() && feature_group_ < 0; ++g)
+    if (groups[g].window == 0) feature_group_ = static_cast<int32_t>(g);
+  RS_CHECK(feature_group_ >= 0, "an EAGLE-3 target needs a full-attention layer");
+  const int64_t rows = groups[feature_group_].num_pages * kv_pool_->page_size();
+  const int64_t width = static_cast<int64_t>(config_.capture_hidden_layers.size()) * model_config_.hidden_size;
+  features_buffer_ = backend_->alloc(static_cast<size_t>(rows * width) * sizeof(float));
+  features_ = Tensor(features_buffer_.data(), DType::kF32, {rows, width}, backend_->device());
+  model_->capture_hidden(config_.capture_hidden_layers, features_, feature_group_);
+  RS_LOG_INFO("EAGLE-3 features: layers {} into {} MiB ({} f32 per KV slot)",
+              fmt::join(config_.capture_hidden_layers, ","), features_buffer_.bytes() >> 20, width);
+}
 
 void Engine::create_state_pool(const state::StateGeometry& geometry, size_t& budget) {
   if (geometry.empty()) {
@@ -181,7 +206,7 @@ size_t Engine::kv_budget_bytes(const kv::KvPoolConfig& kv_config, const state::S
 bool Engine::reserve_logits(int32_t rows) {
   if (rows <= logits_rows_) return false;
   backend_->synchronize();  // recorded or queued work may still write the old buffer
-  logits_ = backend_->alloc(static_cast<size_t>(rows) * model_config_.vocab_size * sizeof(float));
+  logits_ = backend_->alloc(static_cast<size_t>(rows) * model_config_.logits_width() * sizeof(float));
   logits_rows_ = rows;
   ++logits_epoch_;
   return true;
@@ -195,7 +220,7 @@ uint64_t Engine::memory_epoch() const {
 void Engine::capture_decode_graphs() {
   const auto start = Clock::now();
   const size_t free_before = backend_->memory_info().free_bytes;
-  const int32_t vocab = static_cast<int32_t>(model_config_.vocab_size);
+  const int32_t vocab = static_cast<int32_t>(model_config_.logits_width());
   ForwardBatch idle;  // no real sequence: every row is an idle padding row
   idle.seq_token_start = {0};
   idle.page_tables.assign(kv_pool_->num_groups(), {});
@@ -241,7 +266,7 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
            batch.state_slots.size());
   RS_CHECK(batch.sampling.empty() || batch.sampling.size() == batch.logit_rows.size(),
            "batch has {} sampling rows for {} logit rows", batch.sampling.size(), batch.logit_rows.size());
-  const int64_t vocab = model_config_.vocab_size;
+  const int64_t vocab = model_config_.logits_width();
 
   const int32_t graph_size = graph_size_for(batch);
   staging_->reserve(batch, graph_size);

@@ -55,6 +55,9 @@ struct EngineConfig {
   std::string attention_backend = "auto";  // CUDA attention kernel: auto | flash | cuda-core (BackendOptions)
   bool programmatic_launch = true;         // CUDA: BackendOptions::programmatic_launch
   bool deterministic = false;              // batch-invariant numerics (BackendOptions::deterministic)
+  // EAGLE-3 targets: the layer entries whose residual stream the model writes into the feature cache (see
+  // Model::capture_hidden), for a draft head to read; empty = none.
+  std::vector<int32_t> capture_hidden_layers;
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
 
@@ -92,6 +95,10 @@ class Engine {
   StepOutput forward(const ForwardBatch& batch, bool keep_logits = false);
   // Batch sizes whose decode steps replay a recorded graph (empty when graphs are off or unsupported).
   std::vector<int32_t> graph_batch_sizes() const { return graph_sizes_; }
+  model::Model& model() { return *model_; }
+  // EAGLE-3 targets (capture_hidden_layers): f32 [slots of KV group feature_group(), layers x hidden], row = KV slot.
+  Tensor hidden_features() const { return features_; }
+  int32_t feature_group() const { return feature_group_; }
 
  private:
   // Sizes the KV pool (and the state pool beside it) from the config, the model and the device's memory.
@@ -104,7 +111,8 @@ class Engine {
   uint64_t memory_epoch() const;
   // Records decode graphs for every size in graph_sizes_ (each run once eagerly first, so scratch is sized).
   void capture_decode_graphs();
-  void run_largest_step();  // eagerly, before recording graphs (sizes the backend's scratch)
+  void run_largest_step();        // eagerly, before recording graphs (sizes the backend's scratch)
+  void allocate_feature_cache();  // capture_hidden_layers: features_ beside the KV pool
   // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
   int32_t graph_size_for(const ForwardBatch& batch) const;
   // Adds each row's logit_bias / min_tokens ban (engine/sampler.h) to its logits, rows without one untouched.
@@ -129,7 +137,10 @@ class Engine {
   std::vector<int32_t> graph_sizes_;
   std::map<int32_t, std::unique_ptr<BackendGraph>> graphs_;
   uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded
-  Buffer adjustment_row_;      // [vocab] f32 on the device, allocated on first use
+  Buffer features_buffer_;
+  Tensor features_;
+  int32_t feature_group_ = -1;
+  Buffer adjustment_row_;  // [vocab] f32 on the device, allocated on first use
   std::vector<float> adjustment_host_;
   Buffer bitmask_device_;  // [rows, ceil(vocab / 32)] u32, grown to the largest constrained step
   std::vector<uint32_t> bitmask_host_;

@@ -47,6 +47,10 @@ struct ForwardBatch {
   // copying the state after the last accepted one into the sequence's slot. A sequence with checkpoints runs its
   // tokens one at a time (the recurrent form), as the decode steps it replaces would.
   std::vector<int32_t> state_checkpoints;
+  // EAGLE-3 draft heads: per token, the row of the target's feature cache (features_from_target) or of the head's
+  // own output of its previous step that feeds it (model/model.h StepInputs). Empty for other models.
+  std::vector<int32_t> feature_rows;
+  bool features_from_target = true;
   // Token rows whose logits are wanted (last token of a finished prefill or a decode token), ascending.
   std::vector<int32_t> logit_rows;
   // One entry per logit row. Empty: the engine returns logits only (tests, scoring).

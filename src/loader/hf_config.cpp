@@ -235,6 +235,20 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
     config.norm_topk_prob = config.model_type.rfind("qwen3_5_moe", 0) == 0 || f.get_or<bool>("norm_topk_prob", true);
     if (config.num_layers_of(LayerKind::kLinearAttention) > 0) parse_linear_attention(f, source, config);
   }
+  if (config.architecture == "LlamaForCausalLMEagle3") {
+    config.draft_vocab_size = f.get_or<int32_t>("draft_vocab_size", config.vocab_size);
+    config.eagle_target_hidden = f.get_or<int32_t>("target_hidden_size", config.hidden_size);
+    RS_CHECK(config.draft_vocab_size > 0 && config.draft_vocab_size <= config.vocab_size && config.num_layers == 1,
+             "{}: an EAGLE-3 head has one layer and 1..vocab_size draft tokens (num_hidden_layers {}, "
+             "draft_vocab_size {})",
+             source, config.num_layers, config.draft_vocab_size);
+    if (raw.contains("eagle_config") && raw["eagle_config"].is_object() &&
+        raw["eagle_config"].contains("eagle_aux_hidden_state_layer_ids")) {
+      const json& ids = raw["eagle_config"]["eagle_aux_hidden_state_layer_ids"];
+      RS_CHECK(ids.is_array() && ids.size() == 3, "{}: eagle_aux_hidden_state_layer_ids must list 3 layers", source);
+      for (const auto& id : ids) config.eagle_layer_ids.push_back(id.get<int32_t>() + 1);
+    }
+  }
   if (config.num_experts > 0)
     RS_CHECK(config.num_experts_per_tok > 0 && config.num_experts_per_tok <= config.num_experts,
              "{}: num_experts_per_tok {} must be in [1, {}]", source, config.num_experts_per_tok, config.num_experts);
@@ -249,6 +263,15 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
   if (raw.contains("quantization_config") && raw["quantization_config"].is_object())
     config.quant_method = Fields(raw["quantization_config"], source).get_or<std::string>("quant_method", "unknown");
   return config;
+}
+
+std::vector<int32_t> ModelConfig::eagle_capture_layers(int32_t target_layers) const {
+  std::vector<int32_t> layers = eagle_layer_ids;
+  if (layers.empty()) layers = {std::min(2, target_layers), target_layers / 2, std::max(0, target_layers - 3)};
+  for (int32_t layer : layers)
+    RS_CHECK(layer >= 0 && layer <= target_layers, "EAGLE-3 head reads layer {} of a {}-layer target", layer,
+             target_layers);
+  return layers;
 }
 
 ModelConfig load_model_config(const fs::path& model_dir) {

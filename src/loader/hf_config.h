@@ -76,6 +76,16 @@ struct ModelConfig {
   std::vector<int32_t> mlp_only_layers;
   int32_t shared_expert_intermediate_size = 0;  // Qwen3-Next / Qwen3.5-MoE: a gated shared expert; 0 = none
   double swiglu_limit = 7.0;
+  // EAGLE-3 draft heads (LlamaForCausalLMEagle3): logits over draft_vocab_size tokens (mapped to target ids by the
+  // checkpoint's d2t table), fed by the target's residual stream at the entry of three target layers (entry L = the
+  // exit of the last of L layers): eagle_config.eagle_aux_hidden_state_layer_ids + 1 where given, else
+  // eagle_capture_layers(L) picks SGLang's 2, L/2, L-3. eagle_target_hidden: the target's hidden size.
+  int32_t draft_vocab_size = 0;
+  int32_t eagle_target_hidden = 0;
+  std::vector<int32_t> eagle_layer_ids;
+  bool is_eagle3() const { return draft_vocab_size > 0; }
+  int32_t logits_width() const { return is_eagle3() ? draft_vocab_size : vocab_size; }
+  std::vector<int32_t> eagle_capture_layers(int32_t target_layers) const;
   // Tokens.
   std::vector<int32_t> eos_token_ids;  // generation_config.json first, else config.json
   std::optional<int32_t> bos_token_id;

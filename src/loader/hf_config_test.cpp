@@ -27,6 +27,25 @@ TEST(HfConfig, GptOssDefaultsAlternateWindows) {
   EXPECT_EQ(config.eos_token_ids, (std::vector<int32_t>{3}));
 }
 
+TEST(HfConfig, Eagle3HeadCapturesThreeTargetLayers) {
+  json raw = json::parse(R"({"architectures":["LlamaForCausalLMEagle3"],"hidden_size":64,"num_hidden_layers":1,
+    "num_attention_heads":4,"num_key_value_heads":2,"vocab_size":512,"draft_vocab_size":128,
+    "intermediate_size":128})");
+  ModelConfig config = parse_model_config(raw, "c");
+  EXPECT_TRUE(config.is_eagle3());
+  EXPECT_EQ(config.logits_width(), 128);
+  EXPECT_EQ(config.eagle_target_hidden, 64);
+  EXPECT_EQ(config.eagle_capture_layers(32), (std::vector<int32_t>{2, 16, 29}));  // SGLang's 2, L/2, L-3
+  raw["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", {1, 15, 28}}};
+  EXPECT_EQ(parse_model_config(raw, "c").eagle_capture_layers(32), (std::vector<int32_t>{2, 16, 29}));
+  raw["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", {1, 15, 40}}};
+  EXPECT_THROW(parse_model_config(raw, "c").eagle_capture_layers(32), Error);
+  raw["draft_vocab_size"] = 600;  // more draft tokens than the vocabulary
+  EXPECT_THROW(parse_model_config(raw, "c"), Error);
+  EXPECT_FALSE(parse_model_config(base_config(), "c").is_eagle3());
+  EXPECT_EQ(parse_model_config(base_config(), "c").logits_width(), 100);
+}
+
 TEST(HfConfig, LayerTypesWin) {
   json raw = base_config();
   raw["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};

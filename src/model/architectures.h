@@ -13,5 +13,7 @@ std::unique_ptr<Model> make_qwen3_moe(const loader::ModelConfig& config);
 std::unique_ptr<Model> make_gpt_oss(const loader::ModelConfig& config);
 // Qwen3-Next, Qwen3.5 and Qwen3.5-MoE (hybrid gated-delta-net / gated-attention decoders).
 std::unique_ptr<Model> make_qwen3_next(const loader::ModelConfig& config);
+// EAGLE-3 draft heads (LlamaForCausalLMEagle3): run by a drafter beside a target that captures its hidden states.
+std::unique_ptr<Model> make_eagle3(const loader::ModelConfig& config);
 
 }  // namespace rs::model

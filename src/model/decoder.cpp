@@ -319,6 +319,24 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::Kv
   backend_->linear(attn, a.o, a.o_bias, out);
 }
 
+void DecoderModel::capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) {
+  for (int32_t layer : layers)
+    RS_CHECK(layer >= 0 && layer <= config_.num_layers, "cannot capture layer {} of {}", layer, config_.num_layers);
+  RS_CHECK(cache.ndim() == 2 && cache.dtype() == DType::kF32 &&
+               cache.dim(1) == static_cast<int64_t>(layers.size()) * config_.hidden_size,
+           "feature cache {} for {} layers of {}", cache.shape_string(), layers.size(), config_.hidden_size);
+  capture_layers_ = layers;
+  capture_cache_ = cache;
+  capture_group_ = group;
+}
+
+void DecoderModel::capture(int32_t layer, const Tensor& x, const StepInputs& inputs) {
+  for (size_t i = 0; i < capture_layers_.size(); ++i)
+    if (capture_layers_[i] == layer)
+      backend_->scatter_rows(x, inputs.groups[capture_group_].kv_slots, capture_cache_,
+                             static_cast<int64_t>(i) * config_.hidden_size);
+}
+
 void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) {
   const int64_t tokens = inputs.token_ids.numel();
   ensure_workspace(tokens);
@@ -329,6 +347,7 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   backend_->embedding(embed_tokens_, inputs.token_ids, x);
   backend_->rms_norm(x, layers_[0].input_norm, eps, false, h);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
+    capture(layer, x, inputs);
     const LayerWeights& lw = layers_[layer];
     if (lw.kind == loader::LayerKind::kAttention) {
       run_attention(layer, inputs, memory.kv, proj);
@@ -341,6 +360,7 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
     if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
   }
   backend_->add(x, proj, x);
+  capture(config_.num_layers, x, inputs);
   const int64_t rows = inputs.logit_rows.numel();
   Tensor last = h_.slice_rows(0, rows);
   backend_->gather_rows(x, inputs.logit_rows, last);

@@ -63,6 +63,8 @@ class DecoderModel : public Model {
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure_workspace(max_tokens); }
   void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
+  void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) override;
+  Tensor embedding_table() const override { return embed_tokens_; }
 
  protected:
   // Loads the feed-forward block of `layer` (prefix "{weight_prefix}layers.{layer}."). The default is the dense SiLU
@@ -86,6 +88,7 @@ class DecoderModel : public Model {
   const loader::ModelConfig config_;
   const DecoderOptions options_;
   Backend* backend_ = nullptr;
+  std::vector<Buffer> owned_;  // concatenated / transposed / uploaded weights
 
  private:
   void load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn);
@@ -98,12 +101,17 @@ class DecoderModel : public Model {
   void run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out);
   void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
 
+  // Writes x (the residual stream) into the feature cache's column blocks of the captures at `layer`.
+  void capture(int32_t layer, const Tensor& x, const StepInputs& inputs);
+
   Tensor embed_tokens_, final_norm_;
+  std::vector<int32_t> capture_layers_;  // capture_hidden: layer entries, in column-block order
+  Tensor capture_cache_;
+  int32_t capture_group_ = 0;
   LinearWeight lm_head_;
   std::vector<LayerWeights> layers_;
   Tensor rope_table_;  // [positions, rotary_dim] on device
   int32_t rotary_dim_ = 0;
-  std::vector<Buffer> owned_;  // concatenated / transposed / uploaded weights
   // Activations, sized for the largest step seen.
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;

@@ -22,6 +22,10 @@ struct StepInputs {
   Tensor logit_rows;              // i32 [R]
   std::vector<BatchView> groups;  // one per KV group (same positions/token_seq; own page table and slots)
   StateBatchView state;           // state slot of each sequence (-1 everywhere for models without recurrent layers)
+  // EAGLE-3 draft heads: per token, the row of the target's feature cache (features_from_target) or of the head's own
+  // output of the previous step that feeds it; empty for other models.
+  Tensor feature_rows;  // i32 [T]
+  bool features_from_target = true;
 };
 
 // The device memory a step reads and writes, one part per layer kind: paged K/V for attention layers and
@@ -44,6 +48,19 @@ class Model {
   // Issues backend ops only (no host synchronisation, no allocation within the reserved size), so it can be recorded
   // into a graph.
   virtual void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) = 0;
+
+  // ---- speculative decoding with EAGLE-3 heads ----
+  // A target writes its residual stream at the entry of each of `layers` (the layer count: after the last layer) into
+  // row kv_slot (KV group `group`) of `cache` f32 [slots, layers.size() * hidden], one column block per layer, for
+  // every token of every step. Default: unsupported (throws).
+  virtual void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group);
+  // The token embedding table [vocab, hidden], or empty.
+  virtual Tensor embedding_table() const { return Tensor(); }
+  // A draft head's inputs from its target: the target's embedding table (used when the head has none) and feature
+  // cache. Default: unsupported (throws).
+  virtual void bind_target(const Tensor& embedding, const Tensor& features);
+  // A draft head's target token id for each of its logit columns (empty: the identity).
+  virtual std::vector<int32_t> draft_to_target() const { return {}; }
 };
 
 // Creates the model for config.architecture (see registry.cpp); the error lists the supported architectures.

@@ -22,9 +22,18 @@ constexpr Registration kArchitectures[] = {
     {"Qwen3_5ForConditionalGeneration", make_qwen3_next},  // text part only: config under text_config
     {"Qwen3_5MoeForCausalLM", make_qwen3_next},
     {"Qwen3_5MoeForConditionalGeneration", make_qwen3_next},
+    {"LlamaForCausalLMEagle3", make_eagle3},  // a draft head for speculative decoding only
 };
 
 }  // namespace
+
+void Model::capture_hidden(const std::vector<int32_t>& /*layers*/, Tensor /*cache*/, int32_t /*group*/) {
+  RS_FAIL("this model cannot hand its hidden states to an EAGLE-3 draft head");
+}
+
+void Model::bind_target(const Tensor& /*embedding*/, const Tensor& /*features*/) {
+  RS_FAIL("this model is not a draft head");
+}
 
 std::vector<std::string> supported_architectures() {
   std::vector<std::string> names;

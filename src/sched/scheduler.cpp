@@ -301,7 +301,9 @@ void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
         1;
     const int32_t max_tokens = static_cast<int32_t>(std::min<int64_t>(policy.num_draft_tokens, room));
     if (max_tokens <= 0) continue;
-    requests.push_back(spec::DraftRequest{.id = seq.request->id, .tokens = seq.tokens, .max_tokens = max_tokens});
+    spec::DraftRequest request{.id = seq.request->id, .tokens = seq.tokens, .max_tokens = max_tokens};
+    if (config_.feature_group >= 0) request.feature_pages = seq.memory.kv.pages[config_.feature_group];
+    requests.push_back(request);
     drafting.push_back(item);
   }
   if (requests.empty()) return;

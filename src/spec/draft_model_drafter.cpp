@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "model/model.h"
 
 namespace rs::spec {
 namespace {
@@ -17,6 +18,19 @@ DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> engine)
       kv_(engine_->kv_pool().config(), /*prefix_cache=*/false),
       max_step_tokens_(std::max<int64_t>(engine_->config().max_step_tokens, 1)),
       slots_(engine_->state_pool().num_slots()) {}
+
+DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> head, engine::Engine& target)
+    : DraftModelDrafter(std::move(head)) {
+  RS_CHECK(engine_->model_config().is_eagle3(), "{} is not an EAGLE-3 head (LlamaForCausalLMEagle3)",
+           engine_->model_config().architecture);
+  RS_CHECK(!target.hidden_features().empty(), "the target engine does not capture the hidden states the head reads");
+  RS_CHECK(engine_->model_config().vocab_size == target.model_config().vocab_size,
+           "the EAGLE-3 head's vocabulary ({} tokens) differs from the target's ({})",
+           engine_->model_config().vocab_size, target.model_config().vocab_size);
+  engine_->model().bind_target(target.model().embedding_table(), target.hidden_features());
+  draft_to_target_ = engine_->model().draft_to_target();
+  target_ = &target;
+}
 
 void DraftModelDrafter::release(uint64_t id) {
   auto it = states_.find(id);
@@ -73,14 +87,28 @@ bool DraftModelDrafter::reserve(Work& work, int64_t end) {
   return false;
 }
 
-std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items) {
+std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items, bool from_target) {
   engine::ForwardBatch batch;
   batch.seq_token_start.push_back(0);
+  batch.features_from_target = from_target;
   const int num_groups = kv_.num_groups();
+  const int32_t target_page = eagle() ? target_->kv_pool().page_size() : 1;
   for (const Item& item : items) {
     for (size_t t = 0; t < item.tokens.size(); ++t) {
+      const int64_t position = item.begin + static_cast<int64_t>(t);
       batch.token_ids.push_back(item.tokens[t]);
-      batch.positions.push_back(static_cast<int32_t>(item.begin + static_cast<int64_t>(t)));
+      batch.positions.push_back(static_cast<int32_t>(position));
+      if (!eagle()) continue;
+      if (!from_target) {
+        batch.feature_rows.push_back(item.work->output_row);
+        continue;
+      }
+      // The target's features of this position: its KV slot in the target's feature group.
+      const auto& pages = item.work->request->feature_pages;
+      const int64_t page_index = position / target_page;
+      RS_CHECK(page_index < static_cast<int64_t>(pages.size()) && pages[page_index] >= 0,
+               "rid={}: no target page holds the features of position {}", item.work->request->id, position);
+      batch.feature_rows.push_back(static_cast<int32_t>(pages[page_index] * target_page + position % target_page));
     }
     batch.seq_token_start.push_back(batch.num_tokens());
     batch.seq_kv_len.push_back(static_cast<int32_t>(item.begin + static_cast<int64_t>(item.tokens.size())));
@@ -101,8 +129,10 @@ std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items) {
       std::copy(pages.begin(), pages.end(), batch.page_tables[g].begin() + s * batch.max_pages);
     }
   const engine::StepOutput output = engine_->forward(batch);
+  for (size_t s = 0; s < items.size(); ++s) items[s].work->output_row = batch.seq_token_start[s + 1] - 1;
   std::vector<int32_t> tokens;
-  for (const auto& sampled : output.tokens) tokens.push_back(sampled.token_id);
+  for (const auto& sampled : output.tokens)
+    tokens.push_back(draft_to_target_.empty() ? sampled.token_id : draft_to_target_.at(sampled.token_id));
   return tokens;
 }
 
@@ -110,16 +140,19 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
   std::vector<Work> works;
   for (DraftRequest& request : requests) {
     request.draft.clear();
+    // An EAGLE-3 head reads token p + 1 at position p: the committed tokens but the first.
+    const std::span<const int32_t> input =
+        eagle() && !request.tokens.empty() ? request.tokens.subspan(1) : request.tokens;
     // A draft model with a shorter context stops drafting where it ends (the target goes on alone).
-    if (request.max_tokens <= 0 || request.tokens.empty() ||
+    if (request.max_tokens <= 0 || input.empty() || (eagle() && request.feature_pages.empty()) ||
         static_cast<int64_t>(request.tokens.size()) + request.max_tokens > engine_->context_length()) {
       release(request.id);
       continue;
     }
     State& state = states_[request.id];
     // Keep the K/V of the longest prefix the target committed (at least the last token is fed again for logits).
-    const size_t limit = std::min(state.tokens.size(), request.tokens.size() - 1);
-    const auto mismatch = std::mismatch(state.tokens.begin(), state.tokens.begin() + limit, request.tokens.begin());
+    const size_t limit = std::min(state.tokens.size(), input.size() - 1);
+    const auto mismatch = std::mismatch(state.tokens.begin(), state.tokens.begin() + limit, input.begin());
     const size_t keep = static_cast<size_t>(mismatch.first - state.tokens.begin());
     if (!hybrid()) {
       state.tokens.resize(keep);
@@ -128,10 +161,11 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
       release(request.id);
       continue;
     }
-    works.push_back(Work{&request, &state, static_cast<int64_t>(request.tokens.size())});
+    works.push_back(Work{&request, &state, input, static_cast<int64_t>(input.size())});
   }
   // Catch up on the committed tokens the draft has not seen (the whole prompt the first time), in chunks of the
   // draft engine's step budget; the pass that reaches a request's last token samples its first draft token.
+  int passes = 0;
   while (true) {
     std::vector<Item> items;
     int64_t budget = max_step_tokens_;
@@ -140,10 +174,11 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
       const int64_t have = static_cast<int64_t>(work.state->tokens.size());
       const int64_t take = std::min(work.committed - have, budget);
       if (take <= 0 || !reserve(work, have + take)) continue;
-      items.push_back(Item{&work, work.request->tokens.subspan(have, take), have, have + take == work.committed});
+      items.push_back(Item{&work, work.input.subspan(have, take), have, have + take == work.committed});
       budget -= take;
     }
     if (items.empty()) break;
+    ++passes;
     const std::vector<int32_t> sampled = run(items);
     size_t row = 0;
     for (const Item& item : items) {
@@ -151,6 +186,15 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
       state.tokens.insert(state.tokens.end(), item.tokens.begin(), item.tokens.end());
       if (item.samples) item.work->request->draft.push_back(sampled[row++]);
     }
+  }
+  // An EAGLE-3 head's next step reads the outputs of the last run only: requests caught up in an earlier pass feed
+  // their last position again (the same K/V and output) so that every one has its row there.
+  if (eagle() && passes > 1) {
+    std::vector<Item> items;
+    for (Work& work : works)
+      if (work.state != nullptr && !work.request->draft.empty())
+        items.push_back(Item{&work, work.input.subspan(work.committed - 1, 1), work.committed - 1, true});
+    if (!items.empty()) run(items);
   }
   // Then one batched decode step per further draft token: each feeds the previous draft token.
   while (true) {
@@ -172,10 +216,12 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
       items.push_back(Item{&work, std::span<const int32_t>(&request.draft.back(), 1), position, true});
     }
     if (items.empty()) break;
-    const std::vector<int32_t> sampled = run(items);
+    const std::vector<int32_t> sampled = run(items, /*from_target=*/false);
     for (size_t i = 0; i < items.size(); ++i) {
       Work& work = *items[i].work;
-      work.state->tokens.push_back(work.request->draft.back());
+      // An EAGLE-3 head's K/V of a drafted position came from its own output, not the target's features: the next
+      // propose() recomputes it whatever the target accepts.
+      if (!eagle()) work.state->tokens.push_back(work.request->draft.back());
       work.request->draft.push_back(sampled[i]);
     }
   }

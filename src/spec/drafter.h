@@ -14,7 +14,10 @@ struct DraftRequest {
   uint64_t id = 0;                  // the request's id: stable while it lives (drafters may keep state under it)
   std::span<const int32_t> tokens;  // its committed tokens (prompt, then output); the draft continues them
   int32_t max_tokens = 0;           // propose at most this many
-  std::vector<int32_t> draft;       // out: the proposal (may be empty: nothing worth verifying)
+  // EAGLE-3: the target's KV pages (of its feature group) holding the request's positions: position p's features
+  // are row page * page_size + p % page_size of the target's feature cache. Empty for other drafters.
+  std::span<const int32_t> feature_pages;
+  std::vector<int32_t> draft;  // out: the proposal (may be empty: nothing worth verifying)
 };
 
 class Drafter {

@@ -8,7 +8,8 @@ SpecAlgorithm parse_spec_algorithm(std::string_view name) {
   if (name == "none" || name.empty()) return SpecAlgorithm::kNone;
   if (name == "ngram") return SpecAlgorithm::kNgram;
   if (name == "draft") return SpecAlgorithm::kDraft;
-  RS_FAIL("unknown speculative algorithm '{}' (none, ngram, draft)", name);
+  if (name == "eagle3") return SpecAlgorithm::kEagle3;
+  RS_FAIL("unknown speculative algorithm '{}' (none, ngram, draft, eagle3)", name);
 }
 
 std::string_view spec_algorithm_name(SpecAlgorithm algorithm) {
@@ -16,6 +17,7 @@ std::string_view spec_algorithm_name(SpecAlgorithm algorithm) {
     case SpecAlgorithm::kNone: return "none";
     case SpecAlgorithm::kNgram: return "ngram";
     case SpecAlgorithm::kDraft: return "draft";
+    case SpecAlgorithm::kEagle3: return "eagle3";
   }
   return "none";
 }

@@ -7,9 +7,9 @@
 
 namespace rs::spec {
 
-enum class SpecAlgorithm : uint8_t { kNone, kNgram, kDraft };
+enum class SpecAlgorithm : uint8_t { kNone, kNgram, kDraft, kEagle3 };
 
-// "none" | "ngram" | "draft"; throws on anything else, naming the choices.
+// "none" | "ngram" | "draft" | "eagle3"; throws on anything else, naming the choices.
 SpecAlgorithm parse_spec_algorithm(std::string_view name);
 std::string_view spec_algorithm_name(SpecAlgorithm algorithm);
 
@@ -29,11 +29,12 @@ struct SpeculativeConfig {
   // sequence proposes the tokens that followed it.
   int32_t ngram_min = 2;
   int32_t ngram_max = 5;
-  std::string draft_model_dir;      // draft: a checkpoint with the target's vocabulary
+  std::string draft_model_dir;      // draft: a checkpoint with the target's vocabulary; eagle3: an EAGLE-3 head
   double draft_mem_fraction = 0.1;  // draft on a GPU: its KV pool leaves this share of device memory used
   double inject_reject_rate = 0;  // benchmarks: each draft token turned wrong with this probability (RejectionInjector)
 
   bool enabled() const { return algorithm != SpecAlgorithm::kNone; }
+  bool uses_draft_model() const { return algorithm == SpecAlgorithm::kDraft || algorithm == SpecAlgorithm::kEagle3; }
 };
 
 }  // namespace rs::spec

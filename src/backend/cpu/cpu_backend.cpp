@@ -104,6 +104,13 @@ void CpuBackend::qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tens
 }
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor out) { cpu::silu_mul(pool_, gate_up, out); }
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) { cpu::gather_rows(x, rows, out); }
+void CpuBackend::scatter_rows(const Tensor& x, const Tensor& rows, Tensor out, int64_t column) {
+  RS_CHECK(x.dtype() == DType::kF32 && out.dtype() == DType::kF32 && x.dim(0) == rows.numel() && column >= 0 &&
+               column + x.dim(-1) <= out.dim(-1),
+           "scatter_rows: x {} rows {} out {} column {}", x.shape_string(), rows.shape_string(), out.shape_string(),
+           column);
+  cpu::scatter_rows(x, rows, out, column);
+}
 void CpuBackend::moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) {
   cpu::moe_route(logits, routing, renormalize, ids, weights);
 }

@@ -40,6 +40,7 @@ class CpuBackend final : public Backend {
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) override;
+  void scatter_rows(const Tensor& x, const Tensor& rows, Tensor out, int64_t column) override;
   void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) override;
   void moe_experts(const Tensor& x, const Tensor& ids, const Tensor& weights, const MoeWeights& experts,
                    Tensor out) override;

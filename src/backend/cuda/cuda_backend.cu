@@ -338,6 +338,17 @@ class CudaBackend final : public Backend {
                        ctx_->stream());
   }
 
+  void scatter_rows(const Tensor& x, const Tensor& rows, Tensor out, int64_t column) override {
+    const int64_t width = x.dim(-1);
+    RS_CHECK(x.dtype() == DType::kF32 && out.dtype() == DType::kF32 && x.dim(0) == rows.numel() && column >= 0 &&
+                 column + width <= out.dim(-1),
+             "scatter_rows: x {} rows {} out {} column {}", x.shape_string(), rows.shape_string(), out.shape_string(),
+             column);
+    on_device({&x, &rows, &out});
+    launch_scatter_rows(x.data_as<float>(), rows.data_as<int32_t>(), rows.numel(), width, out.data_as<float>() + column,
+                        out.dim(-1), out.rows(), ctx_->error_flags(), ctx_->stream());
+  }
+
   void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights) override {
     RS_CHECK(logits.ndim() == 2 && ids.dim(0) == logits.dim(0) && weights.numel() == ids.numel(),
              "moe_route: logits {} ids {} weights {}", logits.shape_string(), ids.shape_string(),

@@ -78,6 +78,14 @@ TEST_F(CudaParity, RmsNormAddSiluGather) {
   Tensor gathered = dev(host_zeros(DType::kF32, {4, 2 * inter}));
   gpu_->gather_rows(dev(gate_up), dev(picks), gathered);
   EXPECT_PARITY(fetch<float>(gathered), as_floats(gathered_ref), kExact, "gather_rows");
+  // scatter_rows (EAGLE-3 feature capture): rows into a column block of a wider table, negative rows skipped.
+  const Tensor targets = host(std::vector<int32_t>{5, -1, 0, 2}, DType::kI32, {4});
+  const Tensor table = host(normal(rng_, 7 * 3 * inter), DType::kF32, {7, 3 * inter});
+  Tensor scattered_ref = host(as_floats(table), DType::kF32, {7, 3 * inter});
+  cpu_->scatter_rows(gathered_ref, targets, scattered_ref, inter);
+  Tensor scattered = dev(table);
+  gpu_->scatter_rows(gathered, dev(targets), scattered, inter);
+  EXPECT_PARITY(fetch<float>(scattered), as_floats(scattered_ref), kExact, "scatter_rows");
 }
 
 TEST_F(CudaParity, Rope) {

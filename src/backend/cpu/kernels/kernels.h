@@ -11,6 +11,7 @@ void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out);
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor out);
+void scatter_rows(const Tensor& x, const Tensor& rows, Tensor out, int64_t column);
 void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out);
 void sigmoid_mul(ThreadPool& pool, const Tensor& x, const Tensor& gate, Tensor out);
 

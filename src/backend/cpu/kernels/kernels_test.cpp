@@ -248,6 +248,15 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
   }
 }
 
+TEST(CpuKernels, ScatterRowsFillsAColumnBlockAndSkipsNegativeRows) {
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};  // [3, 2]
+  std::vector<int32_t> rows = {2, -1, 0};
+  std::vector<float> out(3 * 5, -1.0f);  // [3, 5], the block at column 1
+  scatter_rows(Tensor(x.data(), DType::kF32, {3, 2}), Tensor(rows.data(), DType::kI32, {3}),
+               Tensor(out.data(), DType::kF32, {3, 5}), 1);
+  EXPECT_EQ(out, (std::vector<float>{-1, 5, 6, -1, -1, -1, -1, -1, -1, -1, -1, 1, 2, -1, -1}));
+}
+
 TEST(CpuKernels, StoreKvRoundsIntoABf16Cache) {
   const int tokens = 3, kv_heads = 2, hd = 8;
   auto k = random_vector(tokens * kv_heads * hd, 21), v = random_vector(tokens * kv_heads * hd, 22);

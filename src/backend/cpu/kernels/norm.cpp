@@ -85,6 +85,17 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
   }
 }
 
+void scatter_rows(const Tensor& x, const Tensor& rows, Tensor out, int64_t column) {
+  const int64_t width = x.dim(-1), out_width = out.dim(-1);
+  const int32_t* row = rows.data_as<int32_t>();
+  for (int64_t t = 0; t < rows.numel(); ++t) {
+    if (row[t] < 0) continue;
+    RS_DCHECK(row[t] < out.rows(), "scatter row {} out of range", row[t]);
+    std::memcpy(out.data_as<float>() + row[t] * out_width + column, x.data_as<float>() + t * width,
+                width * sizeof(float));
+  }
+}
+
 void gated_rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& z, const Tensor& weight, float eps, Tensor out) {
   const int64_t width = x.dim(-1);
   RS_CHECK(weight.numel() == width && z.numel() == x.numel() && out.numel() == x.numel(),

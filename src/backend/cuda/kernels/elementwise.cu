@@ -92,6 +92,19 @@ __global__ void gather_rows_kernel(const float* x, const int32_t* rows, int64_t 
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[r * width + i] = x[src * width + i];
 }
 
+__global__ void scatter_rows_kernel(const float* x, const int32_t* rows, int64_t width, int64_t out_width,
+                                    int64_t out_rows, float* out, uint32_t* error_flags) {
+  pdl_enter();
+  const int64_t t = blockIdx.x;
+  const int64_t dst = rows[t];
+  if (dst < 0) return;
+  if (dst >= out_rows) {
+    if (threadIdx.x == 0) set_error(error_flags, kErrKvSlot);
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < width; i += blockDim.x) out[dst * out_width + i] = x[t * width + i];
+}
+
 __global__ void add_bias_kernel(float* out, int64_t rows, int64_t features, const void* bias, ElemType type) {
   pdl_enter();
   const int64_t count = rows * features;
@@ -160,6 +173,13 @@ void launch_gather_rows(const float* x, const int32_t* rows, int64_t num_rows, i
                         cudaStream_t stream) {
   if (num_rows == 0) return;
   launch_kernel(gather_rows_kernel, num_rows, kThreads, 0, stream, x, rows, width, out);
+}
+
+void launch_scatter_rows(const float* x, const int32_t* rows, int64_t num_rows, int64_t width, float* out,
+                         int64_t out_width, int64_t out_rows, uint32_t* error_flags, cudaStream_t stream) {
+  if (num_rows == 0) return;
+  launch_kernel(scatter_rows_kernel, num_rows, kThreads, 0, stream, x, rows, width, out_width, out_rows, out,
+                error_flags);
 }
 
 void launch_add_bias(float* out, int64_t rows, int64_t features, const void* bias, ElemType bias_type,

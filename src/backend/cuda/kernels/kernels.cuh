@@ -38,6 +38,10 @@ void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* o
 // gate_up [rows, 2*inter] interleaved (gate, up) pairs -> out [rows, inter], gpt-oss clamped SwiGLU
 void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
                         cudaStream_t stream);
+// out[rows[t] * out_width + i] = x[t * width + i] (out already offset to its first column); negative rows skipped,
+// rows past out_rows flag kErrKvSlot.
+void launch_scatter_rows(const float* x, const int32_t* rows, int64_t num_rows, int64_t width, float* out,
+                         int64_t out_width, int64_t out_rows, uint32_t* error_flags, cudaStream_t stream);
 void launch_gather_rows(const float* x, const int32_t* rows, int64_t num_rows, int64_t width, float* out,
                         cudaStream_t stream);
 // out [rows, features] += bias[features]

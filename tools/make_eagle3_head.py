@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Writes a random-weight EAGLE-3 draft head (LlamaForCausalLMEagle3, the layout SGLang loads) for a target checkpoint
+folder: config.json and model.safetensors with fc, midlayer.*, norm, lm_head, d2t and t2d, f32. The draft vocabulary is
+every `--stride`-th target token (d2t[d] = target id - d). Standard library only (no torch or numpy), so it runs
+anywhere; the tiny test fixture tests/data/eagle3/llama_head comes from
+
+    tools/make_eagle3_head.py tests/data/models/llama tests/data/eagle3/llama_head
+
+With --cycle TARGET_OUT, it first writes a Llama target whose attention and MLP outputs are zero (o_proj, down_proj),
+so that its residual stream is the token's embedding at every layer, and whose LM head is the embedding table
+permuted by a random cycle s: the target's next token is s(current token). The head then gets fc = [I | 0 | 0],
+zero attention and MLP outputs, and an LM head (over a permuted draft vocabulary) that reads s(s(t)) off the embedding
+of t: from the target's features of position p it predicts the token at p + 2 exactly, so every first draft token
+is accepted, and only if the features of the right position reach it (tests/data/eagle3/cycle_target, cycle_head):
+
+    tools/make_eagle3_head.py --cycle tests/data/eagle3/cycle_target tests/data/models/llama tests/data/eagle3/cycle_head
+
+Usage: make_eagle3_head.py [--cycle TARGET_OUT] TARGET_DIR OUT_DIR [--stride 2] [--seed 1] [--std 0.1]"""
+import argparse
+import json
+import pathlib
+import random
+import struct
+
+
+def tensor_bytes(values, fmt: str) -> bytes:
+    return struct.pack(f"<{len(values)}{fmt}", *values)
+
+
+def write_safetensors(path: pathlib.Path, tensors: dict) -> None:
+    """tensors: name -> (dtype, shape, raw bytes)."""
+    header, offset, blobs = {}, 0, []
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+        blobs.append(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as out:
+        out.write(struct.pack("<Q", len(text)))
+        out.write(text)
+        for raw in blobs:
+            out.write(raw)
+
+
+def write_cycle(target: dict, target_out: pathlib.Path, head_out: pathlib.Path, seed: int) -> None:
+    hidden, heads = target["hidden_size"], target["num_attention_heads"]
+    kv_heads = target.get("num_key_value_heads", heads)
+    head_dim = target.get("head_dim", hidden // heads)
+    inter, vocab, layers = target["intermediate_size"], target["vocab_size"], target["num_hidden_layers"]
+    rng = random.Random(seed)
+
+    def f32(shape, values):
+        return ("F32", list(shape), tensor_bytes(values, "f"))
+
+    def normal(*shape):
+        count = 1
+        for n in shape:
+            count *= n
+        return f32(shape, [rng.gauss(0.0, 0.1) for _ in range(count)])
+
+    def zeros(*shape):
+        return f32(shape, [0.0] * (shape[0] * shape[1]))
+
+    ones = f32([hidden], [1.0] * hidden)
+    embed = [[rng.gauss(0.0, 1.0) for _ in range(hidden)] for _ in range(vocab)]
+    order = list(range(vocab))
+    rng.shuffle(order)
+    step = {order[i]: order[(i + 1) % vocab] for i in range(vocab)}  # one cycle through every token
+    back = {after: before for before, after in step.items()}
+    # Target: logits[s] = embed[back[s]] . norm(embed[t]), largest at back[s] = t, i.e. s = step[t].
+    tensors = {"model.embed_tokens.weight": f32([vocab, hidden], [v for row in embed for v in row]),
+               "model.norm.weight": ones,
+               "lm_head.weight": f32([vocab, hidden], [v for s in range(vocab) for v in embed[back[s]]])}
+    for layer in range(layers):
+        p = f"model.layers.{layer}."
+        tensors.update({
+            p + "input_layernorm.weight": ones, p + "post_attention_layernorm.weight": ones,
+            p + "self_attn.q_proj.weight": normal(heads * head_dim, hidden),
+            p + "self_attn.k_proj.weight": normal(kv_heads * head_dim, hidden),
+            p + "self_attn.v_proj.weight": normal(kv_heads * head_dim, hidden),
+            p + "self_attn.o_proj.weight": zeros(hidden, heads * head_dim),
+            p + "mlp.gate_proj.weight": normal(inter, hidden), p + "mlp.up_proj.weight": normal(inter, hidden),
+            p + "mlp.down_proj.weight": zeros(hidden, inter)})
+    target_out.mkdir(parents=True, exist_ok=True)
+    config = dict(target, tie_word_embeddings=False)
+    (target_out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_safetensors(target_out / "model.safetensors", tensors)
+    # Head: residual = fc(features) = the embedding of the token at p; lm_head row d reads s(s(t)) for draft id d,
+    # whose target id is perm[d].
+    perm = list(range(vocab))
+    rng.shuffle(perm)
+    fc = [1.0 if c == r else 0.0 for r in range(hidden) for c in range(3 * hidden)]
+    head = {
+        "fc.weight": f32([hidden, 3 * hidden], fc),
+        "midlayer.input_layernorm.weight": ones, "midlayer.hidden_norm.weight": ones,
+        "midlayer.post_attention_layernorm.weight": ones,
+        "midlayer.self_attn.q_proj.weight": normal(heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": zeros(hidden, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": normal(inter, hidden), "midlayer.mlp.up_proj.weight": normal(inter, hidden),
+        "midlayer.mlp.down_proj.weight": zeros(hidden, inter),
+        "norm.weight": ones,
+        "lm_head.weight": f32([vocab, hidden], [v for d in range(vocab) for v in embed[back[back[perm[d]]]]]),
+        "d2t": ("I64", [vocab], tensor_bytes([perm[d] - d for d in range(vocab)], "q")),
+        "t2d": ("BOOL", [vocab], bytes([1] * vocab)),
+    }
+    head_config = {
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": hidden,
+        "intermediate_size": inter, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+        "head_dim": head_dim, "num_hidden_layers": 1, "vocab_size": vocab, "draft_vocab_size": vocab,
+        "target_hidden_size": hidden, "max_position_embeddings": target.get("max_position_embeddings", 2048),
+        "rms_norm_eps": target.get("rms_norm_eps", 1e-5), "rope_theta": 10000.0, "torch_dtype": "float32",
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, layers // 2, layers - 1]},
+    }
+    head_out.mkdir(parents=True, exist_ok=True)
+    (head_out / "config.json").write_text(json.dumps(head_config, indent=2) + "\n")
+    write_safetensors(head_out / "model.safetensors", head)
+    print(f"wrote {target_out} (next token = a {vocab}-cycle step) and its exact head {head_out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target")
+    parser.add_argument("out")
+    parser.add_argument("--stride", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--std", type=float, default=0.1)
+    parser.add_argument("--cycle", help="write the cycle target here (from TARGET_DIR's config) and its exact head")
+    args = parser.parse_args()
+    target = json.loads((pathlib.Path(args.target) / "config.json").read_text())
+    if args.cycle:
+        write_cycle(target, pathlib.Path(args.cycle), pathlib.Path(args.out), args.seed)
+        return
+    hidden, heads = target["hidden_size"], target["num_attention_heads"]
+    kv_heads = target.get("num_key_value_heads", heads)
+    head_dim = target.get("head_dim", hidden // heads)
+    inter, vocab = target["intermediate_size"], target["vocab_size"]
+    draft_vocab = (vocab + args.stride - 1) // args.stride
+    rng = random.Random(args.seed)
+
+    def normal(*shape):
+        count = 1
+        for n in shape:
+            count *= n
+        return ("F32", list(shape), tensor_bytes([rng.gauss(0.0, args.std) for _ in range(count)], "f"))
+
+    def norm_weight():
+        return ("F32", [hidden], tensor_bytes([1.0 + rng.gauss(0.0, 0.05) for _ in range(hidden)], "f"))
+
+    tensors = {
+        "fc.weight": normal(hidden, 3 * hidden),
+        "midlayer.input_layernorm.weight": norm_weight(),
+        "midlayer.hidden_norm.weight": norm_weight(),
+        "midlayer.post_attention_layernorm.weight": norm_weight(),
+        "midlayer.self_attn.q_proj.weight": normal(heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": normal(hidden, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": normal(inter, hidden),
+        "midlayer.mlp.up_proj.weight": normal(inter, hidden),
+        "midlayer.mlp.down_proj.weight": normal(hidden, inter),
+        "norm.weight": norm_weight(),
+        "lm_head.weight": normal(draft_vocab, hidden),
+        "d2t": ("I64", [draft_vocab], tensor_bytes([d * args.stride - d for d in range(draft_vocab)], "q")),
+        "t2d": ("BOOL", [vocab], bytes(1 if t % args.stride == 0 else 0 for t in range(vocab))),
+    }
+    config = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": inter,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "num_hidden_layers": 1,
+        "vocab_size": vocab,
+        "draft_vocab_size": draft_vocab,
+        "target_hidden_size": hidden,
+        "max_position_embeddings": target.get("max_position_embeddings", 2048),
+        "rms_norm_eps": target.get("rms_norm_eps", 1e-5),
+        "rope_theta": target.get("rope_parameters", {}).get("rope_theta", target.get("rope_theta", 10000.0)),
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+    }
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_safetensors(out / "model.safetensors", tensors)
+    print(f"wrote {out}: hidden {hidden}, draft vocabulary {draft_vocab} of {vocab}")
+
+
+if __name__ == "__main__":
+    main()
