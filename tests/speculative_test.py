@@ -154,22 +154,27 @@ def main() -> None:
 
 
 def check_eagle3(binary: str, models: pathlib.Path, prompt: list, new_tokens: int) -> None:
-    """EAGLE-3 heads (tests/data/eagle3, tools/make_eagle3_head.py): a random head on the llama fixture must leave the
-    output as plain decoding's (greedy and seeded sampling); the cycle target's exact head, which reads the token two
+    """EAGLE-3 heads (tests/data/eagle3, tools/make_eagle3_head.py): random heads on the llama, qwen3, gpt_oss and
+    qwen3_next fixtures must leave the output as plain decoding's (greedy; llama also seeded sampling); the cycle target's exact head, which reads the token two
     positions ahead off the target's features of a position, must have every first draft token accepted, and only
     those: its later drafts repeat the first (its own output carries no new information)."""
     heads = models.parent / "eagle3"
+    greedy, seeded = ["--temperature", "0", "--exact-f32"], ["--temperature", "0.8", "--top-p", "0.95", "--seed", "7",
+                                                            "--exact-f32"]
+    # Random heads on targets of each family (dense, windows and sinks, hybrid gated-delta-net).
+    for name, samplings in (("llama", [greedy, seeded]), ("qwen3", [greedy]), ("gpt_oss", [greedy]),
+                            ("qwen3_next", [greedy])):
+        target, head = models / name, heads / f"{name}_head"
+        for sampling in samplings:
+            plain = generate(binary, target, prompt, new_tokens, sampling)
+            result = generate(binary, target, prompt, new_tokens,
+                              sampling + ["--speculative-algorithm", "eagle3", "--speculative-draft-model", str(head),
+                                          "--speculative-min-accept-rate", "0"])
+            check(result["output_ids"] == plain["output_ids"], f"{name} eagle3 {sampling}: output differs from plain")
+            check(result["speculative"]["verify_steps"] > 0, f"{name} eagle3: nothing verified: {result['speculative']}")
+            print(f"{name:14} eagle3      T={sampling[1]} exact: identical over "
+                  f"{result['speculative']['verify_steps']} verify steps (random head)")
     llama, head = models / "llama", heads / "llama_head"
-    for sampling in (["--temperature", "0", "--exact-f32"],
-                     ["--temperature", "0.8", "--top-p", "0.95", "--seed", "7", "--exact-f32"]):
-        plain = generate(binary, llama, prompt, new_tokens, sampling)
-        result = generate(binary, llama, prompt, new_tokens,
-                          sampling + ["--speculative-algorithm", "eagle3", "--speculative-draft-model", str(head),
-                                      "--speculative-min-accept-rate", "0"])
-        check(result["output_ids"] == plain["output_ids"], f"llama eagle3 {sampling}: output differs from plain")
-        check(result["speculative"]["verify_steps"] > 0, f"llama eagle3: nothing verified: {result['speculative']}")
-        print(f"llama          eagle3      T={sampling[1]} exact: identical over "
-              f"{result['speculative']['verify_steps']} verify steps (random head)")
     target, exact_head = heads / "cycle_target", heads / "cycle_head"
     exact = ["--temperature", "0", "--exact-f32"]
     plain = generate(binary, target, prompt, new_tokens, exact)

@@ -116,6 +116,18 @@ if [[ -x "$app" ]]; then
     gpu_fast=$(run --backend cuda || echo cuda-failed)
     [[ "$cpu_ids" == "$gpu_fast" ]] && echo "    (bf16 fast path: identical too)" || echo "    bf16 fast path: $gpu_fast"
   done
+  # EAGLE-3 on CUDA: the constructed exact head on the cycle target (tests/speculative_test.py check_eagle3) must have
+  # every first draft accepted (the target's features reach the head) and give the CPU's tokens.
+  log "EAGLE-3 on CUDA (cycle target, exact head, K = 1)"
+  eagle() { timeout 120 "$app" generate --model tests/data/eagle3/cycle_target --prompt-ids "$(seq -s, 3 152)" \
+              --max-new-tokens 40 --ignore-eos --page-size 8 --exact-f32 --speculative-algorithm eagle3 \
+              --speculative-draft-model tests/data/eagle3/cycle_head --speculative-num-draft-tokens 1 "$@" \
+              2>>"$logs/generate.log" | python3 -c 'import json,sys; d=json.load(sys.stdin); s=d["speculative"]
+print(d["output_ids"], "accepted" if s["accepted_tokens"] == s["verify_steps"] > 0 else "REJECTED")'; }
+  eagle_cpu=$(eagle --backend cpu || echo cpu-failed)
+  eagle_gpu=$(eagle --backend cuda --kv-cache-dtype f32 || echo cuda-failed)
+  if [[ "$eagle_cpu" == "$eagle_gpu" && "$eagle_gpu" == *" accepted" ]]; then echo "  eagle3: identical, all accepted"; else
+    status=1; echo "  eagle3: DIFFERENT or rejected"; echo "    cpu  $eagle_cpu"; echo "    cuda $eagle_gpu"; fi
   # --enable-deterministic-inference on CUDA: seeded outputs independent of prefill chunking and of concurrent requests.
   log "tests/deterministic_test.py --backend cuda"
   timeout 400 python3 tests/deterministic_test.py "$app" tests/data/models models/radixserve-demo --backend cuda 2>&1 ||
