@@ -190,6 +190,16 @@ def check_eagle3(binary: str, models: pathlib.Path, prompt: list, new_tokens: in
               f"cycle eagle3 K={k}: the exact head's first drafts must all be accepted, and no others: {spec}")
         print(f"cycle_target   eagle3 K={k}  T=0 {'fast' if fast else 'exact'} chunk {chunk}: identical, accept length "
               f"{spec['accept_length']:.2f}, acceptance {spec['acceptance_rate']:.2f}")
+    # Six requests drafting in the same steps, catching up on their prompts in several passes of a 64-token budget.
+    command = [binary, "bench", "throughput", "--model", str(target), "--num-prompts", "6", "--input-len", "150",
+               "--output-len", "40", "--exact-f32", "--threads", "2", "--max-prefill-tokens", "64",
+               "--speculative-algorithm", "eagle3", "--speculative-draft-model", str(exact_head),
+               "--speculative-num-draft-tokens", "1"]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    line = [row for row in run.stdout.splitlines() if row.startswith("Speculative accept length")]
+    check(run.returncode == 0 and line and " / 100.0% (" in line[0],
+          f"six concurrent requests with the exact head: {line or run.stderr[-1000:]}")
+    print(f"cycle_target   eagle3 K=1  6 concurrent requests: {line[0].split('rate')[-1].strip()}")
     # Misuse fails with a clear error.
     for algorithm, draft, expected in (("eagle3", llama, "not an EAGLE-3 head"), ("draft", head, "use --speculative")):
         command = [binary, "generate", "--model", str(llama), "--prompt-ids", "1,2,3", "--max-new-tokens", "2",

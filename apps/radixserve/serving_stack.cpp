@@ -20,7 +20,8 @@ int64_t request_token_limit(const engine::Engine& engine, const kv::KvPoolConfig
 // The draft model's engine: the target's device and numerics, KV for every running request, a step budget for
 // catching up on prompts. On a GPU it is created before the target and keeps its KV pool to a small share of memory
 // (the target's pool then takes what its own --mem-fraction-static leaves).
-std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec, engine::EngineConfig config) {
+std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec, engine::EngineConfig config,
+                                             const loader::ModelConfig& target) {
   RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm {} needs --speculative-draft-model DIR",
            spec::spec_algorithm_name(spec.algorithm));
   const loader::ModelConfig head = loader::load_model_config(spec.draft_model_dir);
@@ -28,8 +29,12 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
            "--speculative-draft-model {} is {}an EAGLE-3 head (LlamaForCausalLMEagle3): use --speculative-algorithm "
            "{}",
            spec.draft_model_dir, head.is_eagle3() ? "" : "not ", head.is_eagle3() ? "eagle3" : "draft");
-  // An EAGLE-3 head's steps read the target's features through per-step rows: no recorded graphs.
-  if (head.is_eagle3()) config.cuda_graph_max_batch = 0;
+  // An EAGLE-3 head's steps read the target's features through per-step rows: no recorded graphs. It drafts at the
+  // target's positions, however short a context its own config declares.
+  if (head.is_eagle3()) {
+    config.cuda_graph_max_batch = 0;
+    if (config.context_length <= 0) config.context_length = target.max_position_embeddings;
+  }
   config.mem_fraction_static = spec.draft_mem_fraction;
   config.kv_cache_gb = 0;
   config.num_state_slots = 0;
@@ -61,11 +66,13 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   engine_config.max_step_tokens = scheduler_config.max_prefill_tokens + scheduler_config.max_running_requests;
   const spec::SpeculativeConfig& spec = scheduler_config.speculative;
   std::unique_ptr<engine::Engine> draft;
-  if (spec.uses_draft_model()) draft = draft_engine(spec, engine_config);
-  // An EAGLE-3 head reads the target's residual stream at three layers: the target captures them.
-  if (draft && draft->model_config().is_eagle3())
-    engine_config.capture_hidden_layers =
-        draft->model_config().eagle_capture_layers(loader::load_model_config(model_dir).num_layers);
+  if (spec.uses_draft_model()) {
+    const loader::ModelConfig target = loader::load_model_config(model_dir);
+    draft = draft_engine(spec, engine_config, target);
+    // An EAGLE-3 head reads the target's residual stream at three layers: the target captures them.
+    if (draft->model_config().is_eagle3())
+      engine_config.capture_hidden_layers = draft->model_config().eagle_capture_layers(target.num_layers);
+  }
   // Verify passes carry up to num_draft_tokens more tokens for each of up to max_batch decoding sequences (and on
   // hybrid models keep a recurrent-state checkpoint for each of them).
   if (spec.enabled()) {

@@ -64,6 +64,9 @@ DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& mode
 
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
   model_config_ = loader::load_model_config(model_dir);
+  // An EAGLE-3 head follows its target's positions: trained heads often declare a short max_position_embeddings.
+  if (model_config_.is_eagle3() && config_.context_length > model_config_.max_position_embeddings)
+    model_config_.max_position_embeddings = config_.context_length;
   model_ = model::create_model(model_config_);  // fails early, listing supported architectures
   backend_ =
       make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32, config_.attention_backend,
@@ -89,16 +92,12 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   kv_config.head_dim = model_config_.head_dim;
   kv_config.dtype = kv_cache_dtype(config_, model_config_);
   kv_config.groups = kv::group_layers_by_window(kv_layer_windows(model_config_));
+  // An EAGLE-3 target's feature cache: an f32 row per slot of the full-attention group, within the same budget.
+  kv_config.extra_bytes_per_full_slot =
+      config_.capture_hidden_layers.size() * static_cast<size_t>(model_config_.hidden_size) * sizeof(float);
   const state::StateGeometry state_geometry = state_geometry_of(model_config_);
   size_t budget = kv_budget_bytes(kv_config, state_geometry);
   create_state_pool(state_geometry, budget);
-  if (!config_.capture_hidden_layers.empty() && config_.kv_cache_gb <= 0) {
-    // The EAGLE-3 feature cache takes an f32 row per KV slot: sized memory is shared between K/V and features.
-    size_t kv_per_token = 0;
-    for (const auto& group : kv_config.groups) kv_per_token += kv::page_bytes(kv_config, group) / kv_config.page_size;
-    const size_t features_per_token = config_.capture_hidden_layers.size() * model_config_.hidden_size * sizeof(float);
-    budget = static_cast<size_t>(static_cast<double>(budget) * kv_per_token / (kv_per_token + features_per_token));
-  }
   kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
   memory_ = std::make_unique<model::StepMemory>(
@@ -190,7 +189,9 @@ size_t Engine::kv_budget_bytes(const kv::KvPoolConfig& kv_config, const state::S
   // Enough for every running request at full context (and its state slot), capped by memory: on the host a fifth
   // of what is available; on a device what remains of mem_fraction_static of its memory.
   size_t per_token = 0;
-  for (const auto& group : kv_config.groups) per_token += kv::page_bytes(kv_config, group) / kv_config.page_size;
+  for (const auto& group : kv_config.groups)
+    per_token += kv::page_bytes(kv_config, group) / kv_config.page_size +
+                 (group.window == 0 ? kv_config.extra_bytes_per_full_slot : 0);
   const size_t wanted =
       (per_token * context_length_ + state::slot_bytes(state)) * std::max(1, config_.max_running_requests);
   const MemoryInfo memory = backend_->memory_info();

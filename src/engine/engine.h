@@ -92,6 +92,8 @@ class Engine {
 
   // Runs the model over `batch` (writing its K/V into the pool) and samples one token per logit row on the device.
   // keep_logits also returns the raw logits of the logit rows. Called from one thread at a time (the scheduler).
+  // Returns once the device has finished the step: another engine on the same device may then read its buffers
+  // (an EAGLE-3 head reads hidden_features() on its own stream); overlapped scheduling would need an event instead.
   StepOutput forward(const ForwardBatch& batch, bool keep_logits = false);
   // Batch sizes whose decode steps replay a recorded graph (empty when graphs are off or unsupported).
   std::vector<int32_t> graph_batch_sizes() const { return graph_sizes_; }

@@ -50,7 +50,9 @@ void plan_kv_pool(KvPoolConfig& config, size_t budget_bytes, int32_t max_running
   RS_CHECK(window_bytes < budget_bytes, "KV budget of {} MiB cannot hold the sliding windows of {} requests ({} MiB)",
            budget_bytes >> 20, max_running_requests, window_bytes >> 20);
   for (auto& group : config.groups)
-    if (group.window == 0) group.num_pages = (budget_bytes - window_bytes) / page_bytes(config, group);
+    if (group.window == 0)
+      group.num_pages = (budget_bytes - window_bytes) /
+                        (page_bytes(config, group) + config.extra_bytes_per_full_slot * config.page_size);
   for (auto& group : config.groups)
     RS_CHECK(group.num_pages > 0, "KV budget too small: group with window {} gets no pages", group.window);
 }

@@ -22,6 +22,9 @@ struct KvPoolConfig {
   int32_t head_dim = 0;
   DType dtype = DType::kF32;
   std::vector<KvGroup> groups;
+  // Bytes kept outside the pool for every slot of the full-attention group (an EAGLE-3 target's feature cache):
+  // plan_kv_pool counts them against the budget.
+  size_t extra_bytes_per_full_slot = 0;
 };
 
 // layer_windows entry of a layer that keeps no K/V (a gated-delta-net layer, whose memory is a StatePool slot).

@@ -160,6 +160,15 @@ TEST(HfConfig, LinearAttentionOnlyForHybridModelsAndWithSaneShapes) {
 namespace rs::loader {
 namespace {
 
+// The EAGLE-3 head of Llama-3.1-8B (configs/, for dummy-weight benchmarks) reads SGLang's default layers.
+TEST(HfConfig, Eagle3ReleaseConfig) {
+  const ModelConfig config =
+      load_model_config(std::filesystem::path(RS_SOURCE_DIR) / "configs" / "EAGLE3-LLaMA3.1-Instruct-8B");
+  EXPECT_TRUE(config.is_eagle3());
+  EXPECT_EQ(config.logits_width(), 32000);
+  EXPECT_EQ(config.eagle_capture_layers(32), (std::vector<int32_t>{2, 16, 29}));
+}
+
 // The dummy-weight configs of the hybrid releases (configs/) read as their architectures need.
 TEST(HfConfig, HybridReleaseConfigs) {
   const std::filesystem::path root = std::filesystem::path(RS_SOURCE_DIR) / "configs";

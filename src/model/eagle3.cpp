@@ -3,7 +3,8 @@
 // three layers for the token's position, projected by fc [hidden, 3 target_hidden] (a step fed by the target), or the
 // head's own pre-norm output of its previous step (a draft step). Residual = h; the layer's attention and MLP add to
 // it; logits = lm_head(norm(residual)) over draft_vocab_size tokens, mapped to target ids by d2t (target = d + d2t[d]).
-// The head keeps its pre-norm output of every token of the last step for the next step to read.
+// The head keeps its pre-norm output of every token of the last step for the next step to read. Token embeddings are
+// the target's (bind_target), as SGLang shares them.
 #include <cmath>
 #include <cstring>
 
@@ -30,7 +31,7 @@ class Eagle3Model final : public DecoderModel {
   void ensure(int64_t tokens);
 
   int64_t target_hidden_ = 0;
-  Tensor own_embedding_, embedding_, features_;
+  Tensor embedding_, features_;  // the target's (bind_target)
   LinearWeight fc_, qkv_embed_, qkv_hidden_, o_, gate_up_, down_, lm_head_;
   Tensor input_norm_, hidden_norm_, post_norm_, norm_, rope_;
   int32_t rotary_dim_ = 0;
@@ -75,8 +76,6 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
   norm_ = weights.require(p + "norm.weight", {hidden});
   const int64_t draft_vocab = config_.draft_vocab_size;
   lm_head_ = dense(weights, "lm_head.weight", draft_vocab, hidden);
-  if (weights.contains(p + "embed_tokens.weight"))
-    own_embedding_ = weights.require(p + "embed_tokens.weight", {config_.vocab_size, hidden});
   // d2t: target id = draft id + d2t[draft id]. Dummy weights map the draft vocabulary onto the first target ids.
   draft_to_target_.resize(draft_vocab);
   const bool mapped = !weights.is_dummy() && weights.contains("d2t");
@@ -95,27 +94,25 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
   rope_ = keep(std::move(host), DType::kF32, {positions, rotary_dim_});
   std::vector<Buffer>& uploaded = owned_;
   if (!backend.device().is_cpu()) {
-    for (Tensor* t : {&own_embedding_, &input_norm_, &hidden_norm_, &post_norm_, &norm_, &rope_, &fc_.weight,
-                      &o_.weight, &down_.weight, &lm_head_.weight})
+    for (Tensor* t : {&input_norm_, &hidden_norm_, &post_norm_, &norm_, &rope_, &fc_.weight, &o_.weight, &down_.weight,
+                      &lm_head_.weight})
       if (!t->empty()) *t = backend.upload_weight(*t, uploaded);
     for (LinearWeight* w : {&qkv_embed_, &qkv_hidden_, &gate_up_})
       if (!w->weight.empty() && w->weight.data() != nullptr) w->weight = backend.upload_weight(w->weight, uploaded);
   }
   for (LinearWeight* w : {&fc_, &o_, &down_, &lm_head_})
     if (w->packed.empty()) backend.prepare_linear(*w, uploaded);
-  embedding_ = own_embedding_;
   if (progress) progress("loading weights", 1.0);
 }
 
 void Eagle3Model::bind_target(const Tensor& embedding, const Tensor& features) {
   RS_CHECK(features.ndim() == 2 && features.dim(1) == 3 * target_hidden_ && features.dtype() == DType::kF32,
            "EAGLE-3 head for a target of hidden size {} given features {}", target_hidden_, features.shape_string());
-  if (own_embedding_.empty()) {
-    RS_CHECK(embedding.ndim() == 2 && embedding.dim(0) == config_.vocab_size && embedding.dim(1) == config_.hidden_size,
-             "the EAGLE-3 head has no embed_tokens and the target's table {} does not fit [{}, {}]",
-             embedding.shape_string(), config_.vocab_size, config_.hidden_size);
-    embedding_ = embedding;
-  }
+  // The target's table, as SGLang binds it (a head's own embed_tokens, where a release has one, is a copy of it).
+  RS_CHECK(embedding.ndim() == 2 && embedding.dim(0) == config_.vocab_size && embedding.dim(1) == config_.hidden_size,
+           "the target's embedding table {} does not fit the EAGLE-3 head's [{}, {}]", embedding.shape_string(),
+           config_.vocab_size, config_.hidden_size);
+  embedding_ = embedding;
   features_ = features;
 }
 
@@ -202,6 +199,10 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
 std::unique_ptr<Model> make_eagle3(const loader::ModelConfig& config) {
   RS_CHECK(config.is_eagle3() && config.num_layers == 1, "{} is not an EAGLE-3 head", config.architecture);
   RS_CHECK(config.eagle_target_hidden > 0 && config.intermediate_size > 0, "EAGLE-3 head without sizes");
+  const std::string act = config.raw.value("hidden_act", std::string("silu"));
+  RS_CHECK(!config.attention_bias && !config.raw.value("mlp_bias", false) && act == "silu",
+           "EAGLE-3 head with attention_bias, mlp_bias or hidden_act '{}': only the plain Llama layer is supported",
+           act);
   return std::make_unique<Eagle3Model>(config);
 }
 

@@ -56,7 +56,7 @@ class Model {
   virtual void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group);
   // The token embedding table [vocab, hidden], or empty.
   virtual Tensor embedding_table() const { return Tensor(); }
-  // A draft head's inputs from its target: the target's embedding table (used when the head has none) and feature
+  // A draft head's inputs from its target: the target's embedding table and feature
   // cache. Default: unsupported (throws).
   virtual void bind_target(const Tensor& embedding, const Tensor& features);
   // A draft head's target token id for each of its logit columns (empty: the identity).

@@ -184,7 +184,10 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
     for (const Item& item : items) {
       State& state = *item.work->state;
       state.tokens.insert(state.tokens.end(), item.tokens.begin(), item.tokens.end());
-      if (item.samples) item.work->request->draft.push_back(sampled[row++]);
+      if (item.samples) {
+        item.work->request->draft.push_back(sampled[row++]);
+        item.work->output_pass = passes;
+      }
     }
   }
   // An EAGLE-3 head's next step reads the outputs of the last run only: requests caught up in an earlier pass feed
@@ -192,7 +195,7 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
   if (eagle() && passes > 1) {
     std::vector<Item> items;
     for (Work& work : works)
-      if (work.state != nullptr && !work.request->draft.empty())
+      if (work.state != nullptr && !work.request->draft.empty() && work.output_pass < passes)
         items.push_back(Item{&work, work.input.subspan(work.committed - 1, 1), work.committed - 1, true});
     if (!items.empty()) run(items);
   }

@@ -50,6 +50,7 @@ class DraftModelDrafter final : public Drafter {
     std::span<const int32_t> input;  // the tokens the draft reads: request->tokens, or (EAGLE-3) all but the first
     int64_t committed;               // input.size()
     int32_t output_row = -1;         // EAGLE-3: the row of the last run whose output feeds this request's next step
+    int32_t output_pass = 0;         // EAGLE-3: the catch-up pass that produced output_row
   };
   // One forward over `items` (token ranges), sampling greedily at the last token of each item that `samples`;
   // returns the sampled tokens in item order.
