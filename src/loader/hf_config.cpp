@@ -246,7 +246,11 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
         raw["eagle_config"].contains("eagle_aux_hidden_state_layer_ids")) {
       const json& ids = raw["eagle_config"]["eagle_aux_hidden_state_layer_ids"];
       RS_CHECK(ids.is_array() && ids.size() == 3, "{}: eagle_aux_hidden_state_layer_ids must list 3 layers", source);
-      for (const auto& id : ids) config.eagle_layer_ids.push_back(id.get<int32_t>() + 1);
+      for (const auto& id : ids) {
+        RS_CHECK(id.is_number_integer() && id.get<int64_t>() >= -1 && id.get<int64_t>() < 4096,
+                 "{}: eagle_aux_hidden_state_layer_ids holds {}, not a layer index", source, id.dump());
+        config.eagle_layer_ids.push_back(id.get<int32_t>() + 1);
+      }
     }
   }
   if (config.num_experts > 0)

@@ -199,10 +199,12 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
 std::unique_ptr<Model> make_eagle3(const loader::ModelConfig& config) {
   RS_CHECK(config.is_eagle3() && config.num_layers == 1, "{} is not an EAGLE-3 head", config.architecture);
   RS_CHECK(config.eagle_target_hidden > 0 && config.intermediate_size > 0, "EAGLE-3 head without sizes");
-  const std::string act = config.raw.value("hidden_act", std::string("silu"));
-  RS_CHECK(!config.attention_bias && !config.raw.value("mlp_bias", false) && act == "silu",
-           "EAGLE-3 head with attention_bias, mlp_bias or hidden_act '{}': only the plain Llama layer is supported",
-           act);
+  const auto& raw = config.raw;
+  const bool plain_act = !raw.contains("hidden_act") || raw["hidden_act"] == "silu";
+  const bool mlp_bias = raw.contains("mlp_bias") && raw["mlp_bias"] == true;
+  RS_CHECK(!config.attention_bias && !mlp_bias && plain_act,
+           "EAGLE-3 head with attention_bias, mlp_bias or a hidden_act other than silu: only the plain Llama layer is "
+           "supported");
   return std::make_unique<Eagle3Model>(config);
 }
 
