@@ -43,21 +43,41 @@ def write_safetensors(path: pathlib.Path, tensors: dict) -> None:
             out.write(raw)
 
 
-def write_cycle(target: dict, target_out: pathlib.Path, head_out: pathlib.Path, seed: int) -> None:
+def dims(target: dict):
+    """hidden, heads, kv heads, head_dim, intermediate and vocabulary sizes of a Llama-style config."""
     hidden, heads = target["hidden_size"], target["num_attention_heads"]
-    kv_heads = target.get("num_key_value_heads", heads)
-    head_dim = target.get("head_dim", hidden // heads)
-    inter, vocab, layers = target["intermediate_size"], target["vocab_size"], target["num_hidden_layers"]
+    return (hidden, heads, target.get("num_key_value_heads", heads), target.get("head_dim", hidden // heads),
+            target["intermediate_size"], target["vocab_size"])
+
+
+def normal(rng: random.Random, std: float, *shape):
+    count = 1
+    for n in shape:
+        count *= n
+    return ("F32", list(shape), tensor_bytes([rng.gauss(0.0, std) for _ in range(count)], "f"))
+
+
+def head_config(target: dict, draft_vocab: int, **extra) -> dict:
+    hidden, heads, kv_heads, head_dim, inter, vocab = dims(target)
+    return {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": hidden,
+            "intermediate_size": inter, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+            "head_dim": head_dim, "num_hidden_layers": 1, "vocab_size": vocab, "draft_vocab_size": draft_vocab,
+            "target_hidden_size": hidden, "max_position_embeddings": target.get("max_position_embeddings", 2048),
+            "rms_norm_eps": target.get("rms_norm_eps", 1e-5),
+            "rope_theta": target.get("rope_parameters", {}).get("rope_theta", target.get("rope_theta", 10000.0)),
+            "tie_word_embeddings": False, "torch_dtype": "float32", **extra}
+
+
+def write_cycle(target: dict, target_out: pathlib.Path, head_out: pathlib.Path, seed: int) -> None:
+    hidden, heads, kv_heads, head_dim, inter, vocab = dims(target)
+    layers = target["num_hidden_layers"]
     rng = random.Random(seed)
 
     def f32(shape, values):
         return ("F32", list(shape), tensor_bytes(values, "f"))
 
-    def normal(*shape):
-        count = 1
-        for n in shape:
-            count *= n
-        return f32(shape, [rng.gauss(0.0, 0.1) for _ in range(count)])
+    def random_weight(*shape):
+        return normal(rng, 0.1, *shape)
 
     def zeros(*shape):
         return f32(shape, [0.0] * (shape[0] * shape[1]))
@@ -76,11 +96,12 @@ def write_cycle(target: dict, target_out: pathlib.Path, head_out: pathlib.Path, 
         p = f"model.layers.{layer}."
         tensors.update({
             p + "input_layernorm.weight": ones, p + "post_attention_layernorm.weight": ones,
-            p + "self_attn.q_proj.weight": normal(heads * head_dim, hidden),
-            p + "self_attn.k_proj.weight": normal(kv_heads * head_dim, hidden),
-            p + "self_attn.v_proj.weight": normal(kv_heads * head_dim, hidden),
+            p + "self_attn.q_proj.weight": random_weight(heads * head_dim, hidden),
+            p + "self_attn.k_proj.weight": random_weight(kv_heads * head_dim, hidden),
+            p + "self_attn.v_proj.weight": random_weight(kv_heads * head_dim, hidden),
             p + "self_attn.o_proj.weight": zeros(hidden, heads * head_dim),
-            p + "mlp.gate_proj.weight": normal(inter, hidden), p + "mlp.up_proj.weight": normal(inter, hidden),
+            p + "mlp.gate_proj.weight": random_weight(inter, hidden),
+            p + "mlp.up_proj.weight": random_weight(inter, hidden),
             p + "mlp.down_proj.weight": zeros(hidden, inter)})
     target_out.mkdir(parents=True, exist_ok=True)
     config = dict(target, tie_word_embeddings=False)
@@ -95,27 +116,22 @@ def write_cycle(target: dict, target_out: pathlib.Path, head_out: pathlib.Path, 
         "fc.weight": f32([hidden, 3 * hidden], fc),
         "midlayer.input_layernorm.weight": ones, "midlayer.hidden_norm.weight": ones,
         "midlayer.post_attention_layernorm.weight": ones,
-        "midlayer.self_attn.q_proj.weight": normal(heads * head_dim, 2 * hidden),
-        "midlayer.self_attn.k_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
-        "midlayer.self_attn.v_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.q_proj.weight": random_weight(heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": random_weight(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": random_weight(kv_heads * head_dim, 2 * hidden),
         "midlayer.self_attn.o_proj.weight": zeros(hidden, heads * head_dim),
-        "midlayer.mlp.gate_proj.weight": normal(inter, hidden), "midlayer.mlp.up_proj.weight": normal(inter, hidden),
+        "midlayer.mlp.gate_proj.weight": random_weight(inter, hidden),
+        "midlayer.mlp.up_proj.weight": random_weight(inter, hidden),
         "midlayer.mlp.down_proj.weight": zeros(hidden, inter),
         "norm.weight": ones,
         "lm_head.weight": f32([vocab, hidden], [v for d in range(vocab) for v in embed[back[back[perm[d]]]]]),
         "d2t": ("I64", [vocab], tensor_bytes([perm[d] - d for d in range(vocab)], "q")),
         "t2d": ("BOOL", [vocab], bytes([1] * vocab)),
     }
-    head_config = {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": hidden,
-        "intermediate_size": inter, "num_attention_heads": heads, "num_key_value_heads": kv_heads,
-        "head_dim": head_dim, "num_hidden_layers": 1, "vocab_size": vocab, "draft_vocab_size": vocab,
-        "target_hidden_size": hidden, "max_position_embeddings": target.get("max_position_embeddings", 2048),
-        "rms_norm_eps": target.get("rms_norm_eps", 1e-5), "rope_theta": 10000.0, "torch_dtype": "float32",
-        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, layers // 2, layers - 1]},
-    }
+    config_of_head = head_config(target, vocab, rope_theta=10000.0,
+                              eagle_config={"eagle_aux_hidden_state_layer_ids": [0, layers // 2, layers - 1]})
     head_out.mkdir(parents=True, exist_ok=True)
-    (head_out / "config.json").write_text(json.dumps(head_config, indent=2) + "\n")
+    (head_out / "config.json").write_text(json.dumps(config_of_head, indent=2) + "\n")
     write_safetensors(head_out / "model.safetensors", head)
     print(f"wrote {target_out} (next token = a {vocab}-cycle step) and its exact head {head_out}")
 
@@ -133,57 +149,34 @@ def main() -> None:
     if args.cycle:
         write_cycle(target, pathlib.Path(args.cycle), pathlib.Path(args.out), args.seed)
         return
-    hidden, heads = target["hidden_size"], target["num_attention_heads"]
-    kv_heads = target.get("num_key_value_heads", heads)
-    head_dim = target.get("head_dim", hidden // heads)
-    inter, vocab = target["intermediate_size"], target["vocab_size"]
+    hidden, heads, kv_heads, head_dim, inter, vocab = dims(target)
     draft_vocab = (vocab + args.stride - 1) // args.stride
     rng = random.Random(args.seed)
 
-    def normal(*shape):
-        count = 1
-        for n in shape:
-            count *= n
-        return ("F32", list(shape), tensor_bytes([rng.gauss(0.0, args.std) for _ in range(count)], "f"))
+    def random_weight(*shape):
+        return normal(rng, args.std, *shape)
 
     def norm_weight():
         return ("F32", [hidden], tensor_bytes([1.0 + rng.gauss(0.0, 0.05) for _ in range(hidden)], "f"))
 
     tensors = {
-        "fc.weight": normal(hidden, 3 * hidden),
+        "fc.weight": random_weight(hidden, 3 * hidden),
         "midlayer.input_layernorm.weight": norm_weight(),
         "midlayer.hidden_norm.weight": norm_weight(),
         "midlayer.post_attention_layernorm.weight": norm_weight(),
-        "midlayer.self_attn.q_proj.weight": normal(heads * head_dim, 2 * hidden),
-        "midlayer.self_attn.k_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
-        "midlayer.self_attn.v_proj.weight": normal(kv_heads * head_dim, 2 * hidden),
-        "midlayer.self_attn.o_proj.weight": normal(hidden, heads * head_dim),
-        "midlayer.mlp.gate_proj.weight": normal(inter, hidden),
-        "midlayer.mlp.up_proj.weight": normal(inter, hidden),
-        "midlayer.mlp.down_proj.weight": normal(hidden, inter),
+        "midlayer.self_attn.q_proj.weight": random_weight(heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.k_proj.weight": random_weight(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.v_proj.weight": random_weight(kv_heads * head_dim, 2 * hidden),
+        "midlayer.self_attn.o_proj.weight": random_weight(hidden, heads * head_dim),
+        "midlayer.mlp.gate_proj.weight": random_weight(inter, hidden),
+        "midlayer.mlp.up_proj.weight": random_weight(inter, hidden),
+        "midlayer.mlp.down_proj.weight": random_weight(hidden, inter),
         "norm.weight": norm_weight(),
-        "lm_head.weight": normal(draft_vocab, hidden),
+        "lm_head.weight": random_weight(draft_vocab, hidden),
         "d2t": ("I64", [draft_vocab], tensor_bytes([d * args.stride - d for d in range(draft_vocab)], "q")),
         "t2d": ("BOOL", [vocab], bytes(1 if t % args.stride == 0 else 0 for t in range(vocab))),
     }
-    config = {
-        "architectures": ["LlamaForCausalLMEagle3"],
-        "model_type": "llama",
-        "hidden_size": hidden,
-        "intermediate_size": inter,
-        "num_attention_heads": heads,
-        "num_key_value_heads": kv_heads,
-        "head_dim": head_dim,
-        "num_hidden_layers": 1,
-        "vocab_size": vocab,
-        "draft_vocab_size": draft_vocab,
-        "target_hidden_size": hidden,
-        "max_position_embeddings": target.get("max_position_embeddings", 2048),
-        "rms_norm_eps": target.get("rms_norm_eps", 1e-5),
-        "rope_theta": target.get("rope_parameters", {}).get("rope_theta", target.get("rope_theta", 10000.0)),
-        "tie_word_embeddings": False,
-        "torch_dtype": "float32",
-    }
+    config = head_config(target, draft_vocab)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
