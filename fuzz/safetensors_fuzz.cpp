@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "loader/safetensors.h"
+#include "loader/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/rs_fuzz_" + std::to_string(::getpid()) + ".safetensors";
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::fwrite(data, 1, size, file);
   std::fclose(file);
   try {
-    rs::loader::SafetensorsFile st(path);
+    rs::loader::CheckpointFile st(path);
     for (const auto& [name, entry] : st.entries()) {
       const rs::Tensor t = st.tensor(name);
       const auto* bytes = static_cast<const volatile uint8_t*>(t.data());

@@ -157,14 +157,19 @@ def check_eagle3(binary: str, models: pathlib.Path, prompt: list, new_tokens: in
     """EAGLE-3 heads (tests/data/eagle3, tools/make_eagle3_head.py): random heads on the llama, qwen3, gpt_oss and
     qwen3_next fixtures must leave the output as plain decoding's (greedy; llama also seeded sampling); the cycle target's exact head, which reads the token two
     positions ahead off the target's features of a position, must have every first draft token accepted, and only
-    those: its later drafts repeat the first (its own output carries no new information)."""
+    those: its later drafts repeat the first (its own output carries no new information). The same head as
+    pytorch_model.bin must do the same. cycle_head_shared (--self-attending) has no LM head (it takes the target's)
+    and drafts every token right, those of its self-fed draft steps included: acceptance 1.00 at every K."""
     heads = models.parent / "eagle3"
     greedy, seeded = ["--temperature", "0", "--exact-f32"], ["--temperature", "0.8", "--top-p", "0.95", "--seed", "7",
                                                             "--exact-f32"]
-    # Random heads on targets of each family (dense, windows and sinks, hybrid gated-delta-net).
-    for name, samplings in (("llama", [greedy, seeded]), ("qwen3", [greedy]), ("gpt_oss", [greedy]),
-                            ("qwen3_next", [greedy])):
-        target, head = models / name, heads / f"{name}_head"
+    # Random heads on targets of each family (dense, windows and sinks, hybrid gated-delta-net); llama_head_tied
+    # predicts through the target's embedding table (tie_word_embeddings, no lm_head of its own).
+    for name, head_name, samplings in (("llama", "llama_head", [greedy, seeded]), ("qwen3", "qwen3_head", [greedy]),
+                                       ("gpt_oss", "gpt_oss_head", [greedy]),
+                                       ("qwen3_next", "qwen3_next_head", [greedy]),
+                                       ("llama", "llama_head_tied", [greedy])):
+        target, head = models / name, heads / head_name
         for sampling in samplings:
             plain = generate(binary, target, prompt, new_tokens, sampling)
             result = generate(binary, target, prompt, new_tokens,
@@ -173,23 +178,34 @@ def check_eagle3(binary: str, models: pathlib.Path, prompt: list, new_tokens: in
             check(result["output_ids"] == plain["output_ids"], f"{name} eagle3 {sampling}: output differs from plain")
             check(result["speculative"]["verify_steps"] > 0, f"{name} eagle3: nothing verified: {result['speculative']}")
             print(f"{name:14} eagle3      T={sampling[1]} exact: identical over "
-                  f"{result['speculative']['verify_steps']} verify steps (random head)")
+                  f"{result['speculative']['verify_steps']} verify steps (random head {head_name})")
     llama, head = models / "llama", heads / "llama_head"
     target, exact_head = heads / "cycle_target", heads / "cycle_head"
     exact = ["--temperature", "0", "--exact-f32"]
     plain = generate(binary, target, prompt, new_tokens, exact)
-    # (K, fast path, prefill chunk): a 40-token chunk makes the head catch up on the prompt in several passes.
-    for k, fast, chunk in ((1, False, 2048), (4, False, 2048), (1, False, 40), (2, True, 2048)):
+    # (K, fast path, prefill chunk, head): a 40-token chunk makes the head catch up on the prompt in several passes;
+    # cycle_head_bin is the same head as pytorch_model.bin (the format most released EAGLE-3 heads ship in);
+    # cycle_head_shared drafts through the target's LM head (it has none of its own), and all its drafts are right.
+    shared = heads / "cycle_head_shared"
+    for k, fast, chunk, head_dir in ((1, False, 2048, exact_head), (4, False, 2048, exact_head),
+                                     (1, False, 40, exact_head), (2, True, 2048, exact_head),
+                                     (1, False, 2048, heads / "cycle_head_bin"), (1, False, 2048, shared),
+                                     (4, False, 40, shared), (7, False, 2048, shared)):
         sampling = ["--temperature", "0", "--enable-deterministic-inference"] if fast else exact
         result = generate(binary, target, prompt, new_tokens,
-                          sampling + ["--speculative-algorithm", "eagle3", "--speculative-draft-model", str(exact_head),
+                          sampling + ["--speculative-algorithm", "eagle3", "--speculative-draft-model", str(head_dir),
                                       "--speculative-num-draft-tokens", str(k), "--prefill-chunk", str(chunk)])
         spec = result["speculative"]
         check(result["output_ids"] == plain["output_ids"], f"cycle eagle3 K={k}: output differs from plain")
-        check(spec["verify_steps"] > 0 and spec["accepted_tokens"] == spec["verify_steps"],
-              f"cycle eagle3 K={k}: the exact head's first drafts must all be accepted, and no others: {spec}")
-        print(f"cycle_target   eagle3 K={k}  T=0 {'fast' if fast else 'exact'} chunk {chunk}: identical, accept length "
-              f"{spec['accept_length']:.2f}, acceptance {spec['acceptance_rate']:.2f}")
+        if head_dir == shared:
+            check(spec["verify_steps"] > 0 and spec["accepted_tokens"] == spec["draft_tokens"],
+                  f"cycle eagle3 K={k} {head_dir.name}: every draft token must be accepted: {spec}")
+        else:
+            check(spec["verify_steps"] > 0 and spec["accepted_tokens"] == spec["verify_steps"],
+                  f"cycle eagle3 K={k} {head_dir.name}: the exact head's first drafts must all be accepted, and no "
+                  f"others: {spec}")
+        print(f"cycle_target   eagle3 K={k}  T=0 {'fast' if fast else 'exact'} chunk {chunk} {head_dir.name}: identical, "
+              f"accept length {spec['accept_length']:.2f}, acceptance {spec['acceptance_rate']:.2f}")
     # Six requests drafting in the same steps, catching up on their prompts in several passes of a 64-token budget.
     command = [binary, "bench", "throughput", "--model", str(target), "--num-prompts", "6", "--input-len", "150",
                "--output-len", "40", "--exact-f32", "--threads", "2", "--max-prefill-tokens", "64",

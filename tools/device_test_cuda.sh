@@ -116,18 +116,24 @@ if [[ -x "$app" ]]; then
     gpu_fast=$(run --backend cuda || echo cuda-failed)
     [[ "$cpu_ids" == "$gpu_fast" ]] && echo "    (bf16 fast path: identical too)" || echo "    bf16 fast path: $gpu_fast"
   done
-  # EAGLE-3 on CUDA: the constructed exact head on the cycle target (tests/speculative_test.py check_eagle3) must have
-  # every first draft accepted (the target's features reach the head) and give the CPU's tokens.
-  log "EAGLE-3 on CUDA (cycle target, exact head, K = 1)"
-  eagle() { timeout 120 "$app" generate --model tests/data/eagle3/cycle_target --prompt-ids "$(seq -s, 3 152)" \
-              --max-new-tokens 40 --ignore-eos --page-size 8 --exact-f32 --speculative-algorithm eagle3 \
-              --speculative-draft-model tests/data/eagle3/cycle_head --speculative-num-draft-tokens 1 "$@" \
-              2>>"$logs/generate.log" | python3 -c 'import json,sys; d=json.load(sys.stdin); s=d["speculative"]
-print(d["output_ids"], "accepted" if s["accepted_tokens"] == s["verify_steps"] > 0 else "REJECTED")'; }
-  eagle_cpu=$(eagle --backend cpu || echo cpu-failed)
-  eagle_gpu=$(eagle --backend cuda --kv-cache-dtype f32 || echo cuda-failed)
-  if [[ "$eagle_cpu" == "$eagle_gpu" && "$eagle_gpu" == *" accepted" ]]; then echo "  eagle3: identical, all accepted"; else
-    status=1; echo "  eagle3: DIFFERENT or rejected"; echo "    cpu  $eagle_cpu"; echo "    cuda $eagle_gpu"; fi
+  # EAGLE-3 on CUDA: the constructed exact heads on the cycle target (tests/speculative_test.py check_eagle3) must give
+  # the CPU's tokens with every first draft accepted (cycle_head: the target's features reach the head; cycle_head_bin:
+  # the same as pytorch_model.bin) or every draft accepted (cycle_head_shared at K = 4: the target's LM head, draft steps).
+  log "EAGLE-3 on CUDA (cycle target, exact heads)"
+  eagle() {  # HEAD K WANT [flags]: WANT = verify_steps (first drafts) or draft_tokens (all drafts)
+    local head=$1 k=$2 want=$3; shift 3
+    timeout 120 "$app" generate --model tests/data/eagle3/cycle_target --prompt-ids "$(seq -s, 3 152)" \
+      --max-new-tokens 40 --ignore-eos --page-size 8 --exact-f32 --speculative-algorithm eagle3 \
+      --speculative-draft-model "tests/data/eagle3/$head" --speculative-num-draft-tokens "$k" "$@" \
+      2>>"$logs/generate.log" | WANT=$want python3 -c 'import json,os,sys; d=json.load(sys.stdin); s=d["speculative"]
+print(d["output_ids"], "accepted" if s["accepted_tokens"] == s[os.environ["WANT"]] > 0 else "REJECTED")'; }
+  for spec in "cycle_head 1 verify_steps" "cycle_head_bin 1 verify_steps" "cycle_head_shared 4 draft_tokens"; do
+    read -r head k want <<<"$spec"
+    eagle_cpu=$(eagle "$head" "$k" "$want" --backend cpu || echo cpu-failed)
+    eagle_gpu=$(eagle "$head" "$k" "$want" --backend cuda --kv-cache-dtype f32 || echo cuda-failed)
+    if [[ "$eagle_cpu" == "$eagle_gpu" && "$eagle_gpu" == *" accepted" ]]; then echo "  eagle3 $head: identical, accepted"
+    else status=1; echo "  eagle3 $head: DIFFERENT or rejected"; echo "    cpu  $eagle_cpu"; echo "    cuda $eagle_gpu"; fi
+  done
   # --enable-deterministic-inference on CUDA: seeded outputs independent of prefill chunking and of concurrent requests.
   log "tests/deterministic_test.py --backend cuda"
   timeout 400 python3 tests/deterministic_test.py "$app" tests/data/models models/radixserve-demo --backend cuda 2>&1 ||

@@ -15,7 +15,21 @@ is accepted, and only if the features of the right position reach it (tests/data
 
     tools/make_eagle3_head.py --cycle tests/data/eagle3/cycle_target tests/data/models/llama tests/data/eagle3/cycle_head
 
-Usage: make_eagle3_head.py [--cycle TARGET_OUT] TARGET_DIR OUT_DIR [--stride 2] [--seed 1] [--std 0.1]"""
+With --lm-head target or tied, a random head has no lm_head.weight or d2t: it predicts the whole vocabulary with the
+target's LM head (config.json without draft_vocab_size, as nvidia's gpt-oss heads) or the target's embedding table
+(tie_word_embeddings). --self-attending writes, for the cycle target as TARGET_DIR, an exact head that has no LM head of its own (it takes
+the target's) and whose every draft token is right, also those of its self-fed draft steps. Its fc is 0, so a step fed
+by the target has residual 0 and hidden 0; a draft step has residual = hidden = the head's previous pre-norm output.
+Two 64-dim attention heads: A scores by the input token (input_layernorm(embed)) and returns it, B scores by the
+hidden part and returns hidden_norm(hidden); o_proj = [I | -I]. Each query's own position wins both softmaxes (earlier
+copies of its token return the same value in A and have hidden 0 in B), so the output is en(token) + residual -
+hidden_norm(residual) = en(token) for residual 0 or en(previous token). The target's LM head turns en(t(p+1)) into
+s(t(p+1)) = t(p+2), and a draft step's en(d) into s(d) (tests/data/eagle3/cycle_head_shared):
+
+    tools/make_eagle3_head.py --self-attending tests/data/eagle3/cycle_target tests/data/eagle3/cycle_head_shared
+
+Usage: make_eagle3_head.py [--cycle TARGET_OUT | --self-attending] TARGET_DIR OUT_DIR [--stride 2] [--seed 1]
+       [--std 0.1] [--lm-head own|target|tied]"""
 import argparse
 import json
 import pathlib
@@ -66,6 +80,42 @@ def head_config(target: dict, draft_vocab: int, **extra) -> dict:
             "rms_norm_eps": target.get("rms_norm_eps", 1e-5),
             "rope_theta": target.get("rope_parameters", {}).get("rope_theta", target.get("rope_theta", 10000.0)),
             "tie_word_embeddings": False, "torch_dtype": "float32", **extra}
+
+
+def write_self_attending(target: dict, head_out: pathlib.Path) -> None:
+    hidden, _, _, _, inter, _ = dims(target)
+
+    def f32(shape, values):
+        return ("F32", list(shape), tensor_bytes(values, "f"))
+
+    def halves(token_scale, hidden_scale):  # [2 hidden, 2 hidden]: head A reads the token half, head B the hidden half
+        return f32([2 * hidden, 2 * hidden], [(token_scale if r < hidden else hidden_scale) if c == r else 0.0
+                                              for r in range(2 * hidden) for c in range(2 * hidden)])
+
+    zeros = lambda *shape: f32(shape, [0.0] * (shape[0] * shape[1]))  # noqa: E731
+    ones = f32([hidden], [1.0] * hidden)
+    head = {
+        "fc.weight": zeros(hidden, 3 * hidden),
+        "midlayer.input_layernorm.weight": ones, "midlayer.hidden_norm.weight": ones,
+        "midlayer.post_attention_layernorm.weight": ones,
+        # Scores 8 x (x . x') / sqrt(64) for unit-RMS x: ~64 for the position itself against ~±8 for another.
+        "midlayer.self_attn.q_proj.weight": halves(8.0, 8.0),
+        "midlayer.self_attn.k_proj.weight": halves(1.0, 1.0),
+        "midlayer.self_attn.v_proj.weight": halves(1.0, 1.0),
+        # out = residual + en(token) - hidden_norm(h): head A adds the token, head B takes the residual away.
+        "midlayer.self_attn.o_proj.weight": f32([hidden, 2 * hidden], [
+            1.0 if c == r else -1.0 if c == r + hidden else 0.0 for r in range(hidden) for c in range(2 * hidden)]),
+        "midlayer.mlp.gate_proj.weight": zeros(inter, hidden),
+        "midlayer.mlp.up_proj.weight": zeros(inter, hidden),
+        "midlayer.mlp.down_proj.weight": zeros(hidden, inter),
+        "norm.weight": ones,
+    }
+    config = head_config(dict(target, num_attention_heads=2, num_key_value_heads=2, head_dim=hidden), 0)
+    del config["draft_vocab_size"]
+    head_out.mkdir(parents=True, exist_ok=True)
+    (head_out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_safetensors(head_out / "model.safetensors", head)
+    print(f"wrote {head_out}: an exact head of the cycle target that uses the target's LM head")
 
 
 def write_cycle(target: dict, target_out: pathlib.Path, head_out: pathlib.Path, seed: int) -> None:
@@ -144,13 +194,19 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--std", type=float, default=0.1)
     parser.add_argument("--cycle", help="write the cycle target here (from TARGET_DIR's config) and its exact head")
+    parser.add_argument("--self-attending", action="store_true",
+                        help="TARGET_DIR is the cycle target: write its exact head that uses the target's LM head")
+    parser.add_argument("--lm-head", choices=["own", "target", "tied"], default="own")
     args = parser.parse_args()
     target = json.loads((pathlib.Path(args.target) / "config.json").read_text())
     if args.cycle:
         write_cycle(target, pathlib.Path(args.cycle), pathlib.Path(args.out), args.seed)
         return
+    if args.self_attending:
+        write_self_attending(target, pathlib.Path(args.out))
+        return
     hidden, heads, kv_heads, head_dim, inter, vocab = dims(target)
-    draft_vocab = (vocab + args.stride - 1) // args.stride
+    draft_vocab = (vocab + args.stride - 1) // args.stride if args.lm_head == "own" else vocab
     rng = random.Random(args.seed)
 
     def random_weight(*shape):
@@ -177,6 +233,11 @@ def main() -> None:
         "t2d": ("BOOL", [vocab], bytes(1 if t % args.stride == 0 else 0 for t in range(vocab))),
     }
     config = head_config(target, draft_vocab)
+    if args.lm_head != "own":
+        for name in ("lm_head.weight", "d2t", "t2d"):
+            del tensors[name]
+        del config["draft_vocab_size"]
+        config["tie_word_embeddings"] = args.lm_head == "tied"
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")

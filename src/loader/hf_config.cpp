@@ -237,6 +237,12 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
   }
   if (config.architecture == "LlamaForCausalLMEagle3") {
     config.draft_vocab_size = f.get_or<int32_t>("draft_vocab_size", config.vocab_size);
+    config.eagle_lm_head = config.tie_word_embeddings  ? ModelConfig::EagleLmHead::kTargetEmbedding
+                           : f.has("draft_vocab_size") ? ModelConfig::EagleLmHead::kOwn
+                                                       : ModelConfig::EagleLmHead::kTargetHead;
+    RS_CHECK(config.eagle_lm_head == ModelConfig::EagleLmHead::kOwn || config.draft_vocab_size == config.vocab_size,
+             "{}: an EAGLE-3 head with tied word embeddings predicts the whole vocabulary, not draft_vocab_size {}",
+             source, config.draft_vocab_size);
     config.eagle_target_hidden = f.get_or<int32_t>("target_hidden_size", config.hidden_size);
     RS_CHECK(config.draft_vocab_size > 0 && config.draft_vocab_size <= config.vocab_size && config.num_layers == 1,
              "{}: an EAGLE-3 head has one layer and 1..vocab_size draft tokens (num_hidden_layers {}, "

@@ -80,9 +80,14 @@ struct ModelConfig {
   // checkpoint's d2t table), fed by the target's residual stream at the entry of three target layers (entry L = the
   // exit of the last of L layers): eagle_config.eagle_aux_hidden_state_layer_ids + 1 where given, else
   // eagle_capture_layers(L) picks SGLang's 2, L/2, L-3. eagle_target_hidden: the target's hidden size.
+  // eagle_lm_head: the head's own lm_head.weight; or, as SGLang decides, the target's embedding table
+  // (tie_word_embeddings) or the target's LM head (config.json without draft_vocab_size, e.g. gpt-oss heads), both
+  // over the whole vocabulary.
+  enum class EagleLmHead { kOwn, kTargetEmbedding, kTargetHead };
   int32_t draft_vocab_size = 0;
   int32_t eagle_target_hidden = 0;
   std::vector<int32_t> eagle_layer_ids;
+  EagleLmHead eagle_lm_head = EagleLmHead::kOwn;
   bool is_eagle3() const { return draft_vocab_size > 0; }
   int32_t logits_width() const { return is_eagle3() ? draft_vocab_size : vocab_size; }
   std::vector<int32_t> eagle_capture_layers(int32_t target_layers) const;

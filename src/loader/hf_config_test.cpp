@@ -46,6 +46,22 @@ TEST(HfConfig, Eagle3HeadCapturesThreeTargetLayers) {
   EXPECT_EQ(parse_model_config(base_config(), "c").logits_width(), 100);
 }
 
+TEST(HfConfig, Eagle3LmHeadIsOwnTiedOrTheTargets) {
+  json raw = json::parse(R"({"architectures":["LlamaForCausalLMEagle3"],"hidden_size":64,"num_hidden_layers":1,
+    "num_attention_heads":4,"num_key_value_heads":2,"vocab_size":512,"draft_vocab_size":128,
+    "intermediate_size":128})");
+  using EagleLmHead = ModelConfig::EagleLmHead;
+  EXPECT_EQ(parse_model_config(raw, "c").eagle_lm_head, EagleLmHead::kOwn);
+  raw.erase("draft_vocab_size");  // SGLang: no draft vocabulary means the target's LM head
+  ModelConfig shared = parse_model_config(raw, "c");
+  EXPECT_EQ(shared.eagle_lm_head, EagleLmHead::kTargetHead);
+  EXPECT_EQ(shared.logits_width(), 512);
+  raw["tie_word_embeddings"] = true;
+  EXPECT_EQ(parse_model_config(raw, "c").eagle_lm_head, EagleLmHead::kTargetEmbedding);
+  raw["draft_vocab_size"] = 128;  // a tied head predicts the whole vocabulary
+  EXPECT_THROW(parse_model_config(raw, "c"), Error);
+}
+
 TEST(HfConfig, LayerTypesWin) {
   json raw = base_config();
   raw["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};

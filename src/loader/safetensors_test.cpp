@@ -1,4 +1,4 @@
-#include "loader/safetensors.h"
+#include "loader/checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -39,7 +39,7 @@ void write_valid(const fs::path& path, const std::string& a = "a", const std::st
 
 std::string error_of(const fs::path& path) {
   try {
-    SafetensorsFile file(path);
+    CheckpointFile file(path);
   } catch (const Error& e) {
     return e.what();
   }
@@ -49,7 +49,7 @@ std::string error_of(const fs::path& path) {
 TEST(Safetensors, ReadsTensors) {
   auto dir = temp_dir("ok");
   write_valid(dir / "model.safetensors");
-  SafetensorsCheckpoint checkpoint(dir);
+  Checkpoint checkpoint(dir);
   Tensor a = checkpoint.tensor("a");
   EXPECT_EQ(a.dim(0), 2);
   EXPECT_EQ(a.data_as<float>()[1], 2.0f);
@@ -63,7 +63,7 @@ TEST(Safetensors, ReadsShardsFromIndex) {
   write_valid(dir / "model-00002-of-00002.safetensors", "c", "d");
   std::ofstream(dir / "model.safetensors.index.json")
       << R"({"metadata":{"total_size":24},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors","d":"model-00002-of-00002.safetensors"}})";
-  SafetensorsCheckpoint checkpoint(dir);
+  Checkpoint checkpoint(dir);
   EXPECT_EQ(checkpoint.tensor("c").data_as<float>()[0], 1.0f);
   EXPECT_EQ(checkpoint.names().size(), 4u);
 }

@@ -32,7 +32,7 @@ uint64_t mix(uint64_t& state) {
 
 WeightSource WeightSource::checkpoint(const std::filesystem::path& model_dir) {
   WeightSource source;
-  source.checkpoint_ = std::make_shared<SafetensorsCheckpoint>(model_dir);
+  source.checkpoint_ = std::make_shared<Checkpoint>(model_dir);
   return source;
 }
 
@@ -66,7 +66,7 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
   }
   bytes_loaded_ += tensor.bytes();
   loaded_.emplace_back(name, tensor.bytes());
-  // Safetensors only promises 8-byte alignment of the data section; an odd offset gets an aligned copy.
+  // Safetensors only promises 8-byte alignment of the data section (torch 64); an odd offset gets an aligned copy.
   if (reinterpret_cast<uintptr_t>(tensor.data()) % dtype_size(tensor.dtype()) != 0) {
     auto buffer = std::make_shared<Buffer>(Buffer::host(tensor.bytes()));
     std::memcpy(buffer->data(), tensor.data(), tensor.bytes());

@@ -1,5 +1,5 @@
-// WeightSource: where a model's tensors come from — a safetensors checkpoint, or seeded dummy values (--load-format
-// dummy).
+// WeightSource: where a model's tensors come from — a checkpoint (safetensors or pytorch_model.bin), or seeded dummy
+// values (--load-format dummy).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "loader/safetensors.h"
+#include "loader/checkpoint.h"
 #include "tensor/buffer.h"
 
 namespace rs {
@@ -43,7 +43,7 @@ class WeightSource {
   WeightSource() = default;
   Tensor make_dummy(const std::string& name, const std::vector<int64_t>& shape, DType dtype);
 
-  std::shared_ptr<SafetensorsCheckpoint> checkpoint_;
+  std::shared_ptr<Checkpoint> checkpoint_;
   uint64_t seed_ = 0;
   DType dummy_dtype_ = DType::kBF16;
   std::vector<std::shared_ptr<Buffer>> owned_buffers_;  // dummy tensors and aligned copies

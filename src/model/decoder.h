@@ -65,6 +65,7 @@ class DecoderModel : public Model {
   void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
   void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) override;
   Tensor embedding_table() const override { return embed_tokens_; }
+  const LinearWeight* output_head() const override { return &lm_head_; }
 
  protected:
   // Loads the feed-forward block of `layer` (prefix "{weight_prefix}layers.{layer}."). The default is the dense SiLU

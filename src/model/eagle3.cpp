@@ -4,7 +4,8 @@
 // head's own pre-norm output of its previous step (a draft step). Residual = h; the layer's attention and MLP add to
 // it; logits = lm_head(norm(residual)) over draft_vocab_size tokens, mapped to target ids by d2t (target = d + d2t[d]).
 // The head keeps its pre-norm output of every token of the last step for the next step to read. Token embeddings are
-// the target's (bind_target), as SGLang shares them.
+// the target's (bind_target), as SGLang shares them; so is the LM head of heads that have none of their own
+// (ModelConfig::eagle_lm_head).
 #include <cmath>
 #include <cstring>
 
@@ -22,7 +23,7 @@ class Eagle3Model final : public DecoderModel {
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure(max_tokens); }
   void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
-  void bind_target(const Tensor& embedding, const Tensor& features) override;
+  void bind_target(const Model& target, const Tensor& features) override;
   std::vector<int32_t> draft_to_target() const override { return draft_to_target_; }
 
  private:
@@ -75,10 +76,11 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
   down_ = dense(weights, m + "mlp.down_proj.weight", hidden, inter);
   norm_ = weights.require(p + "norm.weight", {hidden});
   const int64_t draft_vocab = config_.draft_vocab_size;
-  lm_head_ = dense(weights, "lm_head.weight", draft_vocab, hidden);
+  const bool own_head = config_.eagle_lm_head == loader::ModelConfig::EagleLmHead::kOwn;
+  if (own_head) lm_head_ = dense(weights, "lm_head.weight", draft_vocab, hidden);
   // d2t: target id = draft id + d2t[draft id]. Dummy weights map the draft vocabulary onto the first target ids.
   draft_to_target_.resize(draft_vocab);
-  const bool mapped = !weights.is_dummy() && weights.contains("d2t");
+  const bool mapped = own_head && !weights.is_dummy() && weights.contains("d2t");
   const Tensor d2t = mapped ? weights.require("d2t", {draft_vocab}, DType::kI64) : Tensor();
   for (int64_t d = 0; d < draft_vocab; ++d) {
     const int64_t target = d + (mapped ? d2t.data_as<int64_t>()[d] : 0);
@@ -101,11 +103,12 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
       if (!w->weight.empty() && w->weight.data() != nullptr) w->weight = backend.upload_weight(w->weight, uploaded);
   }
   for (LinearWeight* w : {&fc_, &o_, &down_, &lm_head_})
-    if (w->packed.empty()) backend.prepare_linear(*w, uploaded);
+    if (w->packed.empty() && !w->weight.empty()) backend.prepare_linear(*w, uploaded);
   if (progress) progress("loading weights", 1.0);
 }
 
-void Eagle3Model::bind_target(const Tensor& embedding, const Tensor& features) {
+void Eagle3Model::bind_target(const Model& target, const Tensor& features) {
+  const Tensor embedding = target.embedding_table();
   RS_CHECK(features.ndim() == 2 && features.dim(1) == 3 * target_hidden_ && features.dtype() == DType::kF32,
            "EAGLE-3 head for a target of hidden size {} given features {}", target_hidden_, features.shape_string());
   // The target's table, as SGLang binds it (a head's own embed_tokens, where a release has one, is a copy of it).
@@ -114,6 +117,17 @@ void Eagle3Model::bind_target(const Tensor& embedding, const Tensor& features) {
            config_.vocab_size, config_.hidden_size);
   embedding_ = embedding;
   features_ = features;
+  using EagleLmHead = loader::ModelConfig::EagleLmHead;
+  if (config_.eagle_lm_head == EagleLmHead::kTargetHead) {
+    const LinearWeight* head = target.output_head();
+    RS_CHECK(head != nullptr && head->out_features == config_.vocab_size && head->in_features == config_.hidden_size,
+             "the EAGLE-3 head takes its LM head from the target, which has none of [{}, {}]", config_.vocab_size,
+             config_.hidden_size);
+    lm_head_ = *head;
+  } else if (config_.eagle_lm_head == EagleLmHead::kTargetEmbedding) {
+    lm_head_ = LinearWeight{LinearWeight::Format::kDense, embedding, Tensor(), config_.vocab_size, config_.hidden_size};
+    backend_->prepare_linear(lm_head_, owned_);
+  }
 }
 
 void Eagle3Model::ensure(int64_t tokens) {

@@ -56,9 +56,11 @@ class Model {
   virtual void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group);
   // The token embedding table [vocab, hidden], or empty.
   virtual Tensor embedding_table() const { return Tensor(); }
-  // A draft head's inputs from its target: the target's embedding table and feature
-  // cache. Default: unsupported (throws).
-  virtual void bind_target(const Tensor& embedding, const Tensor& features);
+  // The LM head (prepared for the backend), or null.
+  virtual const LinearWeight* output_head() const { return nullptr; }
+  // A draft head's inputs from its target: the target's embedding table (and LM head, for heads that share it), and
+  // the target's feature cache. Default: unsupported (throws).
+  virtual void bind_target(const Model& target, const Tensor& features);
   // A draft head's target token id for each of its logit columns (empty: the identity).
   virtual std::vector<int32_t> draft_to_target() const { return {}; }
 };

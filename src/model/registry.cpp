@@ -31,7 +31,7 @@ void Model::capture_hidden(const std::vector<int32_t>& /*layers*/, Tensor /*cach
   RS_FAIL("this model cannot hand its hidden states to an EAGLE-3 draft head");
 }
 
-void Model::bind_target(const Tensor& /*embedding*/, const Tensor& /*features*/) {
+void Model::bind_target(const Model& /*target*/, const Tensor& /*features*/) {
   RS_FAIL("this model is not a draft head");
 }
 

@@ -27,7 +27,7 @@ DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> head, engin
   RS_CHECK(engine_->model_config().vocab_size == target.model_config().vocab_size,
            "the EAGLE-3 head's vocabulary ({} tokens) differs from the target's ({})",
            engine_->model_config().vocab_size, target.model_config().vocab_size);
-  engine_->model().bind_target(target.model().embedding_table(), target.hidden_features());
+  engine_->model().bind_target(target.model(), target.hidden_features());
   draft_to_target_ = engine_->model().draft_to_target();
   target_ = &target;
 }

@@ -10,7 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/single_sequence.h"
-#include "loader/safetensors.h"
+#include "loader/checkpoint.h"
 
 namespace rs {
 namespace {
@@ -146,7 +146,7 @@ TEST(GoldenGptOss, WindowAndSinksAreExercised) {
     // No sinks: overwrite every sinks tensor with a very negative logit (exp -> 0).
     fs::path no_sinks = copy_fixture(name, "nosinks");
     {
-      loader::SafetensorsFile file(no_sinks / "model.safetensors");
+      loader::CheckpointFile file(no_sinks / "model.safetensors");
       std::fstream out(no_sinks / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
       for (const auto& [tensor, entry] : file.entries()) {
         if (tensor.find("sinks") == std::string::npos) continue;
