@@ -12,9 +12,11 @@ itself (Debian's python3-torch; not needed to run the tests, only to remake thei
         tests/data/torch: state_dict.bin (every dtype the loader maps, tied and offset views, a scalar, an empty
         tensor, a Parameter, a non-tensor entry, _metadata) beside state_dict.safetensors holding the same tensors;
         sharded/ (the same tensors in two shards with an index); zip64.bin (state_dict.bin re-packed with every zip64
-        field in use, as archives over 4 GiB have them); and files the loader must refuse: noncontiguous.bin,
-        unsafe.bin (a pickle that calls os.system), compressed.bin (deflated records), legacy.bin (torch < 1.6's
-        format)."""
+        field in use, as archives over 4 GiB have them); torch2_v3.bin (torch >= 2.1's layout for float8 and uint16
+        tensors, _rebuild_tensor_v3 over untyped storages, written by hand: torch 1.13 cannot); and files the loader
+        must refuse: noncontiguous.bin, unsafe.bin (a pickle that calls os.system), compressed.bin (deflated
+        records), legacy.bin (torch < 1.6's format), nested.bin (a training checkpoint, weights under "model"),
+        negated.bin (torch 2.x's neg-view metadata, by hand) and lfs_pointer.bin (a Git LFS pointer)."""
 import argparse
 import collections
 import json
@@ -118,6 +120,46 @@ def repack_zip64(src: pathlib.Path, dst: pathlib.Path) -> None:
     dst.write_bytes(bytes(out))
 
 
+def binunicode(text: str) -> bytes:
+    raw = text.encode()
+    return b"X" + struct.pack("<I", len(raw)) + raw
+
+
+def rebuild_call(version: int, storage_type: str, key: str, numel: int, offset: int, size: tuple,
+                 tail: bytes) -> bytes:
+    """A pickled torch._utils._rebuild_tensor_v<version>(storage, offset, size, stride, False, OrderedDict(), ...)
+    as torch 2.x writes it; `tail` pickles the arguments after backward_hooks."""
+    stride = [1] * len(size)
+    for i in range(len(size) - 2, -1, -1):
+        stride[i] = stride[i + 1] * size[i + 1]
+    ints = lambda values: b"(" + b"".join(b"K" + bytes([v]) for v in values) + b"t"  # noqa: E731
+    return (f"ctorch._utils\n_rebuild_tensor_v{version}\n(".encode() + b"(" + binunicode("storage") +
+            f"ctorch\n{storage_type}\n".encode() + binunicode(key) + binunicode("cpu") + b"K" + bytes([numel]) +
+            b"tQ" + b"K" + bytes([offset]) + ints(size) + ints(stride) + b"\x89ccollections\nOrderedDict\n)R" + tail +
+            b"tR")
+
+
+def write_archive(path: pathlib.Path, pickle_bytes: bytes, storages: dict) -> None:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", pickle_bytes)
+        archive.writestr("archive/byteorder", "little")
+        for key, data in storages.items():
+            archive.writestr(f"archive/data/{key}", data)
+
+
+def hand_built(out: pathlib.Path) -> None:
+    # float8_e4m3fn [3] from element 1 of an untyped 4-byte storage; uint16 [2] with an empty metadata dict.
+    state = (b"\x80\x02}(" + binunicode("fp8") +
+             rebuild_call(3, "UntypedStorage", "0", 4, 1, (3,), b"ctorch\nfloat8_e4m3fn\n") + binunicode("u16") +
+             rebuild_call(3, "UntypedStorage", "1", 4, 0, (2,), b"ctorch\nuint16\n}") + b"u.")
+    write_archive(out / "torch2_v3.bin", state, {"0": bytes([0x00, 0x38, 0x40, 0x48]), "1": struct.pack("<HH", 7, 65535)})
+    negated = (b"\x80\x02}(" + binunicode("w") +
+               rebuild_call(2, "FloatStorage", "0", 2, 0, (2,), b"}" + binunicode("neg") + b"\x88s") + b"u.")
+    write_archive(out / "negated.bin", negated, {"0": struct.pack("<ff", 1.0, 2.0)})
+    (out / "lfs_pointer.bin").write_text("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 +
+                                         "\nsize 16060522240\n")
+
+
 class RunsCode:
     def __reduce__(self):
         return (os.system, ("true",))
@@ -159,6 +201,8 @@ def fixtures(out: pathlib.Path) -> None:
         for info in src.infolist():
             dst.writestr(info.filename, src.read(info))
     torch.save({"w": base}, out / "legacy.bin", _use_new_zipfile_serialization=False)
+    torch.save({"model": collections.OrderedDict(w=base), "epoch": 3}, out / "nested.bin")
+    hand_built(out)
 
 
 def main() -> None:

@@ -41,20 +41,26 @@ std::vector<fs::path> shards_of(const fs::path& index) {
   return paths;
 }
 
-// The weight files of a folder, in transformers' order of preference.
+// The weight files of a folder, in transformers' order of preference; then, for folders that name a single file
+// differently, every *.safetensors file.
 std::vector<fs::path> weight_files(const fs::path& dir) {
-  if (fs::exists(dir / "model.safetensors.index.json")) return shards_of(dir / "model.safetensors.index.json");
   if (fs::exists(dir / "model.safetensors")) return {dir / "model.safetensors"};
+  if (fs::exists(dir / "model.safetensors.index.json")) return shards_of(dir / "model.safetensors.index.json");
+  if (fs::exists(dir / "pytorch_model.bin")) return {dir / "pytorch_model.bin"};
+  if (fs::exists(dir / "pytorch_model.bin.index.json")) return shards_of(dir / "pytorch_model.bin.index.json");
   std::vector<fs::path> paths;
   if (fs::is_directory(dir)) {
     for (const auto& item : fs::directory_iterator(dir))
       if (item.path().extension() == ".safetensors") paths.push_back(item.path());
     std::sort(paths.begin(), paths.end());
   }
-  if (!paths.empty()) return paths;
-  if (fs::exists(dir / "pytorch_model.bin.index.json")) return shards_of(dir / "pytorch_model.bin.index.json");
-  if (fs::exists(dir / "pytorch_model.bin")) return {dir / "pytorch_model.bin"};
-  return {};
+  return paths;
+}
+
+// A Git LFS pointer (a repository cloned without `git lfs pull`) in place of the weights.
+bool is_lfs_pointer(const uint8_t* data, size_t size) {
+  static constexpr std::string_view kPrefix = "version https://git-lfs";
+  return size >= kPrefix.size() && std::memcmp(data, kPrefix.data(), kPrefix.size()) == 0;
 }
 
 }  // namespace
@@ -63,7 +69,10 @@ CheckpointFile::CheckpointFile(const fs::path& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   RS_CHECK(fd >= 0, "{}: cannot open: {}", path.string(), std::strerror(errno));
   struct stat info {};
-  ::fstat(fd, &info);
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    ::close(fd);
+    RS_FAIL("{}: not a regular file", path.string());
+  }
   size_ = static_cast<size_t>(info.st_size);
   if (size_ < 8) {
     ::close(fd);
@@ -82,8 +91,13 @@ CheckpointFile::CheckpointFile(const fs::path& path) : path_(path) {
              "{}: a PyTorch checkpoint in the legacy (pre-1.6) format; re-save it with a newer torch or convert it "
              "to safetensors",
              path.string());
+    RS_CHECK(!is_lfs_pointer(bytes, size_),
+             "{}: a Git LFS pointer, not the weights (run `git lfs pull` in the model's folder)", path.string());
     entries_ =
         looks_like_zip(bytes, size_) ? parse_torch_zip(path, bytes, size_) : parse_safetensors(path, bytes, size_);
+    for (const auto& [name, entry] : entries_)
+      RS_CHECK(entry.shape.size() <= static_cast<size_t>(Tensor::kMaxDims), "{}: tensor '{}' has rank {} (at most {})",
+               path.string(), name, entry.shape.size(), Tensor::kMaxDims);
   } catch (...) {
     ::munmap(mapping_, size_);
     mapping_ = nullptr;

@@ -83,6 +83,17 @@ TEST(TorchCheckpoint, WeightSourceHandsOutAlignedTensors) {
   fs::remove_all(dir);
 }
 
+TEST(TorchCheckpoint, ReadsTorch2RebuildV3ForFloat8AndUint16) {
+  const CheckpointFile file(kData / "torch2_v3.bin");
+  const Tensor fp8 = file.tensor("fp8"), u16 = file.tensor("u16");
+  EXPECT_EQ(fp8.dtype(), DType::kF8E4M3);
+  ASSERT_EQ(fp8.numel(), 3);
+  EXPECT_EQ(fp8.data_as<uint8_t>()[0], 0x38);  // element 1 of the storage: the offset counts fp8 elements
+  EXPECT_EQ(fp8.data_as<uint8_t>()[2], 0x48);
+  EXPECT_EQ(u16.dtype(), DType::kU16);
+  EXPECT_EQ(u16.data_as<uint16_t>()[1], 65535);
+}
+
 TEST(TorchCheckpoint, SafetensorsWinWhenAFolderHasBoth) {
   fs::path dir = fs::temp_directory_path() / ("rs_torch_both_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -103,6 +114,10 @@ TEST(TorchCheckpoint, RefusesWhatItCannotMapOrMustNotRun) {
   expect_error("unsafe.bin", "calls posix.system, which is not part of a PyTorch state dict");
   expect_error("compressed.bin", "compressed");
   expect_error("legacy.bin", "legacy (pre-1.6) format");
+  expect_error("nested.bin", "the tensors are nested under 'model'");
+  expect_error("negated.bin", "saved as a 'neg' view");
+  expect_error("lfs_pointer.bin", "a Git LFS pointer");
+  EXPECT_NE(error_of(kData).find("not a regular file"), std::string::npos);
   // A valid archive cut short loses its central directory.
   fs::path cut = fs::temp_directory_path() / ("rs_torch_cut_" + std::to_string(::getpid()) + ".bin");
   fs::copy_file(kData / "state_dict.bin", cut, fs::copy_options::overwrite_existing);
@@ -135,6 +150,20 @@ TEST(TorchPickle, RefusesMalformedStreams) {
                   "a."sv)
                 .find("no state dict"),
             std::string::npos);
+  // Recalling one tensor under many keys, or rebuilding one many times, is bounded by the input's size.
+  const std::string callable = "ctorch._utils\n_rebuild_tensor_v2\n";
+  const std::string eight_ones = "(K\x01K\x01K\x01K\x01K\x01K\x01K\x01K\x01t";
+  const std::string args = "((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x00"s + "0" +
+                           "X\x03\x00\x00\x00"s + "cpuK\x01tQK\x00"s + eight_ones + eight_ones + "\x89Nt";
+  std::string repeated_keys = "\x80\x02}(X\x01\x00\x00\x00kq\x02"s + callable + args + "Rq\x01";
+  for (int i = 0; i < 200000; ++i) repeated_keys += "h\x02h\x01";
+  EXPECT_NE(error(repeated_keys + "u.").find("repeats its tensors far more"), std::string::npos);
+  std::string rebuilt = "\x80\x02}" + callable + "q\x05" + args + "q\x04" + "00";
+  for (int i = 0; i < 200000; ++i) rebuilt += "h\x05h\x04R0";
+  EXPECT_NE(error(rebuilt + ".").find("builds far more"), std::string::npos) << error(rebuilt + ".");
+  // Without the repetition the same stream is a valid (empty) state dict.
+  EXPECT_TRUE(
+      read_pickled_state_dict("\x80\x02}" + callable + "q\x05" + args + "q\x04" + "00h\x05h\x04R0.", "x.pkl").empty());
   // An empty dict is a state dict without tensors.
   EXPECT_TRUE(read_pickled_state_dict("\x80\x02}."sv, "x.pkl").empty());
 }

@@ -1,6 +1,6 @@
 #include "loader/torch_pickle.h"
 
-#include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <unordered_map>
 
@@ -9,48 +9,85 @@
 namespace rs::loader {
 namespace {
 
+constexpr size_t kMaxPickleBytes = size_t{256} << 20;  // ~1M tensors at torch's ~200 bytes each
+constexpr size_t kMaxRank = 8;                         // torch allows more; no weight has it (Tensor holds 5)
+constexpr size_t kMaxNameBytes = 256;                  // a global's "module.name"
+constexpr size_t kMaxKeyBytes = 64;                    // a storage key (torch writes a decimal number)
+
 // A pickled object. Objects live in the machine's arena and refer to each other by pointer, so the reference cycles
 // that a pickle may build (a list appended to itself through the memo) cannot leak.
 struct Value {
   enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage, kTensor };
   Kind kind = Kind::kNone;
-  int64_t integer = 0;
-  double real = 0;
+  bool untyped = false;       // a storage: torch.UntypedStorage (bytes; the tensor names its dtype)
+  DType dtype = DType::kU8;   // a typed storage's elements
+  int64_t integer = 0;        // an int or bool; a float's bits; a tensor's index in Machine::tensors()
   std::string text;           // a string; "module.name" of a global; a storage's key
   std::vector<Value*> items;  // tuple and list elements; a dict's keys and values, alternating
-  DType dtype = DType::kF32;  // storages and tensors
-  PickledTensor tensor;
 };
 
 using Kind = Value::Kind;
 
-// The storage classes torch.save names (torch.<Name>Storage) and their element types.
-bool storage_dtype(std::string_view global, DType* out) {
-  static const std::pair<std::string_view, DType> kTypes[] = {
-      {"torch.FloatStorage", DType::kF32},
-      {"torch.BFloat16Storage", DType::kBF16},
-      {"torch.HalfStorage", DType::kF16},
-      {"torch.DoubleStorage", DType::kF64},
-      {"torch.LongStorage", DType::kI64},
-      {"torch.IntStorage", DType::kI32},
-      {"torch.ShortStorage", DType::kI16},
-      {"torch.CharStorage", DType::kI8},
-      {"torch.ByteStorage", DType::kU8},
-      {"torch.BoolStorage", DType::kBool},
-      {"torch.Float8_e4m3fnStorage", DType::kF8E4M3},
-      {"torch.Float8_e5m2Storage", DType::kF8E5M2},
-  };
-  for (const auto& [name, dtype] : kTypes)
-    if (name == global) {
+bool lookup(std::string_view name, std::initializer_list<std::pair<std::string_view, DType>> table, DType* out) {
+  for (const auto& [key, dtype] : table)
+    if (key == name) {
       *out = dtype;
       return true;
     }
   return false;
 }
 
+// The typed storage classes torch.save names (torch.<Name>Storage) and their element types.
+bool storage_dtype(std::string_view global, DType* out) {
+  return lookup(global,
+                {{"torch.FloatStorage", DType::kF32},
+                 {"torch.BFloat16Storage", DType::kBF16},
+                 {"torch.HalfStorage", DType::kF16},
+                 {"torch.DoubleStorage", DType::kF64},
+                 {"torch.LongStorage", DType::kI64},
+                 {"torch.IntStorage", DType::kI32},
+                 {"torch.ShortStorage", DType::kI16},
+                 {"torch.CharStorage", DType::kI8},
+                 {"torch.ByteStorage", DType::kU8},
+                 {"torch.BoolStorage", DType::kBool}},
+                out);
+}
+
+// torch dtypes by name: _rebuild_tensor_v3 (torch >= 2.1) names one for the dtypes that have no typed storage class
+// (float8, uint16/32/64), over an untyped byte storage.
+bool torch_dtype(std::string_view global, DType* out) {
+  return lookup(global,
+                {{"torch.float8_e4m3fn", DType::kF8E4M3},
+                 {"torch.float8_e5m2", DType::kF8E5M2},
+                 {"torch.float8_e8m0fnu", DType::kF8E8M0},
+                 {"torch.uint16", DType::kU16},
+                 {"torch.uint32", DType::kU32},
+                 {"torch.uint64", DType::kU64},
+                 {"torch.float32", DType::kF32},
+                 {"torch.bfloat16", DType::kBF16},
+                 {"torch.float16", DType::kF16},
+                 {"torch.float64", DType::kF64},
+                 {"torch.int64", DType::kI64},
+                 {"torch.int32", DType::kI32},
+                 {"torch.int16", DType::kI16},
+                 {"torch.int8", DType::kI8},
+                 {"torch.uint8", DType::kU8},
+                 {"torch.bool", DType::kBool}},
+                out);
+}
+
 class Machine {
  public:
-  Machine(std::string_view in, const std::string& source) : in_(in), source_(source) {}
+  // Objects, strings and copies are charged against a budget proportional to the input (a real data.pkl builds a
+  // few times its size), so a small pickle cannot build large ones by recalling memo entries over and over.
+  Machine(std::string_view in, const std::string& source)
+      : in_(in), source_(source), budget_(32 * in.size() + (size_t{16} << 20)) {
+    none_ = make(Kind::kNone);
+    true_ = integer(Kind::kBool, 1);
+    false_ = integer(Kind::kBool, 0);
+  }
+
+  const std::vector<PickledTensor>& tensors() const { return tensors_; }
 
   Value* run() {
     while (true) {
@@ -63,7 +100,8 @@ class Machine {
         }
         case 0x95: skip(8); break;  // FRAME: a length hint only
         case '.': {                 // STOP
-          RS_CHECK(stack_.size() == 1 && marks_.empty(), "{}: pickle stops with {} objects on its stack", source_,
+          RS_CHECK(marks_.empty(), "{}: pickle stops inside an unclosed mark", source_);
+          RS_CHECK(stack_.size() == 1, "{}: pickle stops with {} objects on its stack, not one", source_,
                    stack_.size());
           return stack_.back();
         }
@@ -89,19 +127,17 @@ class Machine {
           push(sequence(Kind::kDict, std::move(items)));
           break;
         }
-        case 'N': push(make(Kind::kNone)); break;
-        case 0x88:
-        case 0x89: push(integer(Kind::kBool, op == 0x88)); break;
+        case 'N': push(none_); break;
+        case 0x88: push(true_); break;
+        case 0x89: push(false_); break;
         case 'K': push(integer(Kind::kInt, byte())); break;
         case 'M': push(integer(Kind::kInt, static_cast<int64_t>(little(2)))); break;
         case 'J': push(integer(Kind::kInt, static_cast<int32_t>(little(4)))); break;
         case 0x8a: push(integer(Kind::kInt, long1())); break;
-        case 'G': {  // BINFLOAT, big-endian
+        case 'G': {  // BINFLOAT, big-endian; kept as bits (never read)
           uint64_t bits = 0;
           for (int i = 0; i < 8; ++i) bits = (bits << 8) | byte();
-          Value* value = make(Kind::kFloat);
-          std::memcpy(&value->real, &bits, 8);
-          push(value);
+          push(integer(Kind::kFloat, static_cast<int64_t>(bits)));
           break;
         }
         case 'X': push(string(little(4))); break;  // BINUNICODE
@@ -113,8 +149,8 @@ class Machine {
         case 'T':
         case 'B': push(string(little(4))); break;  // BINSTRING, BINBYTES
         case 'c': {                                // GLOBAL "module\nname\n"
-          std::string module = line();
-          push(global(std::move(module), line()));
+          const std::string module = line();
+          push(global(module, line()));
           break;
         }
         case 0x93: {  // STACK_GLOBAL
@@ -190,12 +226,19 @@ class Machine {
   std::string line() {
     const size_t end = in_.find('\n', pos_);
     RS_CHECK(end != std::string_view::npos, "{}: pickle global lacks its newline", source_);
+    RS_CHECK(end - pos_ < kMaxNameBytes, "{}: pickle names a global of {} bytes", source_, end - pos_);
     std::string text(in_.substr(pos_, end - pos_));
     pos_ = end + 1;
     return text;
   }
 
+  void charge(size_t bytes) {
+    RS_CHECK(bytes <= budget_,
+             "{}: the pickle builds far more than a state dict of its size needs (malformed or hostile)", source_);
+    budget_ -= bytes;
+  }
   Value* make(Kind kind) {
+    charge(sizeof(Value) + sizeof(void*));
     arena_.push_back(std::make_unique<Value>());
     arena_.back()->kind = kind;
     return arena_.back().get();
@@ -208,18 +251,22 @@ class Machine {
   Value* string(uint64_t bytes) {
     const size_t start = pos_;
     skip(bytes);
+    charge(bytes);
     Value* value = make(Kind::kString);
     value->text.assign(in_.substr(start, bytes));
     return value;
   }
   Value* sequence(Kind kind, std::vector<Value*> items) {
+    charge(items.size() * sizeof(Value*));
     Value* value = make(kind);
     value->items = std::move(items);
     return value;
   }
-  Value* global(std::string module, const std::string& name) {
+  Value* global(const std::string& module, const std::string& name) {
+    RS_CHECK(module.size() + name.size() < kMaxNameBytes, "{}: pickle names a global of {} bytes", source_,
+             module.size() + name.size() + 1);
     Value* value = make(Kind::kGlobal);
-    value->text = std::move(module) + "." + name;
+    value->text = module + "." + name;
     return value;
   }
   Value* recall(uint64_t key) {
@@ -250,6 +297,7 @@ class Machine {
     Value* target = top();
     RS_CHECK(target->kind == kind, "{}: pickle adds items to something that is not a {}", source_,
              kind == Kind::kDict ? "dict" : "list");
+    charge(items.size() * sizeof(Value*));
     target->items.insert(target->items.end(), items.begin(), items.end());
   }
 
@@ -259,21 +307,66 @@ class Machine {
                  pid->items[0]->text == "storage" && pid->items[1]->kind == Kind::kGlobal &&
                  pid->items[2]->kind == Kind::kString,
              "{}: pickle refers to an object that is not a torch storage", source_);
+    const std::string& type = pid->items[1]->text;
+    const std::string& key = pid->items[2]->text;
+    RS_CHECK(key.size() <= kMaxKeyBytes, "{}: pickle names a storage key of {} bytes", source_, key.size());
+    charge(key.size());
     Value* value = make(Kind::kStorage);
-    RS_CHECK(storage_dtype(pid->items[1]->text, &value->dtype), "{}: storage type {} is not supported", source_,
-             pid->items[1]->text);
-    value->text = pid->items[2]->text;
+    value->untyped = type == "torch.UntypedStorage";
+    RS_CHECK(value->untyped || storage_dtype(type, &value->dtype),
+             "{}: storage type {} is not supported (complex or quantized tensors?)", source_, type);
+    value->text = key;
     return value;
   }
 
   std::vector<int64_t> ints(const Value* tuple, const char* what) {
     RS_CHECK(tuple->kind == Kind::kTuple, "{}: a tensor's {} is not a tuple", source_, what);
+    RS_CHECK(tuple->items.size() <= kMaxRank, "{}: a tensor of rank {} (at most {} are read)", source_,
+             tuple->items.size(), kMaxRank);
+    charge(tuple->items.size() * sizeof(int64_t));
     std::vector<int64_t> out;
     for (const Value* item : tuple->items) {
-      RS_CHECK(item->kind == Kind::kInt && item->integer >= 0, "{}: a tensor's {} holds a non-integer", source_, what);
+      RS_CHECK(item->kind == Kind::kInt && item->integer >= 0, "{}: a tensor's {} holds {}, not a size", source_, what,
+               item->kind == Kind::kInt ? std::to_string(item->integer) : std::string("a non-integer"));
       out.push_back(item->integer);
     }
     return out;
+  }
+
+  // _rebuild_tensor_v2: (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata]) over a
+  // typed storage. _rebuild_tensor_v3 (torch >= 2.1, dtypes without a typed storage): the same over an untyped
+  // storage with the dtype after backward_hooks, then the metadata.
+  Value* rebuild_tensor(const std::vector<Value*>& a, bool v3) {
+    const size_t fixed = v3 ? 7 : 6;
+    RS_CHECK(a.size() >= fixed && a.size() <= fixed + 1 && a[0]->kind == Kind::kStorage && a[0]->untyped == v3 &&
+                 a[1]->kind == Kind::kInt && a[1]->integer >= 0,
+             "{}: _rebuild_tensor_v{} has unexpected arguments", source_, v3 ? 3 : 2);
+    DType dtype = a[0]->dtype;
+    RS_CHECK(!v3 || (a[6]->kind == Kind::kGlobal && torch_dtype(a[6]->text, &dtype)),
+             "{}: a tensor of dtype {} is not supported", source_, a[6]->kind == Kind::kGlobal ? a[6]->text : "?");
+    // Metadata flags a view whose values are not the stored ones (neg, conj): refused, never read wrongly.
+    if (a.size() > fixed) {
+      const Value* metadata = a[fixed];
+      RS_CHECK(metadata->kind == Kind::kNone || metadata->kind == Kind::kDict, "{}: tensor metadata is not a dict",
+               source_);
+      for (size_t i = 0; i + 1 < metadata->items.size(); i += 2) {
+        const Value* flag = metadata->items[i + 1];
+        RS_CHECK(!((flag->kind == Kind::kBool || flag->kind == Kind::kInt) && flag->integer != 0),
+                 "{}: a tensor is saved as a '{}' view; save it after .resolve_neg() / .resolve_conj(), or as "
+                 "safetensors",
+                 source_, metadata->items[i]->kind == Kind::kString ? metadata->items[i]->text : "flagged");
+      }
+    }
+    PickledTensor tensor{.storage_key = a[0]->text,
+                         .dtype = dtype,
+                         .storage_offset = a[1]->integer,
+                         .shape = ints(a[2], "size"),
+                         .stride = ints(a[3], "stride")};
+    RS_CHECK(tensor.shape.size() == tensor.stride.size(), "{}: a tensor has {} sizes but {} strides", source_,
+             tensor.shape.size(), tensor.stride.size());
+    charge(sizeof(PickledTensor) + a[0]->text.size());
+    tensors_.push_back(std::move(tensor));
+    return integer(Kind::kTensor, static_cast<int64_t>(tensors_.size() - 1));
   }
 
   Value* call(Value* callable, Value* args) {
@@ -282,20 +375,8 @@ class Machine {
     const std::string& name = callable->text;
     const auto& a = args->items;
     if (name == "collections.OrderedDict" && a.empty()) return make(Kind::kDict);
-    if (name == "torch._utils._rebuild_tensor_v2") {
-      // (storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata])
-      RS_CHECK(a.size() >= 6 && a[0]->kind == Kind::kStorage && a[1]->kind == Kind::kInt && a[1]->integer >= 0,
-               "{}: _rebuild_tensor_v2 has unexpected arguments", source_);
-      Value* value = make(Kind::kTensor);
-      value->tensor = PickledTensor{.storage_key = a[0]->text,
-                                    .dtype = a[0]->dtype,
-                                    .storage_offset = a[1]->integer,
-                                    .shape = ints(a[2], "size"),
-                                    .stride = ints(a[3], "stride")};
-      RS_CHECK(value->tensor.shape.size() == value->tensor.stride.size(), "{}: a tensor has {} sizes but {} strides",
-               source_, value->tensor.shape.size(), value->tensor.stride.size());
-      return value;
-    }
+    if (name == "torch._utils._rebuild_tensor_v2") return rebuild_tensor(a, false);
+    if (name == "torch._utils._rebuild_tensor_v3") return rebuild_tensor(a, true);
     if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
       RS_CHECK(!a.empty() && a[0]->kind == Kind::kTensor, "{}: {} has unexpected arguments", source_, name);
       return a[0];
@@ -308,26 +389,56 @@ class Machine {
 
   std::string_view in_;
   const std::string& source_;
+  size_t budget_;
   size_t pos_ = 0;
   std::vector<std::unique_ptr<Value>> arena_;
+  Value* none_ = nullptr;
+  Value* true_ = nullptr;
+  Value* false_ = nullptr;
   std::vector<Value*> stack_;
   std::vector<size_t> marks_;
   std::unordered_map<uint64_t, Value*> memo_;
+  std::vector<PickledTensor> tensors_;
 };
+
+bool holds_tensors(const Value* dict) {
+  for (size_t i = 1; i < dict->items.size(); i += 2)
+    if (dict->items[i]->kind == Kind::kTensor) return true;
+  return false;
+}
 
 }  // namespace
 
 std::vector<PickledTensor> read_pickled_state_dict(std::string_view pickle, const std::string& source) {
+  RS_CHECK(pickle.size() <= kMaxPickleBytes, "{}: data.pkl of {} bytes is larger than any state dict's", source,
+           pickle.size());
   Machine machine(pickle, source);
   const Value* root = machine.run();
   RS_CHECK(root->kind == Kind::kDict, "{}: the pickle holds no state dict (a dict of tensors)", source);
+  if (!holds_tensors(root)) {
+    // A training checkpoint ({"model": state_dict, "epoch": ...}): say where the weights are.
+    for (size_t i = 0; i + 1 < root->items.size(); i += 2) {
+      const Value* key = root->items[i];
+      const Value* value = root->items[i + 1];
+      RS_CHECK(!(key->kind == Kind::kString && value->kind == Kind::kDict && holds_tensors(value)),
+               "{}: the tensors are nested under '{}' (a training checkpoint?); save that state dict alone, e.g. "
+               "torch.save(checkpoint['{}'], 'pytorch_model.bin')",
+               source, key->text, key->text);
+    }
+  }
+  // Entries may share a tensor through the memo; each gets its own copy, within the same kind of budget.
   std::vector<PickledTensor> tensors;
+  size_t copied = 0;
   for (size_t i = 0; i + 1 < root->items.size(); i += 2) {
     const Value* key = root->items[i];
     const Value* value = root->items[i + 1];
     if (value->kind != Kind::kTensor) continue;
     RS_CHECK(key->kind == Kind::kString, "{}: a state dict key is not a string", source);
-    tensors.push_back(value->tensor);
+    const PickledTensor& tensor = machine.tensors()[static_cast<size_t>(value->integer)];
+    copied += sizeof(PickledTensor) + key->text.size() + 2 * sizeof(int64_t) * tensor.shape.size();
+    RS_CHECK(copied <= 32 * pickle.size() + (size_t{16} << 20),
+             "{}: the state dict repeats its tensors far more than a real one (malformed or hostile)", source);
+    tensors.push_back(tensor);
     tensors.back().name = key->text;
   }
   return tensors;

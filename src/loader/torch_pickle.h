@@ -21,9 +21,11 @@ struct PickledTensor {
   std::vector<int64_t> stride;
 };
 
-// The tensors of the top-level dict in `pickle` (protocols 2-5, as torch.save writes them); entries that are not
-// tensors are skipped. Anything else (a callable outside collections.OrderedDict and torch._utils' tensor and
-// parameter rebuilders, a malformed stream) throws rs::Error naming `source`.
+// The tensors of the top-level dict in `pickle` (protocols 2-5, as torch.save writes them, torch 1.6 to 2.x:
+// _rebuild_tensor_v2 over typed storages, _rebuild_tensor_v3 over untyped ones for float8 and uint16/32/64);
+// entries that are not tensors are skipped. Anything else throws rs::Error naming `source`: a callable outside
+// collections.OrderedDict and torch._utils' tensor and parameter rebuilders, a negated or conjugated view, tensors
+// nested one dict down (named), a malformed stream, or one that builds far more than its size warrants.
 std::vector<PickledTensor> read_pickled_state_dict(std::string_view pickle, const std::string& source);
 
 }  // namespace rs::loader

@@ -76,7 +76,7 @@ std::map<std::string, Record, std::less<>> read_directory(const Bytes& in) {
   uint64_t pos = directory;
   for (uint64_t i = 0; i < count; ++i) {
     RS_CHECK(in.at(pos, 4) == kCentralHeader, "{}: zip central directory entry {} is damaged", file, i);
-    const uint64_t method = in.at(pos + 10, 2);
+    const uint64_t flags = in.at(pos + 8, 2), method = in.at(pos + 10, 2);
     uint64_t compressed = in.at(pos + 20, 4), bytes = in.at(pos + 24, 4);
     const uint64_t name_length = in.at(pos + 28, 2), extra_length = in.at(pos + 30, 2);
     const uint64_t comment_length = in.at(pos + 32, 2);
@@ -100,7 +100,9 @@ std::map<std::string, Record, std::less<>> read_directory(const Bytes& in) {
     const uint64_t data = local + 30 + in.at(local + 26, 2) + in.at(local + 28, 2);
     RS_CHECK(data <= in.size() && compressed <= in.size() - data,
              "{}: zip record '{}' ends past the end of the file (truncated?)", file, name);
-    records[name] = Record{.offset = data, .bytes = compressed, .stored = method == 0 && compressed == bytes};
+    // Stored means readable in place: not compressed and not encrypted (flag bit 0).
+    records[name] =
+        Record{.offset = data, .bytes = compressed, .stored = method == 0 && !(flags & 1) && compressed == bytes};
     pos += 46 + name_length + extra_length + comment_length;
   }
   return records;
@@ -140,10 +142,11 @@ TensorEntries parse_torch_zip(const fs::path& path, const uint8_t* data, size_t 
   });
   RS_CHECK(pickle != records.end(), "{}: a zip archive without data.pkl is not a PyTorch checkpoint", file);
   const std::string prefix = pickle->first.substr(0, pickle->first.size() - 8);
+  RS_CHECK(pickle->second.stored, "{}: data.pkl is compressed or encrypted; torch.save stores it as is", file);
   auto order = records.find(prefix + "byteorder");
-  RS_CHECK(order == records.end() || in.text(order->second.offset, order->second.bytes) == "little",
-           "{}: a big-endian PyTorch checkpoint is not supported", file);
-  RS_CHECK(pickle->second.stored, "{}: data.pkl is compressed; torch.save stores it uncompressed", file);
+  RS_CHECK(
+      order == records.end() || !order->second.stored || in.text(order->second.offset, order->second.bytes) == "little",
+      "{}: a big-endian PyTorch checkpoint is not supported", file);
 
   TensorEntries entries;
   const auto tensors = read_pickled_state_dict(in.text(pickle->second.offset, pickle->second.bytes), file);
@@ -151,14 +154,15 @@ TensorEntries parse_torch_zip(const fs::path& path, const uint8_t* data, size_t 
     auto record = records.find(prefix + "data/" + t.storage_key);
     RS_CHECK(record != records.end(), "{}: tensor '{}' refers to storage record {} that the archive lacks", file,
              t.name, t.storage_key);
-    RS_CHECK(record->second.stored, "{}: the storage of tensor '{}' is compressed; it must be stored to be mapped",
-             file, t.name);
+    RS_CHECK(record->second.stored,
+             "{}: the storage of tensor '{}' is compressed or encrypted; it must be stored as is to be mapped", file,
+             t.name);
     const uint64_t element = dtype_size(t.dtype);
     const uint64_t numel = contiguous_numel(t, file);
     const uint64_t capacity = record->second.bytes / element;
     RS_CHECK(static_cast<uint64_t>(t.storage_offset) <= capacity && numel <= capacity - t.storage_offset,
-             "{}: tensor '{}' needs elements [{}, {}) of a storage holding {}", file, t.name, t.storage_offset,
-             t.storage_offset + numel, capacity);
+             "{}: tensor '{}' needs {} elements from element {} of a storage holding {}", file, t.name, numel,
+             t.storage_offset, capacity);
     RS_CHECK(entries
                  .emplace(t.name, TensorEntry{.dtype = t.dtype,
                                               .shape = t.shape,
