@@ -91,7 +91,9 @@ TEST(TorchCheckpoint, ReadsTorch2RebuildV3ForFloat8AndUint16) {
   EXPECT_EQ(fp8.data_as<uint8_t>()[0], 0x38);  // element 1 of the storage: the offset counts fp8 elements
   EXPECT_EQ(fp8.data_as<uint8_t>()[2], 0x48);
   EXPECT_EQ(u16.dtype(), DType::kU16);
-  EXPECT_EQ(u16.data_as<uint16_t>()[1], 65535);
+  uint16_t last;  // Python's zipfile wrote this archive: records are not aligned as torch aligns them
+  std::memcpy(&last, static_cast<const char*>(u16.data()) + 2, 2);
+  EXPECT_EQ(last, 65535);
 }
 
 TEST(TorchCheckpoint, SafetensorsWinWhenAFolderHasBoth) {
