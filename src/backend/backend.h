@@ -35,6 +35,15 @@ struct AttentionParams {
   Tensor sinks;        // [num_heads] per-head sink logits, or empty
 };
 
+// How qkv_prepare turns a fused q|k|v projection into attention inputs: per-head RMSNorm weights of q and k (both or
+// neither) and the rotary table (see rope()).
+struct QkvNormRope {
+  Tensor q_norm, k_norm;
+  float eps = 1e-6f;
+  Tensor cos_sin;
+  int32_t rotary_dim = 0;
+};
+
 // Batch metadata on the backend's device, uploaded once per step by the engine (see engine/forward_batch.h).
 struct BatchView {
   Tensor positions;   // i32 [T]
@@ -153,6 +162,15 @@ class Backend {
   virtual void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
                            const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
                            const BatchView& batch, Tensor q_out) = 0;
+  // qkv_prepare() into q_scratch [T, heads, head_dim], then attention() on it: one op so that a backend can fuse the
+  // two (CUDA: a decode step's attention kernel prepares its own q and stores k and v, one launch fewer per layer;
+  // q_scratch is then left unwritten).
+  virtual void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, Tensor k_cache, Tensor v_cache,
+                             const BatchView& batch, const AttentionParams& params, Tensor q_scratch, Tensor out) {
+    qkv_prepare(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, prepare.cos_sin, prepare.rotary_dim, k_cache, v_cache,
+                batch, q_scratch);
+    attention(q_scratch, k_cache, v_cache, batch, params, out);
+  }
   // out = a + b (elementwise, same shape); out may alias a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
   // gate_up [T, 2I] (gate | up halves) -> out [T, I] = silu(gate) * up

@@ -305,12 +305,11 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::Kv
   Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd}), attn = attn_.slice_rows(0, tokens);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   backend_->linear(h, a.qkv, a.qkv_bias, qkv);
-  backend_->qkv_prepare(qkv, a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_, kv.k_cache(layer), kv.v_cache(layer),
-                        view, q3);
+  const QkvNormRope prepare{a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_};
   const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(config_.num_kv_heads),
                                static_cast<int32_t>(hd),     1.0f / std::sqrt(static_cast<float>(hd)),
                                config_.layer_windows[layer], a.sinks};
-  backend_->attention(q3, kv.k_cache(layer), kv.v_cache(layer), view, params, attn);
+  backend_->qkv_attention(qkv, prepare, kv.k_cache(layer), kv.v_cache(layer), view, params, q3, attn);
   if (a.gate.out_features > 0) {  // out = attn * sigmoid(gate . h)
     Tensor gate = attn_gate_.slice_rows(0, tokens);
     backend_->linear(h, a.gate, Tensor(), gate);

@@ -184,14 +184,14 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
   Tensor q3 = rows_of(q_).view({tokens, heads, hd});
   kv::KvPool& kv = memory.kv;
   const BatchView& view = inputs.groups[kv.group_of_layer(0)];
-  backend_->qkv_prepare(qkv, Tensor(), Tensor(), eps, rope_, rotary_dim_, kv.k_cache(0), kv.v_cache(0), view, q3);
   const AttentionParams params{static_cast<int32_t>(heads),
                                static_cast<int32_t>(config_.num_kv_heads),
                                static_cast<int32_t>(hd),
                                1.0f / std::sqrt(static_cast<float>(hd)),
                                0,
                                Tensor()};
-  backend_->attention(q3, kv.k_cache(0), kv.v_cache(0), view, params, attn);
+  backend_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), eps, rope_, rotary_dim_}, kv.k_cache(0), kv.v_cache(0),
+                          view, params, q3, attn);
   backend_->linear(attn, o_, Tensor(), proj);
   // residual = h + attention; en = post_attention_layernorm(residual); residual += mlp(en)
   backend_->copy(residual, h);

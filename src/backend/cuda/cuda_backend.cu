@@ -211,61 +211,33 @@ class CudaBackend final : public Backend {
 
   void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
                  const AttentionParams& params, Tensor out) override {
-    const int32_t tokens = static_cast<int32_t>(q.dim(0));
-    RS_CHECK(params.num_kv_heads > 0 && params.num_heads % params.num_kv_heads == 0 && params.head_dim <= 256 &&
-                 q.numel() == int64_t{tokens} * params.num_heads * params.head_dim && out.numel() == q.numel(),
-             "attention: q {} out {} with {} heads / {} kv heads of {}", q.shape_string(), out.shape_string(),
-             params.num_heads, params.num_kv_heads, params.head_dim);
-    check_cache_dtype(k_cache, v_cache);
-    RS_CHECK(k_cache.dim(-1) == params.head_dim, "attention: cache {} has rows of {} values", k_cache.shape_string(),
-             params.head_dim);
-    on_device({&q, &k_cache, &v_cache, &out, &batch.positions, &batch.token_seq, &batch.page_table, &params.sinks});
-    AttentionArgs a{};
+    RS_CHECK(q.numel() == q.dim(0) * params.num_heads * params.head_dim, "attention: q {} for {} heads of {}",
+             q.shape_string(), params.num_heads, params.head_dim);
+    on_device({&q});
+    AttentionArgs a = attention_args(static_cast<int32_t>(q.dim(0)), k_cache, v_cache, batch, params, out);
     a.q = q.data_as<float>();
-    a.k_cache = k_cache.data();
-    a.v_cache = v_cache.data();
-    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
-    a.positions = batch.positions.data_as<int32_t>();
-    a.token_seq = batch.token_seq.data_as<int32_t>();
-    a.page_table = batch.page_table.data_as<int32_t>();
-    a.sinks = params.sinks.empty() ? nullptr : params.sinks.data();
-    a.sinks_type = params.sinks.empty() ? ElemType::kF32 : elem_type(params.sinks.dtype());
-    a.out = out.data_as<float>();
-    a.error_flags = ctx_->error_flags();
-    a.num_tokens = tokens;
-    a.num_heads = params.num_heads;
-    a.num_kv_heads = params.num_kv_heads;
-    a.head_dim = params.head_dim;
-    a.page_size = batch.page_size;
-    a.page_shift = std::has_single_bit(static_cast<uint32_t>(batch.page_size))
-                       ? std::countr_zero(static_cast<uint32_t>(batch.page_size))
-                       : -1;
-    a.max_pages = static_cast<int32_t>(batch.page_table.dim(1));
-    a.window = params.window;
-    a.scale = params.scale;
-    a.num_seqs = batch.num_seqs;
-    a.batch_invariant = ctx_->batch_invariant();
-    a.splits = 1;
-    if (use_flash_attention(batch, params, a.cache_bf16)) {
-      on_device({&batch.seq_token_start});
-      a.seq_token_start = batch.seq_token_start.data_as<int32_t>();
-      const int64_t partial =
-          a.batch_invariant ? 0
-                            : flash_attention_partial_floats(tokens, batch.num_seqs, params.num_heads,
-                                                             params.num_kv_heads, params.head_dim, batch.max_kv_len,
-                                                             params.window, ctx_->num_sms(), &a.splits);
-      if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
-      a.split_counters = ctx_->split_counters();
-      a.split_counter_words = DeviceContext::kSplitCounters;
-      launch_flash_attention(a, ctx_->stream());
-      return;
-    }
+    if (use_flash_attention(batch, params, a.cache_bf16)) return launch_flash(a, batch, params);
     const int64_t partial = a.batch_invariant
                                 ? 0
-                                : attention_partial_floats(tokens, params.num_heads, params.head_dim, batch.max_kv_len,
-                                                           params.window, ctx_->num_sms(), &a.splits);
+                                : attention_partial_floats(a.num_tokens, params.num_heads, params.head_dim,
+                                                           batch.max_kv_len, params.window, ctx_->num_sms(), &a.splits);
     if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
     launch_attention(a, ctx_->stream());
+  }
+
+  // A decode step (one token per sequence) on the flash kernel prepares q, k and v inside the attention kernel.
+  void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, Tensor k_cache, Tensor v_cache,
+                     const BatchView& batch, const AttentionParams& params, Tensor q_scratch, Tensor out) override {
+    const int32_t tokens = static_cast<int32_t>(q_scratch.dim(0));
+    const bool fuse = tokens > 0 && tokens == batch.num_seqs && !ctx_->batch_invariant() &&
+                      params.num_heads / std::max(params.num_kv_heads, 1) <= 16 &&
+                      use_flash_attention(batch, params, k_cache.dtype() == DType::kBF16);
+    if (!fuse) return Backend::qkv_attention(qkv, prepare, k_cache, v_cache, batch, params, q_scratch, out);
+    AttentionArgs a = attention_args(tokens, k_cache, v_cache, batch, params, out);
+    a.prepare = prepare_args(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, prepare.cos_sin, prepare.rotary_dim,
+                             k_cache, v_cache, batch, q_scratch);
+    a.prepare.q_out = nullptr;  // q stays in the attention kernel's shared memory
+    launch_flash(a, batch, params);
   }
 
   void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one, Tensor out) override {
@@ -280,38 +252,8 @@ class CudaBackend final : public Backend {
 
   void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos_sin,
                    int32_t rotary_dim, Tensor k_cache, Tensor v_cache, const BatchView& batch, Tensor q_out) override {
-    const int64_t tokens = q_out.dim(0), heads = q_out.dim(1), hd = q_out.dim(2), kv_heads = k_cache.dim(1);
-    RS_CHECK(qkv.numel() == tokens * (heads + 2 * kv_heads) * hd && k_cache.dim(2) == hd &&
-                 cos_sin.dim(1) == rotary_dim && rotary_dim <= hd && rotary_dim % 2 == 0 &&
-                 batch.kv_slots.numel() == tokens && batch.positions.numel() == tokens,
-             "qkv_prepare: qkv {} for q {}, cache {}, rotary dim {}", qkv.shape_string(), q_out.shape_string(),
-             k_cache.shape_string(), rotary_dim);
-    RS_CHECK(q_norm.empty() == k_norm.empty() && (q_norm.empty() || q_norm.dtype() == k_norm.dtype()),
-             "qkv_prepare: q and k norms must both be given, in one dtype");
-    check_cache_dtype(k_cache, v_cache);
-    on_device({&qkv, &q_norm, &k_norm, &cos_sin, &k_cache, &v_cache, &q_out, &batch.kv_slots, &batch.positions});
-    QkvPrepareArgs a{};
-    a.qkv = qkv.data_as<float>();
-    a.q_norm = q_norm.empty() ? nullptr : q_norm.data();
-    a.k_norm = k_norm.empty() ? nullptr : k_norm.data();
-    a.norm_type = q_norm.empty() ? ElemType::kF32 : elem_type(q_norm.dtype());
-    a.eps = eps;
-    a.positions = batch.positions.data_as<int32_t>();
-    a.cos_sin = cos_sin.data_as<float>();
-    a.max_positions = cos_sin.dim(0);
-    a.rotary_dim = rotary_dim;
-    a.slots = batch.kv_slots.data_as<int32_t>();
-    a.cache_rows = k_cache.dim(0);
-    a.k_cache = k_cache.data();
-    a.v_cache = v_cache.data();
-    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
-    a.q_out = q_out.data_as<float>();
-    a.error_flags = ctx_->error_flags();
-    a.num_tokens = tokens;
-    a.num_heads = static_cast<int32_t>(heads);
-    a.num_kv_heads = static_cast<int32_t>(kv_heads);
-    a.head_dim = static_cast<int32_t>(hd);
-    launch_qkv_prepare(a, ctx_->stream());
+    launch_qkv_prepare(prepare_args(qkv, q_norm, k_norm, eps, cos_sin, rotary_dim, k_cache, v_cache, batch, q_out),
+                       ctx_->stream());
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor out) override {
@@ -502,6 +444,97 @@ class CudaBackend final : public Backend {
     RS_CHECK(batch.seq_token_start.numel() == int64_t{batch.num_seqs} + 1,
              "attention: seq_token_start {} for {} sequences", batch.seq_token_start.shape_string(), batch.num_seqs);
     return true;
+  }
+
+  // The arguments every attention launch shares (q and the split choice come from the caller).
+  AttentionArgs attention_args(int32_t tokens, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+                               const AttentionParams& params, Tensor out) const {
+    RS_CHECK(params.num_kv_heads > 0 && params.num_heads % params.num_kv_heads == 0 && params.head_dim <= 256 &&
+                 out.numel() == int64_t{tokens} * params.num_heads * params.head_dim,
+             "attention: out {} for {} tokens with {} heads / {} kv heads of {}", out.shape_string(), tokens,
+             params.num_heads, params.num_kv_heads, params.head_dim);
+    check_cache_dtype(k_cache, v_cache);
+    RS_CHECK(k_cache.dim(-1) == params.head_dim, "attention: cache {} has rows of {} values", k_cache.shape_string(),
+             params.head_dim);
+    on_device({&k_cache, &v_cache, &out, &batch.positions, &batch.token_seq, &batch.page_table, &params.sinks});
+    AttentionArgs a{};
+    a.k_cache = k_cache.data();
+    a.v_cache = v_cache.data();
+    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
+    a.positions = batch.positions.data_as<int32_t>();
+    a.token_seq = batch.token_seq.data_as<int32_t>();
+    a.page_table = batch.page_table.data_as<int32_t>();
+    a.sinks = params.sinks.empty() ? nullptr : params.sinks.data();
+    a.sinks_type = params.sinks.empty() ? ElemType::kF32 : elem_type(params.sinks.dtype());
+    a.out = out.data_as<float>();
+    a.error_flags = ctx_->error_flags();
+    a.num_tokens = tokens;
+    a.num_heads = params.num_heads;
+    a.num_kv_heads = params.num_kv_heads;
+    a.head_dim = params.head_dim;
+    a.page_size = batch.page_size;
+    a.page_shift = std::has_single_bit(static_cast<uint32_t>(batch.page_size))
+                       ? std::countr_zero(static_cast<uint32_t>(batch.page_size))
+                       : -1;
+    a.max_pages = static_cast<int32_t>(batch.page_table.dim(1));
+    a.window = params.window;
+    a.scale = params.scale;
+    a.num_seqs = batch.num_seqs;
+    a.batch_invariant = ctx_->batch_invariant();
+    a.splits = 1;
+    return a;
+  }
+
+  // The tensor-core kernel: key splits (and their partial buffer) unless batch-invariant.
+  void launch_flash(AttentionArgs& a, const BatchView& batch, const AttentionParams& params) {
+    on_device({&batch.seq_token_start});
+    a.seq_token_start = batch.seq_token_start.data_as<int32_t>();
+    const int64_t partial = a.batch_invariant
+                                ? 0
+                                : flash_attention_partial_floats(a.num_tokens, batch.num_seqs, params.num_heads,
+                                                                 params.num_kv_heads, params.head_dim, batch.max_kv_len,
+                                                                 params.window, ctx_->num_sms(), &a.splits);
+    if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
+    a.split_counters = ctx_->split_counters();
+    a.split_counter_words = DeviceContext::kSplitCounters;
+    launch_flash_attention(a, ctx_->stream());
+  }
+
+  QkvPrepareArgs prepare_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
+                              const BatchView& batch, Tensor q_out) const {
+    const int64_t tokens = q_out.dim(0), heads = q_out.dim(1), hd = q_out.dim(2), kv_heads = k_cache.dim(1);
+    RS_CHECK(qkv.numel() == tokens * (heads + 2 * kv_heads) * hd && k_cache.dim(2) == hd &&
+                 cos_sin.dim(1) == rotary_dim && rotary_dim <= hd && rotary_dim % 2 == 0 &&
+                 batch.kv_slots.numel() == tokens && batch.positions.numel() == tokens,
+             "qkv_prepare: qkv {} for q {}, cache {}, rotary dim {}", qkv.shape_string(), q_out.shape_string(),
+             k_cache.shape_string(), rotary_dim);
+    RS_CHECK(q_norm.empty() == k_norm.empty() && (q_norm.empty() || q_norm.dtype() == k_norm.dtype()),
+             "qkv_prepare: q and k norms must both be given, in one dtype");
+    check_cache_dtype(k_cache, v_cache);
+    on_device({&qkv, &q_norm, &k_norm, &cos_sin, &k_cache, &v_cache, &q_out, &batch.kv_slots, &batch.positions});
+    QkvPrepareArgs a{};
+    a.qkv = qkv.data_as<float>();
+    a.q_norm = q_norm.empty() ? nullptr : q_norm.data();
+    a.k_norm = k_norm.empty() ? nullptr : k_norm.data();
+    a.norm_type = q_norm.empty() ? ElemType::kF32 : elem_type(q_norm.dtype());
+    a.eps = eps;
+    a.positions = batch.positions.data_as<int32_t>();
+    a.cos_sin = cos_sin.data_as<float>();
+    a.max_positions = cos_sin.dim(0);
+    a.rotary_dim = rotary_dim;
+    a.slots = batch.kv_slots.data_as<int32_t>();
+    a.cache_rows = k_cache.dim(0);
+    a.k_cache = k_cache.data();
+    a.v_cache = v_cache.data();
+    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
+    a.q_out = q_out.data_as<float>();
+    a.error_flags = ctx_->error_flags();
+    a.num_tokens = tokens;
+    a.num_heads = static_cast<int32_t>(heads);
+    a.num_kv_heads = static_cast<int32_t>(kv_heads);
+    a.head_dim = static_cast<int32_t>(hd);
+    return a;
   }
 
   static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {

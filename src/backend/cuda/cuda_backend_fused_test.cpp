@@ -1,5 +1,6 @@
 // Parity of the fused CUDA ops (residual add + RMSNorm; q|k|v split with QK-norm, RoPE and the K/V store) with the CPU
-// backend, which runs the same steps unfused.
+// backend, which runs the same steps unfused; and the decode attention kernel that does that split itself against
+// the two separate CUDA ops.
 #include "backend/cuda/parity_test_util.h"
 
 namespace rs::cuda_test {
@@ -80,6 +81,104 @@ TEST_F(CudaParity, QkvPrepareFlagsBadPositions) {
   Tensor q = dev(host_zeros(DType::kF32, {1, 1, hd}));
   gpu_->qkv_prepare(qkv, Tensor(), Tensor(), 1e-6f, table, static_cast<int32_t>(hd), kc, vc, batch, q);
   EXPECT_THROW(gpu_->synchronize(), Error);
+}
+
+// A decode step's qkv_attention on the fast backend runs qkv_prepare inside the flash kernel: the output and the cache
+// must carry exactly the bits of qkv_prepare followed by attention (shared per-head code, the same bf16 roundings),
+// whichever split holds the new key, with windows, sinks, partial rotary dims, groups of 1 to 16 and head_dim
+// 64/128/256. The fused path leaves q_scratch unwritten, which shows it was taken.
+TEST_F(CudaParity, QkvAttentionDecodeFusesPrepareBitExactly) {
+  struct Case {
+    int32_t heads, kv_heads, head_dim, rotary_dim, window;
+    bool norms, sinks;
+    std::vector<int32_t> kv_len;  // per sequence, the new token included (position kv_len - 1)
+  };
+  const Case cases[] = {
+      {32, 8, 128, 128, 0, true, false, {40, 700, 3000, 17}},  // Qwen3-8B: one split, a few, many (3000)
+      {16, 8, 128, 128, 0, true, false, {1, 64, 65, 4097}},    // Qwen3-0.6B: first token, page/tile edges
+      {64, 8, 64, 64, 128, false, true, {100, 129, 2000}},     // gpt-oss sliding layer: window, sinks
+      {64, 8, 64, 64, 0, false, true, {5000}},                 // gpt-oss full layer, one long sequence
+      {16, 2, 256, 64, 0, true, false, {300, 2100}},           // Qwen3-Next full attention: partial rotary
+      {16, 1, 128, 128, 0, false, false, {900}},               // group of 16
+      {4, 4, 128, 96, 0, true, false, {33, 1500}},             // MHA, partial rotary
+  };
+  const int32_t page_size = 16, max_pos = 8192;
+  for (const Case& c : cases) {
+    const int32_t seqs = static_cast<int32_t>(c.kv_len.size()), hd = c.head_dim;
+    const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
+    const int32_t max_pages = (max_len + page_size - 1) / page_size;
+    int32_t total_pages = 0;
+    for (int32_t len : c.kv_len) total_pages += (len + page_size - 1) / page_size;
+    std::vector<int32_t> page_ids(total_pages);
+    std::iota(page_ids.begin(), page_ids.end(), 0);
+    std::shuffle(page_ids.begin(), page_ids.end(), rng_);
+    std::vector<int32_t> table(seqs * max_pages, -1), pos, seq, slots, starts{0};
+    for (int32_t s = 0, next = 0; s < seqs; ++s) {
+      for (int32_t p = 0; p < (c.kv_len[s] + page_size - 1) / page_size; ++p)
+        table[s * max_pages + p] = page_ids[next++];
+      const int32_t last = c.kv_len[s] - 1;
+      pos.push_back(last), seq.push_back(s), starts.push_back(s + 1);
+      slots.push_back(table[s * max_pages + last / page_size] * page_size + last % page_size);
+    }
+    const int64_t cache_rows = int64_t{total_pages} * page_size, width = (c.heads + 2 * c.kv_heads) * int64_t{hd};
+    const BatchView batch{dev(host(pos, DType::kI32, {seqs})),
+                          dev(host(seq, DType::kI32, {seqs})),
+                          dev(host(c.kv_len, DType::kI32, {seqs})),
+                          dev(host(table, DType::kI32, {seqs, max_pages})),
+                          dev(host(slots, DType::kI32, {seqs})),
+                          page_size,
+                          seqs,
+                          max_len,
+                          dev(host(starts, DType::kI32, {seqs + 1}))};
+    // Earlier keys: random bf16 rows everywhere (the new tokens' rows too: the fused kernel must overwrite them).
+    const Tensor k_old =
+        host(to_bf16(normal(rng_, cache_rows * c.kv_heads * hd)), DType::kBF16, {cache_rows, c.kv_heads, hd});
+    const Tensor v_old =
+        host(to_bf16(normal(rng_, cache_rows * c.kv_heads * hd)), DType::kBF16, {cache_rows, c.kv_heads, hd});
+    const Tensor qkv = dev(host(normal(rng_, seqs * width, 3.0f), DType::kF32, {seqs, width}));
+    const Tensor rope = dev(host(normal(rng_, int64_t{max_pos} * c.rotary_dim), DType::kF32, {max_pos, c.rotary_dim}));
+    const QkvNormRope prepare{c.norms ? dev(host(to_bf16(normal(rng_, hd)), DType::kBF16, {hd})) : Tensor(),
+                              c.norms ? dev(host(to_bf16(normal(rng_, hd)), DType::kBF16, {hd})) : Tensor(), 1e-6f,
+                              rope, c.rotary_dim};
+    const Tensor sinks = c.sinks ? dev(host(normal(rng_, c.heads, 2.0f), DType::kF32, {c.heads})) : Tensor();
+    const AttentionParams params{c.heads, c.kv_heads, hd, 1.0f / std::sqrt(float(hd)), c.window, sinks};
+    const std::vector<float> sentinel(int64_t{seqs} * c.heads * hd, 1234.5f);
+
+    Tensor kc_ref = dev(k_old), vc_ref = dev(v_old), kc = dev(k_old), vc = dev(v_old);
+    Tensor q_ref = dev(host_zeros(DType::kF32, {seqs, c.heads, hd}));
+    Tensor q_fused = dev(host(sentinel, DType::kF32, {seqs, c.heads, hd}));
+    Tensor out_ref = dev(host_zeros(DType::kF32, {seqs, int64_t{c.heads} * hd}));
+    Tensor out = dev(host_zeros(DType::kF32, {seqs, int64_t{c.heads} * hd}));
+    gpu_->synchronize();
+    fast_->qkv_prepare(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, rope, c.rotary_dim, kc_ref, vc_ref, batch,
+                       q_ref);
+    fast_->attention(q_ref, kc_ref, vc_ref, batch, params, out_ref);
+    fast_->qkv_attention(qkv, prepare, kc, vc, batch, params, q_fused, out);
+    fast_->synchronize();
+    const std::string what = fmt::format("qkv_attention {}/{}x{} rot {} window {} sinks {} lens {}", c.heads,
+                                         c.kv_heads, hd, c.rotary_dim, c.window, c.sinks, fmt::join(c.kv_len, ","));
+    EXPECT_EQ(fetch<float>(q_fused), sentinel) << what << ": the fused path was not taken";
+    EXPECT_EQ(fetch<uint16_t>(kc), fetch<uint16_t>(kc_ref)) << what << " k cache";
+    EXPECT_EQ(fetch<uint16_t>(vc), fetch<uint16_t>(vc_ref)) << what << " v cache";
+    EXPECT_EQ(fetch<float>(out), fetch<float>(out_ref)) << what << " output";
+    std::printf("  %-48s bit-identical: %s\n", what.c_str(), ::testing::Test::HasFailure() ? "no" : "yes");
+  }
+}
+
+TEST_F(CudaParity, QkvAttentionDecodeFlagsBadPositions) {
+  const int64_t hd = 64, width = 3 * hd;
+  const Tensor qkv = dev(host(normal(rng_, width), DType::kF32, {1, width}));
+  const Tensor table = dev(host(normal(rng_, 4 * hd), DType::kF32, {4, hd}));
+  const auto i32 = [&](std::vector<int32_t> v) { return dev(host(v, DType::kI32, {int64_t(v.size())})); };
+  const BatchView batch{i32({4}),   i32({0}), i32({5}), dev(host(std::vector<int32_t>{0}, DType::kI32, {1, 1})),
+                        i32({4}),   16,       1,        5,
+                        i32({0, 1})};
+  Tensor kc = dev(host_zeros(DType::kBF16, {16, 1, hd})), vc = dev(host_zeros(DType::kBF16, {16, 1, hd}));
+  Tensor q = dev(host_zeros(DType::kF32, {1, 1, hd})), out = dev(host_zeros(DType::kF32, {1, hd}));
+  gpu_->synchronize();
+  fast_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), 1e-6f, table, static_cast<int32_t>(hd)}, kc, vc, batch,
+                       AttentionParams{1, 1, static_cast<int32_t>(hd), 0.125f, 0, Tensor()}, q, out);
+  EXPECT_THROW(fast_->synchronize(), Error);
 }
 
 }  // namespace

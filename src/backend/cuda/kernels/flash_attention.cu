@@ -19,6 +19,7 @@
 #include "backend/cuda/kernels/device_utils.cuh"
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/mma.cuh"
+#include "backend/cuda/kernels/qkv_head.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -158,11 +159,63 @@ __device__ void merge_splits_if_last(const AttentionArgs& a, const TileSlot& til
   }
 }
 
+// kPrepare (a decode step, one token per tile): the token's q rows of KV head kvh come from the raw projection,
+// normed and rotated by prepare_head straight into the bf16 Q tile (rows past the group zeroed), exactly the bits
+// qkv_prepare + the staging below would give. The one split whose key range holds the token's own position also
+// stores the token's k and v for this KV head (no other block reads that key); the kernel's barrier after this orders
+// those stores before its cp.async reads of the tile.
+template <int D>
+__device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh, int split, int group, int tile_rows,
+                                     uint16_t* q_s, float* buf) {
+  const QkvPrepareArgs& p = a.prepare;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const int32_t pos = a.positions[token];
+  const bool pos_ok = pos >= 0 && pos < p.max_positions;
+  const int64_t slot = p.slots[token];
+  if (kvh == 0 && split == 0 && threadIdx.x == 0) {
+    if (!pos_ok) set_error(a.error_flags, kErrPosition);
+    if (slot >= p.cache_rows) set_error(a.error_flags, kErrKvSlot);
+  }
+  bool writer = false;  // the split arithmetic of the kernel for a tile of this one token
+  if (slot >= 0 && slot < p.cache_rows && pos >= 0) {
+    const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+    const int tile0 = first / kKeys, tiles = pos / kKeys - tile0 + 1, per = (tiles + a.splits - 1) / a.splits;
+    const int own = pos / kKeys;
+    writer = own >= tile0 + min(tiles, split * per) && own < tile0 + min(tiles, (split + 1) * per);
+  }
+  const int total_heads = a.num_heads + 2 * a.num_kv_heads;
+  const float* row = p.qkv + static_cast<int64_t>(token) * total_heads * D;
+  const float* cos = p.cos_sin + static_cast<int64_t>(pos_ok ? pos : 0) * p.rotary_dim;
+  const float* sin = cos + p.rotary_dim / 2;
+  float* mine = buf + warp * D;
+  const int items = group + (writer ? 2 : 0);  // q heads, then k and v
+  for (int item = warp; item < items; item += warps) {
+    if (item < group) {
+      const float* in = row + static_cast<int64_t>(kvh * group + item) * D;
+      prepare_head(in, D, p.q_norm, p.norm_type, p.eps, cos, sin, p.rotary_dim, pos_ok, mine, [&](int i, float v) {
+        q_s[swizzled<D>(item, i / 8) + i % 8] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+      });
+    } else if (item == group) {
+      uint16_t* dst = static_cast<uint16_t*>(p.k_cache) + (slot * a.num_kv_heads + kvh) * D;
+      const float* in = row + static_cast<int64_t>(a.num_heads + kvh) * D;
+      prepare_head(in, D, p.k_norm, p.norm_type, p.eps, cos, sin, p.rotary_dim, pos_ok, mine,
+                   [&](int i, float v) { store_cache(dst + i, v); });
+    } else {
+      uint16_t* dst = static_cast<uint16_t*>(p.v_cache) + (slot * a.num_kv_heads + kvh) * D;
+      const float* in = row + static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
+      for (int i = lane; i < D; i += 32) store_cache(dst + i, in[i]);
+    }
+  }
+  for (int idx = threadIdx.x; idx < (tile_rows - group) * (D / 8); idx += blockDim.x)
+    *reinterpret_cast<uint4*>(q_s + swizzled<D>(group + idx / (D / 8), idx % (D / 8))) = make_uint4(0, 0, 0, 0);
+}
+
 // kSplitKeys (decode): one 16-row tile, and each warp takes its own 16 keys of every 64-key tile (a quarter of the
 // mma work), the four partial softmaxes merged through shared memory at the end. Otherwise each warp owns 16 rows and
 // all 64 keys.
-template <int D, int kWarps, bool kSplitKeys>
+template <int D, int kWarps, bool kSplitKeys, bool kPrepare>
 __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kernel(AttentionArgs a) {
+  static_assert(!kPrepare || kSplitKeys, "only decode tiles prepare their own q");
   pdl_enter();
   constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;  // query rows per tile
   constexpr int kChunks = D / 8;                        // 16-byte chunks per row
@@ -206,17 +259,22 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
     atomicMin(&range[3], pos);
   }
   // Q rows -> bf16 shared tile (zeros past the last row).
-  for (int idx = threadIdx.x; idx < kRows * kChunks; idx += blockDim.x) {
-    const int r = idx / kChunks, c = idx % kChunks;
-    uint4 packed = make_uint4(0, 0, 0, 0);
-    if (r < rows) {
-      const int token = tile.first_token + r / group, head = kvh * group + r % group;
-      const float4* src =
-          reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(token) * a.num_heads + head) * D + c * 8);
-      const float4 x = src[0], y = src[1];
-      packed = make_uint4(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w), pack_bf16x2(y.x, y.y), pack_bf16x2(y.z, y.w));
+  if constexpr (kPrepare) {
+    __shared__ float prepare_buf[kWarps * D];
+    prepare_decode_token<D>(a, tile.first_token, kvh, split, group, kRows, q_s, prepare_buf);
+  } else {
+    for (int idx = threadIdx.x; idx < kRows * kChunks; idx += blockDim.x) {
+      const int r = idx / kChunks, c = idx % kChunks;
+      uint4 packed = make_uint4(0, 0, 0, 0);
+      if (r < rows) {
+        const int token = tile.first_token + r / group, head = kvh * group + r % group;
+        const float4* src =
+            reinterpret_cast<const float4*>(a.q + (static_cast<int64_t>(token) * a.num_heads + head) * D + c * 8);
+        const float4 x = src[0], y = src[1];
+        packed = make_uint4(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w), pack_bf16x2(y.x, y.y), pack_bf16x2(y.z, y.w));
+      }
+      *reinterpret_cast<uint4*>(q_s + swizzled<D>(r, c)) = packed;
     }
-    *reinterpret_cast<uint4*>(q_s + swizzled<D>(r, c)) = packed;
   }
   __syncthreads();
   const int key_lo = range[0], key_hi = range[1], all_first = range[2], all_pos = range[3];
@@ -443,13 +501,13 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   if (a.splits > 1) merge_splits_if_last<D>(a, tile, kvh, group, rows, reinterpret_cast<float*>(k_s));
 }
 
-template <int D, int kWarps, bool kSplitKeys>
+template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false>
 void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int kRows = kSplitKeys ? 16 : 16 * kWarps;
   constexpr int kStages = kSplitKeys ? 3 : 2;
   const size_t smem = (kRows + 2 * kStages * kKeys) * D * sizeof(uint16_t);
   static const bool configured = [&] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys>,
+    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -458,8 +516,8 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   RS_CHECK(a.splits == 1 || (a.split_counters && int64_t{tiles} * a.num_kv_heads <= a.split_counter_words),
            "flash attention: {} tiles x {} KV heads exceed {} split counters", tiles, a.num_kv_heads,
            a.split_counter_words);
-  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys>, dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem,
-                stream, a);
+  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare>, dim3(tiles, a.num_kv_heads, a.splits),
+                kWarps * 32, smem, stream, a);
 }
 
 }  // namespace
@@ -517,6 +575,14 @@ void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
   const int32_t rows = args.batch_invariant ? 64
                                             : flash_attention_rows(args.num_tokens, args.num_seqs, args.num_heads,
                                                                    args.num_kv_heads, args.head_dim);
+  if (args.prepare.qkv) {
+    RS_CHECK(rows == 16 && args.num_tokens == args.num_seqs && args.cache_bf16,
+             "flash attention: only decode steps of groups up to 16 prepare their own q ({} tokens, {} sequences)",
+             args.num_tokens, args.num_seqs);
+    if (args.head_dim == 64) return launch_for<64, 4, true, true>(args, stream);
+    if (args.head_dim == 256) return launch_for<256, 4, true, true>(args, stream);
+    return launch_for<128, 4, true, true>(args, stream);
+  }
   if (args.head_dim == 64) {
     rows == 16 ? launch_for<64, 4, true>(args, stream) : launch_for<64, 4, false>(args, stream);
   } else if (args.head_dim == 256) {  // Qwen3-Next / Qwen3.5 full-attention layers

@@ -114,6 +114,10 @@ struct AttentionArgs {
   // Batch-invariant numerics: no key splits (splits == 1) and, in the flash kernel, one tile shape for every row, so
   // a row's sums run over the same key tiles in the same order in a decode step, a prefill chunk or a mixed step.
   bool batch_invariant;
+  // Decode steps of the flash kernel (one token per sequence, at most 16 query heads per KV head): with prepare.qkv
+  // set, q comes from the raw projection instead (prepare_head per block, never stored), and the block that reads the
+  // new token's key tile first stores that token's k and v into the cache: qkv_prepare and attention in one launch.
+  QkvPrepareArgs prepare;
 };
 // Chooses the key-split count (flash-decoding) from the shape and a bound on the key range (each token splits its own
 // range evenly); returns the floats of `partial` it needs (0: none).

@@ -6,6 +6,7 @@
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
 #include "backend/cuda/kernels/launch.cuh"
+#include "backend/cuda/kernels/qkv_head.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -104,18 +105,8 @@ __global__ void __launch_bounds__(kVecThreads)
   }
 }
 
-template <typename CacheT>
-__device__ __forceinline__ void store_cache(CacheT* p, float x) {
-  if constexpr (sizeof(CacheT) == 2) {
-    *p = __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  } else {
-    *p = x;
-  }
-}
-
 // Blocks (token, group of kHeadsPerBlock heads), one warp per head (q heads, then k heads, then v heads): a decode
-// step's few tokens still spread over many SMs. A q/k head is normed as rms_norm's warp-per-row path does (the same
-// sums in the same order), staged in shared memory, then rotated as rope() does.
+// step's few tokens still spread over many SMs. A q/k head is normed and rotated by prepare_head (qkv_head.cuh).
 template <typename CacheT>
 __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
   pdl_enter();
@@ -148,28 +139,15 @@ __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
       return;
     }
     const void* norm = is_q ? a.q_norm : a.k_norm;
-    float scale = 1.0f;
-    if (norm) {
-      float sum = 0.0f;
-      for (int i = lane; i < hd; i += 32) sum += in[i] * in[i];
-      sum = warp_sum(sum);
-      scale = 1.0f / sqrtf(sum / static_cast<float>(hd) + a.eps);
-    }
-    for (int i = lane; i < hd; i += 32) buf[i] = norm ? in[i] * scale * load_elem(norm, a.norm_type, i) : in[i];
-    __syncwarp();
-    for (int i = lane; i < hd; i += 32) {
-      float v = buf[i];
-      if (pos_ok && i < a.rotary_dim) {
-        const int j = i < half ? i : i - half;
-        const float x0 = buf[j], x1 = buf[j + half];
-        v = i < half ? x0 * c[j] - x1 * s[j] : x1 * c[j] + x0 * s[j];
-      }
+    CacheT* k_dst = store ? static_cast<CacheT*>(a.k_cache) + (slot * a.num_kv_heads + kv_head) * hd : nullptr;
+    float* q_dst = a.q_out + (t * a.num_heads + head) * hd;
+    prepare_head(in, hd, norm, a.norm_type, a.eps, c, s, a.rotary_dim, pos_ok, buf, [&](int i, float v) {
       if (is_q) {
-        a.q_out[(t * a.num_heads + head) * hd + i] = v;
+        q_dst[i] = v;
       } else if (store) {
-        store_cache(static_cast<CacheT*>(a.k_cache) + (slot * a.num_kv_heads + kv_head) * hd + i, v);
+        store_cache(k_dst + i, v);
       }
-    }
+    });
   }
 }
 
