@@ -171,13 +171,6 @@ class Backend {
                 batch, q_scratch);
     attention(q_scratch, k_cache, v_cache, batch, params, out);
   }
-  // out = x . W^T (+ bias), then residual += out and normed = rms_norm(residual) as add_rms_norm: a projection that
-  // ends in the residual stream. Backends may fuse the two (CUDA: the decode GEMV's last block does the norm).
-  virtual void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
-                                   Tensor residual, const Tensor& norm_weight, float eps, bool add_one, Tensor normed) {
-    linear(x, w, bias, out);
-    add_rms_norm(residual, out, norm_weight, eps, add_one, normed);
-  }
   // out = a + b (elementwise, same shape); out may alias a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;
   // gate_up [T, 2I] (gate | up halves) -> out [T, I] = silu(gate) * up

@@ -270,22 +270,13 @@ Tensor leading(const Tensor& buffer, std::initializer_list<int64_t> shape) {
 
 }  // namespace
 
-void DecoderModel::project(const Tensor& in, const LinearWeight& w, const Tensor& bias, Tensor out,
-                           const ResidualNorm* next) {
-  if (next) {
-    backend_->linear_add_rms_norm(in, w, bias, out, next->x, next->weight, next->eps, false, next->h);
-  } else {
-    backend_->linear(in, w, bias, out);
-  }
-}
-
-void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out, const ResidualNorm* next) {
+void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out) {
   const int64_t tokens = h.dim(0);
   if (!ffn.is_moe) {
     const int64_t inter = ffn.down.in_features;
     Tensor gate_up = leading(gate_up_, {tokens, 2 * inter}), act = leading(act_, {tokens, inter});
     backend_->linear_silu_mul(h, ffn.gate_up, gate_up, act);
-    project(act, ffn.down, Tensor(), out, next);
+    backend_->linear(act, ffn.down, Tensor(), out);
     return;
   }
   const int64_t experts = ffn.router.out_features, topk = config_.num_experts_per_tok;
@@ -294,22 +285,19 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
   Tensor weights = topk_weights_.slice_rows(0, tokens).view({tokens, topk});
   backend_->linear(h, ffn.router, ffn.router_bias, logits);
   backend_->moe(h, logits, options_.routing, config_.norm_topk_prob, ffn.experts, ids, weights, out);
-  if (!ffn.shared_down.weight.empty() || !ffn.shared_down.packed.empty()) {
-    // out += sigmoid(shared_gate . h) * shared_expert(h)
-    const int64_t shared_inter = ffn.shared_down.in_features;
-    Tensor gate_up = leading(gate_up_, {tokens, 2 * shared_inter}), act = leading(act_, {tokens, shared_inter});
-    Tensor shared = shared_.slice_rows(0, tokens), gate = shared_gate_.slice_rows(0, tokens);
-    backend_->linear_silu_mul(h, ffn.shared_gate_up, gate_up, act);
-    backend_->linear(act, ffn.shared_down, Tensor(), shared);
-    backend_->linear(h, ffn.shared_gate, Tensor(), gate);
-    backend_->sigmoid_mul(shared, gate, shared);
-    backend_->add(out, shared, out);
-  }
-  if (next) backend_->add_rms_norm(next->x, out, next->weight, next->eps, false, next->h);
+  if (ffn.shared_down.weight.empty() && ffn.shared_down.packed.empty()) return;
+  // out += sigmoid(shared_gate . h) * shared_expert(h)
+  const int64_t shared_inter = ffn.shared_down.in_features;
+  Tensor gate_up = leading(gate_up_, {tokens, 2 * shared_inter}), act = leading(act_, {tokens, shared_inter});
+  Tensor shared = shared_.slice_rows(0, tokens), gate = shared_gate_.slice_rows(0, tokens);
+  backend_->linear_silu_mul(h, ffn.shared_gate_up, gate_up, act);
+  backend_->linear(act, ffn.shared_down, Tensor(), shared);
+  backend_->linear(h, ffn.shared_gate, Tensor(), gate);
+  backend_->sigmoid_mul(shared, gate, shared);
+  backend_->add(out, shared, out);
 }
 
-void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out,
-                                 const ResidualNorm& next) {
+void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out) {
   const int64_t tokens = inputs.token_ids.numel(), heads = config_.num_heads, hd = config_.head_dim;
   const AttentionWeights& a = layers_[layer].attention;
   const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
@@ -327,7 +315,7 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::Kv
     backend_->linear(h, a.gate, Tensor(), gate);
     backend_->sigmoid_mul(attn, gate, attn);
   }
-  project(attn, a.o, a.o_bias, out, &next);
+  backend_->linear(attn, a.o, a.o_bias, out);
 }
 
 void DecoderModel::capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) {
@@ -360,20 +348,15 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     capture(layer, x, inputs);
     const LayerWeights& lw = layers_[layer];
-    const ResidualNorm post{x, lw.post_attention_norm, eps, h};
     if (lw.kind == loader::LayerKind::kAttention) {
-      run_attention(layer, inputs, memory.kv, proj, post);
+      run_attention(layer, inputs, memory.kv, proj);
     } else {
       RS_CHECK(memory.state != nullptr, "layer {} keeps recurrent state but the step has no state pool", layer);
       run_gated_delta_net(layer, inputs, *memory.state, proj);
-      backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
     }
-    if (layer + 1 < config_.num_layers) {
-      const ResidualNorm next{x, layers_[layer + 1].input_norm, eps, h};
-      run_ffn(lw.ffn, h, proj, &next);
-    } else {
-      run_ffn(lw.ffn, h, proj, nullptr);
-    }
+    backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
+    run_ffn(lw.ffn, h, proj);
+    if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
   }
   backend_->add(x, proj, x);
   capture(config_.num_layers, x, inputs);

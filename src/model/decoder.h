@@ -97,19 +97,10 @@ class DecoderModel : public Model {
   void load_gated_delta_net(const std::string& prefix, loader::WeightSource& weights, GatedDeltaNetWeights& gdn);
   void upload_layer(LayerWeights& layer, std::vector<Buffer>& keep_alive);
   void ensure_workspace(int64_t tokens);
-  // The add_rms_norm that closes a block: x += out, h = rms_norm(x) * weight.
-  struct ResidualNorm {
-    Tensor x, weight;
-    float eps = 0.0f;
-    Tensor h;
-  };
-  // out = in . W^T (+ bias), then `next` when given (one backend op: it may fuse the two).
-  void project(const Tensor& in, const LinearWeight& w, const Tensor& bias, Tensor out, const ResidualNorm* next);
-  void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out, const ResidualNorm& next);
+  void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out);
   // gated_delta_net.cpp: h [T, H] -> out [T, H] through the layer's recurrent state.
   void run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out);
-  // h -> out, then `next` when given (null: the last layer, whose out the caller adds).
-  void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out, const ResidualNorm* next);
+  void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
 
   // Writes x (the residual stream) into the feature cache's column blocks of the captures at `layer`.
   void capture(int32_t layer, const Tensor& x, const StepInputs& inputs);

@@ -3,7 +3,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -187,13 +186,6 @@ class CudaBackend final : public Backend {
 
   void linear_silu_mul(const Tensor& x, const LinearWeight& gate_up, Tensor gate_up_out, Tensor out) override {
     if (!run_linear_silu_mul(*ctx_, x, gate_up, out)) Backend::linear_silu_mul(x, gate_up, gate_up_out, out);
-  }
-
-  void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out, Tensor residual,
-                           const Tensor& norm_weight, float eps, bool add_one, Tensor normed) override {
-    if (fused_norm_off_ ||
-        !run_linear_add_rms_norm(*ctx_, x, w, bias, out, residual, norm_weight, eps, add_one, normed))
-      Backend::linear_add_rms_norm(x, w, bias, out, residual, norm_weight, eps, add_one, normed);
   }
 
   void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override {
@@ -571,7 +563,6 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<DeviceContext> ctx_;
   bool flash_ = true;
-  bool fused_norm_off_ = std::getenv("RS_UNFUSED_GEMV_NORM") != nullptr;  // TEMPORARY A/B switch (session 17)
   PinnedBuffer sample_host_;
 };
 

@@ -41,8 +41,8 @@ DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f
   RS_CUDA_CHECK(cudaMemset(error_flags_, 0, sizeof(uint32_t)));
   RS_CUDA_CHECK(cudaMallocHost(&error_flags_host_, sizeof(uint32_t)));
   *error_flags_host_ = 0;
-  RS_CUDA_CHECK(cudaMalloc(&split_counters_, (kSplitCounters + 1) * sizeof(uint32_t)));
-  RS_CUDA_CHECK(cudaMemset(split_counters_, 0, (kSplitCounters + 1) * sizeof(uint32_t)));
+  RS_CUDA_CHECK(cudaMalloc(&split_counters_, kSplitCounters * sizeof(uint32_t)));
+  RS_CUDA_CHECK(cudaMemset(split_counters_, 0, kSplitCounters * sizeof(uint32_t)));
 }
 
 DeviceContext::~DeviceContext() {

@@ -54,8 +54,6 @@ class DeviceContext {
   // each user leaves its counters at zero again, so graphs replay over the same words.
   uint32_t* split_counters() const { return split_counters_; }
   static constexpr int64_t kSplitCounters = 1 << 16;
-  // The decode GEMV's residual-norm tail (its own word, past the split counters).
-  uint32_t* gemv_tail_counter() const { return split_counters_ + kSplitCounters; }
   // Exact mode: bf16 GEMMs on hi/lo splits of f32 activations (reference numerics); otherwise activations are
   // rounded to bf16 once.
   bool exact_f32() const { return exact_f32_; }
@@ -112,10 +110,6 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
 // out [T, I] = silu(x . gate^T) * (x . up^T) in one GEMV pass over gate_up [2I, in] when the GEMV applies (few rows);
 // returns false, doing nothing, otherwise.
 bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out);
-// out = x . W^T (+ bias); residual += out; normed = rms_norm(residual) in one GEMV launch when the GEMV applies (fast
-// path, few rows, rows of at most 4,096 values); returns false, doing nothing, otherwise.
-bool run_linear_add_rms_norm(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
-                             Tensor residual, const Tensor& norm_weight, float eps, bool add_one, Tensor normed);
 // The router of Backend::moe: logits f32 [T, num_experts] routed into ids/weights by run_moe_experts itself.
 struct MoeRouter {
   const float* logits = nullptr;

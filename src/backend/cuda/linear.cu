@@ -152,36 +152,6 @@ bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight
   return true;
 }
 
-bool run_linear_add_rms_norm(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
-                             Tensor residual, const Tensor& norm_weight, float eps, bool add_one, Tensor normed) {
-  const int64_t tokens = x.rows(), width = w.out_features;
-  if (ctx.exact_f32() || ctx.batch_invariant() || tokens == 0) return false;
-  LinearArgs args = dense_args(ctx, x, w, bias, out);
-  if (!gemv_residual_norm_supported(args.format, tokens, width)) return false;
-  const auto aligned = [](const Tensor& t, uintptr_t bytes) {
-    return reinterpret_cast<uintptr_t>(t.data()) % bytes == 0;
-  };
-  const bool norm_f32 = norm_weight.dtype() == DType::kF32;
-  if (!gemv_applies(ctx, args) || out.dim(-1) != width || out.rows() != tokens || residual.dtype() != DType::kF32 ||
-      normed.dtype() != DType::kF32 || residual.numel() != tokens * width || normed.numel() != tokens * width ||
-      norm_weight.numel() != width || !aligned(out, 16) || !aligned(residual, 16) || !aligned(normed, 16) ||
-      !aligned(norm_weight, norm_f32 ? 16 : 8))
-    return false;
-  check_on_device(ctx, residual, "residual"), check_on_device(ctx, normed, "normed");
-  check_on_device(ctx, norm_weight, "norm weight");
-  ctx.activate();
-  args.rows.chunk_rows = static_cast<int32_t>(tokens);
-  args.tail.residual = residual.data_as<float>();
-  args.tail.weight = norm_weight.data();
-  args.tail.weight_type = elem_type(norm_weight.dtype());
-  args.tail.eps = eps;
-  args.tail.add_one = add_one;
-  args.tail.normed = normed.data_as<float>();
-  args.tail.counter = ctx.gemv_tail_counter();
-  launch_gemv(args, args.rows.chunk_rows, ctx.stream());
-  return true;
-}
-
 void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, const Tensor& weights,
                      const MoeWeights& experts, Tensor out, const MoeRouter* router) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), top_k = ids.dim(1);

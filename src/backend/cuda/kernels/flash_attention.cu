@@ -15,7 +15,6 @@
 // multiply K and V; the softmax sums stay f32.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
@@ -216,7 +215,7 @@ __device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh,
 // mma work), the four partial softmaxes merged through shared memory at the end. Otherwise each warp owns kMTiles
 // 16-row m-tiles and all 64 keys: with two, every K and V fragment a warp loads from shared memory feeds two mmas and
 // the warp has two independent chains of work (FlashAttention-2's 32 rows per warp).
-template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false, int kMTiles = 1, bool kPageLookahead = true>
+template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false, int kMTiles = 1>
 __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kernel(AttentionArgs a) {
   static_assert(!kSplitKeys || kMTiles == 1, "decode tiles are one m-tile");
   static_assert(!kPrepare || kSplitKeys, "only decode tiles prepare their own q");
@@ -303,53 +302,28 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
   const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
   const int page_shift = a.page_shift, page_mask = a.page_size - 1;
-  // One 16-byte chunk of K and of V for key j (row r, chunk c of the tile) from cache page `page`; zeros outside the
-  // block's key range.
-  const auto copy_chunk = [&](uint16_t* k_dst, uint16_t* v_dst, int r, int c, int j, int32_t page) {
-    const uint16_t *k_src = k_cache, *v_src = v_cache;
-    int bytes = 0;
-    if (j >= key_lo && j <= key_hi) {
-      if (page >= 0) {
-        const int64_t cache_row = page_shift >= 0 ? (static_cast<int64_t>(page) << page_shift) + (j & page_mask)
-                                                  : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
-        const int64_t offset = cache_row * row_stride + c * 8;
-        k_src += offset;
-        v_src += offset;
-        bytes = 16;
-      } else if (c == 0) {
-        set_error(a.error_flags, kErrAbsentPage);
-      }
-    }
-    cp_async_16(k_dst + swizzled<D>(r, c), k_src, bytes);
-    cp_async_16(v_dst + swizzled<D>(r, c), v_src, bytes);
-  };
-  const auto page_of = [&](int j) {
-    return j >= key_lo && j <= key_hi ? pages[page_shift >= 0 ? j >> page_shift : j / a.page_size] : 0;
-  };
-  // Each thread copies kCopies chunks of K (and of V) per tile. Their page-table entries are loaded first, up to 8 in
-  // flight together, then the copies issued: one round trip to L1/L2 per group of chunks instead of one per chunk.
-  constexpr int kThreads = kWarps * 32, kCopies = kKeys * kChunks / kThreads, kGroup = kCopies < 8 ? kCopies : 8;
-  static_assert(kKeys * kChunks % kThreads == 0 && kCopies % kGroup == 0, "whole groups of chunks per thread");
   const auto load_kv = [&](int kt, int buf) {
     uint16_t* k_dst = k_s + buf * kKeys * D;
     uint16_t* v_dst = v_s + buf * kKeys * D;
-    if constexpr (kPageLookahead) {
-#pragma unroll
-      for (int g0 = 0; g0 < kCopies; g0 += kGroup) {
-        int32_t page[kGroup];
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) page[i] = page_of(kt * kKeys + (threadIdx.x + (g0 + i) * kThreads) / kChunks);
-#pragma unroll
-        for (int i = 0; i < kGroup; ++i) {
-          const int idx = threadIdx.x + (g0 + i) * kThreads, r = idx / kChunks;
-          copy_chunk(k_dst, v_dst, r, idx % kChunks, kt * kKeys + r, page[i]);
+    for (int idx = threadIdx.x; idx < kKeys * kChunks; idx += blockDim.x) {
+      const int r = idx / kChunks, c = idx % kChunks, j = kt * kKeys + r;
+      const uint16_t *k_src = k_cache, *v_src = v_cache;
+      int bytes = 0;
+      if (j >= key_lo && j <= key_hi) {
+        const int32_t page = pages[page_shift >= 0 ? j >> page_shift : j / a.page_size];
+        if (page >= 0) {
+          const int64_t cache_row = page_shift >= 0 ? (static_cast<int64_t>(page) << page_shift) + (j & page_mask)
+                                                    : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
+          const int64_t offset = cache_row * row_stride + c * 8;
+          k_src += offset;
+          v_src += offset;
+          bytes = 16;
+        } else if (c == 0) {
+          set_error(a.error_flags, kErrAbsentPage);
         }
       }
-    } else {
-      for (int idx = threadIdx.x; idx < kKeys * kChunks; idx += blockDim.x) {
-        const int r = idx / kChunks, j = kt * kKeys + r;
-        copy_chunk(k_dst, v_dst, r, idx % kChunks, j, page_of(j));
-      }
+      cp_async_16(k_dst + swizzled<D>(r, c), k_src, bytes);
+      cp_async_16(v_dst + swizzled<D>(r, c), v_src, bytes);
     }
   };
 
@@ -580,9 +554,7 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int kStages = kSplitKeys ? 3 : 2;
   const size_t smem = (kRows + 2 * kStages * kKeys) * D * sizeof(uint16_t);
   static const bool configured = [&] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles, true>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles, false>,
+    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -591,12 +563,8 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   RS_CHECK(a.splits == 1 || (a.split_counters && int64_t{tiles} * a.num_kv_heads <= a.split_counter_words),
            "flash attention: {} tiles x {} KV heads exceed {} split counters", tiles, a.num_kv_heads,
            a.split_counter_words);
-  static const bool no_lookahead = std::getenv("RS_FLASH_NO_LOOKAHEAD") != nullptr;  // TEMPORARY A/B switch
-  if (no_lookahead)
-    return launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles, false>,
-                         dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream, a);
-  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles, true>,
-                dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream, a);
+  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles>, dim3(tiles, a.num_kv_heads, a.splits),
+                kWarps * 32, smem, stream, a);
 }
 
 }  // namespace

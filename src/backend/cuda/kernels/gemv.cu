@@ -6,7 +6,6 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/launch.cuh"
-#include "backend/cuda/kernels/residual_norm.cuh"
 #include "backend/cuda/kernels/weight_decode.cuh"
 
 namespace rs::cuda {
@@ -29,37 +28,10 @@ constexpr int kUnroll = kDoubleBuffer<F, NT>        ? 2
                         : NT >= 4                   ? 1
                                                     : 2;
 
-// The last block of the grid to finish (an arrival counter) adds the output rows into the residual stream and
-// normalises them (ResidualNormTail): every block's outputs are visible device-wide before it counts itself in.
-__device__ __forceinline__ void residual_norm_tail(const LinearArgs& a) {
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint32_t blocks = gridDim.x * gridDim.y;
-    last = atomicAdd(a.tail.counter, 1u) == blocks - 1;
-    if (last) *a.tail.counter = 0;  // no other block of this launch touches it again
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int width4 = static_cast<int>(a.out_features / 4), threads = norm_vec_threads(width4);
-  float4 w[kNormVecPerThread];
-  load_norm_weights(w, a.tail.weight, a.tail.weight_type, width4, threads);
-  // All rows of the launch (dense rows: one chunk per grid row, so the last block normalises them all).
-  for (int64_t r = 0; r < a.rows.total_rows; ++r)
-    add_rms_norm_row<true, true>(reinterpret_cast<float4*>(a.tail.residual + r * a.out_features),
-                                 reinterpret_cast<const float4*>(a.out + r * a.out_stride), w, width4, threads,
-                                 a.tail.eps, a.tail.add_one,
-                                 reinterpret_cast<float4*>(a.tail.normed + r * a.out_features));
-}
-
 // KS warps of a block share the same rows, each reading one K-slice; their partial sums are added in slice order
 // (deterministic). Splitting K puts more warps (bytes in flight) on each SM and shortens each warp's serial chain of
 // loads when a layer has few output features (o_proj, down_proj at batch 1).
-// kTail: the launch ends in the residual-norm tail (a separate instantiation: the tail's registers stay out of the
-// plain GEMVs).
-template <WeightFormat F, int NT, int KS, bool kTail = false>
+template <WeightFormat F, int NT, int KS>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_kernel(LinearArgs a) {
   using Traits = WeightTraits<F>;
   constexpr int kPerWord = Traits::kPerWord, kPerVec = Traits::kPerVec, kU = kUnroll<F, NT>;
@@ -187,7 +159,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
     acc0[t] = warp_sum(acc0[t]);
     acc1[t] = warp_sum(acc1[t]);
   }
-  bool writer = lane == 0 && active;
   if constexpr (KS > 1) {
     __shared__ float partial[kWarpsPerBlock][2][NT];
     if (lane == 0) {
@@ -195,16 +166,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
       for (int t = 0; t < NT; ++t) partial[warp][0][t] = acc0[t], partial[warp][1][t] = acc1[t];
     }
     __syncthreads();
-    writer = writer && part == 0;
-    if (part == 0) {
+    if (part != 0) return;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
+    for (int t = 0; t < NT; ++t) {
 #pragma unroll
-        for (int p = 1; p < KS; ++p) acc0[t] += partial[warp + p][0][t], acc1[t] += partial[warp + p][1][t];
-      }
+      for (int p = 1; p < KS; ++p) acc0[t] += partial[warp + p][0][t], acc1[t] += partial[warp + p][1][t];
     }
   }
-  if (writer) {
+  if (lane == 0 && active) {
     const float b0 = group_bias(a.w, group, row0), b1 = two_tables ? 0.0f : group_bias(a.w, group, row1);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -220,7 +189,6 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
       }
     }
   }
-  if constexpr (kTail) residual_norm_tail(a);
 }
 
 // Blocks of gemv_kernel<F, NT, KS> resident on the device at once (all SMs), measured once.
@@ -240,10 +208,6 @@ int64_t resident_blocks() {
 template <WeightFormat F, int NT, int KS>
 void launch_split(const LinearArgs& a, int64_t units, unsigned chunks, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ceil_div(units, kWarpsPerBlock / KS)), chunks);
-  if constexpr (NT <= 2 && F != WeightFormat::kMxfp4) {
-    if (a.tail.normed) return launch_kernel(gemv_kernel<F, NT, KS, true>, grid, kWarpsPerBlock * 32, 0, stream, a);
-  }
-  RS_CHECK(!a.tail.normed, "the GEMV's residual-norm tail takes 1-2 rows of f32/bf16/f16 weights");
   launch_kernel(gemv_kernel<F, NT, KS>, grid, kWarpsPerBlock * 32, 0, stream, a);
 }
 
@@ -289,11 +253,6 @@ int elements_per_vector(WeightFormat format) {
 }
 
 }  // namespace
-
-bool gemv_residual_norm_supported(WeightFormat format, int64_t rows, int64_t out_features) {
-  return format != WeightFormat::kMxfp4 && rows <= 2 && out_features % 4 == 0 &&
-         norm_vec_threads(out_features / 4) <= kWarpsPerBlock * 32;
-}
 
 bool gemv_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride, const void* weight) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };

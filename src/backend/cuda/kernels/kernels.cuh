@@ -176,19 +176,6 @@ enum class PairActivation : int32_t {
   kGptOss,  // gpt-oss clamped SwiGLU: g = min(g, limit), u = clamp(u, -limit, limit), (u + 1) * g * sigmoid(alpha g)
 };
 
-// A dense projection that ends in the residual stream (o_proj, down_proj at decode): with `normed` set, the GEMV's
-// last block to finish adds each output row into `residual` and writes its RMSNorm (add_rms_norm's arithmetic, the
-// same bits) to `normed`: one launch fewer. `counter`: a zeroed device word, zero again when the kernel ends.
-struct ResidualNormTail {
-  float* residual = nullptr;  // [rows, out_features]
-  const void* weight = nullptr;
-  ElemType weight_type = ElemType::kF32;
-  float eps = 0.0f;
-  bool add_one = false;
-  float* normed = nullptr;  // [rows, out_features]
-  uint32_t* counter = nullptr;
-};
-
 struct LinearArgs {
   const float* x;  // activations, row stride x_stride
   int64_t x_stride;
@@ -205,7 +192,6 @@ struct LinearArgs {
   // GEMV and tensor-core GEMM: gated output pairs; out_features counts outputs (half the weight rows).
   PairActivation pair_act = PairActivation::kNone;
   float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
-  ResidualNormTail tail;  // GEMV of dense rows only
 };
 
 // Rows per chunk the GEMV kernel handles (weights are read once per chunk); dense linears in the bf16 fast path use it
@@ -216,8 +202,6 @@ constexpr int32_t kGemvFastMaxRows = 2;
 // aligned, and the weight 16-byte aligned (weight == nullptr: a per-group table, checked when it was built).
 bool gemv_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride, const void* weight);
 void launch_gemv(const LinearArgs& args, int32_t rows_per_chunk, cudaStream_t stream);
-// Whether a GEMV can end in the residual-norm tail: 1-2 rows of non-MXFP4 weights, rows that fit a block's threads.
-bool gemv_residual_norm_supported(WeightFormat format, int64_t rows, int64_t out_features);
 
 constexpr int32_t kTiledRows = 64;
 void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);

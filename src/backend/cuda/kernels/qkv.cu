@@ -7,7 +7,6 @@
 #include "backend/cuda/kernels/device_utils.cuh"
 #include "backend/cuda/kernels/launch.cuh"
 #include "backend/cuda/kernels/qkv_head.cuh"
-#include "backend/cuda/kernels/residual_norm.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -38,19 +37,72 @@ __global__ void add_rms_norm_kernel(float* x, const float* delta, const void* we
   }
 }
 
-// The same for rows of at most kNormVecThreads * kNormVecPerThread float4s (residual_norm.cuh): every load of the row
-// and of the weight is issued before any result is needed (weights even before the previous kernel ends), so the row
+// Four consecutive elements of a norm weight from element 4 * i4 (16-byte aligned f32, 8-byte aligned bf16/f16).
+__device__ __forceinline__ float4 load_weight4(const void* w, ElemType type, int i4) {
+  if (type == ElemType::kF32) return __ldg(static_cast<const float4*>(w) + i4);
+  const uint2 bits = __ldg(static_cast<const uint2*>(w) + i4);
+  float4 f;
+  if (type == ElemType::kBF16) {
+    unpack_bf16x2(bits.x, f.x, f.y);
+    unpack_bf16x2(bits.y, f.z, f.w);
+  } else {
+    unpack_f16x2(bits.x, f.x, f.y);
+    unpack_f16x2(bits.y, f.z, f.w);
+  }
+  return f;
+}
+
+// The same for rows of at most kVecThreads * kVecPerThread float4s (hidden sizes up to 16k): every load of the row and
+// of the weight is issued before any result is needed (weights even before the previous kernel ends), so the row
 // costs one memory round trip and a block reduction instead of a chain of dependent loads. Without kAdd it is a plain
 // rms_norm (x read only, delta unused).
+constexpr int kVecThreads = 1024, kVecPerThread = 4;
+
 template <bool kAdd>
-__global__ void __launch_bounds__(kNormVecThreads)
+__global__ void __launch_bounds__(kVecThreads)
     add_rms_norm_vec_kernel(float4* x, const float4* delta, const void* weight, ElemType type, int width4, float eps,
                             bool add_one, float4* out) {
-  float4 w[kNormVecPerThread];
-  load_norm_weights(w, weight, type, width4, blockDim.x);
+  float4 w[kVecPerThread], v[kVecPerThread];
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < width4) w[k] = load_weight4(weight, type, i);
+  }
   pdl_enter();
   const int64_t base = static_cast<int64_t>(blockIdx.x) * width4;
-  add_rms_norm_row<kAdd>(x + base, kAdd ? delta + base : nullptr, w, width4, blockDim.x, eps, add_one, out + base);
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < width4) {
+      const float4 a = x[base + i];
+      if constexpr (kAdd) {
+        const float4 b = delta[base + i];
+        v[k] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      } else {
+        v[k] = a;
+      }
+    }
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < width4) {
+      if constexpr (kAdd) x[base + i] = v[k];
+      sum += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+    }
+  }
+  sum = block_sum(sum);
+  const float scale = 1.0f / sqrtf(sum / static_cast<float>(4 * width4) + eps), one = add_one ? 1.0f : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kVecPerThread; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < width4) {
+      const float4 a = v[k], g = w[k];
+      out[base + i] = make_float4(a.x * scale * (g.x + one), a.y * scale * (g.y + one), a.z * scale * (g.z + one),
+                                  a.w * scale * (g.w + one));
+    }
+  }
 }
 
 // Blocks (token, group of kHeadsPerBlock heads), one warp per head (q heads, then k heads, then v heads): a decode
@@ -105,8 +157,8 @@ namespace {
 bool vec_norm_applies(const void* x, const void* delta, const void* weight, ElemType weight_type, int64_t width,
                       const void* out) {
   const auto aligned = [](const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
-  return width % 4 == 0 && width <= int64_t{4} * kNormVecThreads * kNormVecPerThread && aligned(x, 16) &&
-         aligned(delta, 16) && aligned(out, 16) && aligned(weight, weight_type == ElemType::kF32 ? 16 : 8);
+  return width % 4 == 0 && width <= int64_t{4} * kVecThreads * kVecPerThread && aligned(x, 16) && aligned(delta, 16) &&
+         aligned(out, 16) && aligned(weight, weight_type == ElemType::kF32 ? 16 : 8);
 }
 
 template <bool kAdd>
@@ -114,7 +166,7 @@ void launch_vec_norm(float* x, const float* delta, const void* weight, ElemType 
                      int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
   // Threads a row needs, in whole warps (block_sum wants a multiple of 32).
   const int width4 = static_cast<int>(width / 4);
-  const int threads = norm_vec_threads(width4);
+  const int threads = static_cast<int>(std::min<int64_t>(kVecThreads, ceil_div(width4, kVecPerThread * 32) * 32));
   launch_kernel(add_rms_norm_vec_kernel<kAdd>, rows, threads, 0, stream, reinterpret_cast<float4*>(x),
                 reinterpret_cast<const float4*>(delta), weight, weight_type, width4, eps, add_one,
                 reinterpret_cast<float4*>(out));
