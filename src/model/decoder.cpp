@@ -193,6 +193,15 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
       if (!w->weight.empty() && w->packed.empty()) backend.prepare_linear(*w, owned_);
   }
   if (!lm_head_.weight.empty() && lm_head_.packed.empty()) backend.prepare_linear(lm_head_, owned_);
+  const auto bf16 = [](const LinearWeight& w) {
+    return w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16;
+  };
+  typed_layer_inputs_ = true;
+  for (const auto& lw : layers_)
+    typed_layer_inputs_ = typed_layer_inputs_ && lw.kind == loader::LayerKind::kAttention && !lw.ffn.is_moe &&
+                          lw.attention.gate.out_features == 0 && bf16(lw.attention.qkv) && bf16(lw.ffn.gate_up) &&
+                          bf16(lw.ffn.down);
+  typed_head_input_ = bf16(lm_head_);
 }
 
 void DecoderModel::upload_layer(LayerWeights& lw, std::vector<Buffer>& keep_alive) {
@@ -268,13 +277,21 @@ Tensor leading(const Tensor& buffer, std::initializer_list<int64_t> shape) {
   return view;
 }
 
+// An f32 workspace view's memory as the same shape in `dtype` (f32 or the narrower bf16).
+Tensor retyped(const Tensor& view, DType dtype) {
+  int64_t shape[Tensor::kMaxDims];
+  for (int axis = 0; axis < view.ndim(); ++axis) shape[axis] = view.dim(axis);
+  return Tensor(view.data(), dtype, shape, view.ndim(), view.device());
+}
+
 }  // namespace
 
 void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out) {
   const int64_t tokens = h.dim(0);
   if (!ffn.is_moe) {
     const int64_t inter = ffn.down.in_features;
-    Tensor gate_up = leading(gate_up_, {tokens, 2 * inter}), act = leading(act_, {tokens, inter});
+    // The SwiGLU output feeds only the down projection: it takes h's dtype (Backend::linear_input_dtype).
+    Tensor gate_up = leading(gate_up_, {tokens, 2 * inter}), act = retyped(leading(act_, {tokens, inter}), h.dtype());
     backend_->linear_silu_mul(h, ffn.gate_up, gate_up, act);
     backend_->linear(act, ffn.down, Tensor(), out);
     return;
@@ -297,11 +314,11 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
   backend_->add(out, shared, out);
 }
 
-void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out) {
+void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, const Tensor& h, Tensor out) {
   const int64_t tokens = inputs.token_ids.numel(), heads = config_.num_heads, hd = config_.head_dim;
   const AttentionWeights& a = layers_[layer].attention;
   const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
-  Tensor h = h_.slice_rows(0, tokens), qkv = qkv_.slice_rows(0, tokens);
+  Tensor qkv = qkv_.slice_rows(0, tokens);
   Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd}), attn = attn_.slice_rows(0, tokens);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   backend_->linear(h, a.qkv, a.qkv_bias, qkv);
@@ -339,7 +356,10 @@ void DecoderModel::capture(int32_t layer, const Tensor& x, const StepInputs& inp
 void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) {
   const int64_t tokens = inputs.token_ids.numel();
   ensure_workspace(tokens);
-  Tensor x = x_.slice_rows(0, tokens), h = h_.slice_rows(0, tokens), proj = proj_.slice_rows(0, tokens);
+  // The normed layer inputs h feed only linears: in bf16 where the backend's GEMM rounds them so anyway.
+  const DType h_dtype = typed_layer_inputs_ ? backend_->linear_input_dtype(tokens) : DType::kF32;
+  Tensor x = x_.slice_rows(0, tokens), h = retyped(h_.slice_rows(0, tokens), h_dtype);
+  Tensor proj = proj_.slice_rows(0, tokens);
   const float eps = static_cast<float>(config_.rms_norm_eps);
 
   // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
@@ -349,7 +369,7 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
     capture(layer, x, inputs);
     const LayerWeights& lw = layers_[layer];
     if (lw.kind == loader::LayerKind::kAttention) {
-      run_attention(layer, inputs, memory.kv, proj);
+      run_attention(layer, inputs, memory.kv, h, proj);
     } else {
       RS_CHECK(memory.state != nullptr, "layer {} keeps recurrent state but the step has no state pool", layer);
       run_gated_delta_net(layer, inputs, *memory.state, proj);
@@ -360,11 +380,14 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   }
   backend_->add(x, proj, x);
   capture(config_.num_layers, x, inputs);
+  // The rows that need logits: gathered (f32) into proj, normed into h, typed for the LM head as the layers' inputs.
   const int64_t rows = inputs.logit_rows.numel();
-  Tensor last = h_.slice_rows(0, rows);
+  Tensor last = proj_.slice_rows(0, rows);
   backend_->gather_rows(x, inputs.logit_rows, last);
-  backend_->rms_norm(last, final_norm_, eps, false, last);
-  backend_->linear(last, lm_head_, Tensor(), logits);
+  const DType head_dtype = typed_head_input_ ? backend_->linear_input_dtype(rows) : DType::kF32;
+  Tensor normed = retyped(h_.slice_rows(0, rows), head_dtype);
+  backend_->rms_norm(last, final_norm_, eps, false, normed);
+  backend_->linear(normed, lm_head_, Tensor(), logits);
 }
 
 }  // namespace rs::model

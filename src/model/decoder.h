@@ -97,7 +97,8 @@ class DecoderModel : public Model {
   void load_gated_delta_net(const std::string& prefix, loader::WeightSource& weights, GatedDeltaNetWeights& gdn);
   void upload_layer(LayerWeights& layer, std::vector<Buffer>& keep_alive);
   void ensure_workspace(int64_t tokens);
-  void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, Tensor out);
+  // h [T, H] (normed layer input, f32 or bf16) -> out [T, H] f32.
+  void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, const Tensor& h, Tensor out);
   // gated_delta_net.cpp: h [T, H] -> out [T, H] through the layer's recurrent state.
   void run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out);
   void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
@@ -113,6 +114,11 @@ class DecoderModel : public Model {
   std::vector<LayerWeights> layers_;
   Tensor rope_table_;  // [positions, rotary_dim] on device
   int32_t rotary_dim_ = 0;
+  // Whether every consumer of the normed layer inputs and SwiGLU outputs (resp. of the final norm) is a linear with a
+  // dense bf16 weight, so that they may take Backend::linear_input_dtype: dense attention models (no MoE, gated
+  // attention or delta nets, whose routers, gates and kernels read f32).
+  bool typed_layer_inputs_ = false;
+  bool typed_head_input_ = false;
   // Activations, sized for the largest step seen.
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;

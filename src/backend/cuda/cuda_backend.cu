@@ -147,6 +147,11 @@ class CudaBackend final : public Backend {
 
   uint64_t memory_epoch() const override { return ctx_->scratch_epoch(); }
 
+  // bf16 exactly where run_linear hands a bf16 weight's rows to cuBLAS on x rounded once to bf16 (linear.cu).
+  DType linear_input_dtype(int64_t rows) const override {
+    return !ctx_->exact_f32() && !ctx_->batch_invariant() && rows > kGemvFastMaxRows ? DType::kBF16 : DType::kF32;
+  }
+
   Tensor upload_weight(const Tensor& host, std::vector<Buffer>& keep_alive) override {
     if (host.empty() || host.bytes() == 0) return host;
     ctx_->activate();
@@ -177,7 +182,7 @@ class CudaBackend final : public Backend {
              weight.shape_string(), out.shape_string());
     on_device({&x, &weight, &out});
     launch_rms_norm(x.data_as<float>(), weight.data(), elem_type(weight.dtype()), x.rows(), width, eps, add_one,
-                    out.data_as<float>(), ctx_->stream());
+                    out.data(), activation_out_bf16(x, out), ctx_->stream());
   }
 
   void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) override {
@@ -247,7 +252,7 @@ class CudaBackend final : public Backend {
              weight.shape_string(), out.shape_string());
     on_device({&x, &delta, &weight, &out});
     launch_add_rms_norm(x.data_as<float>(), delta.data_as<float>(), weight.data(), elem_type(weight.dtype()), x.rows(),
-                        width, eps, add_one, out.data_as<float>(), ctx_->stream());
+                        width, eps, add_one, out.data(), activation_out_bf16(x, out), ctx_->stream());
   }
 
   void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos_sin,
@@ -268,7 +273,8 @@ class CudaBackend final : public Backend {
     RS_CHECK(gate_up.dim(-1) == 2 * inter && gate_up.rows() == out.rows(), "silu_mul: {} -> {}", gate_up.shape_string(),
              out.shape_string());
     on_device({&gate_up, &out});
-    launch_silu_mul(gate_up.data_as<float>(), out.rows(), inter, out.data_as<float>(), ctx_->stream());
+    launch_silu_mul(gate_up.data_as<float>(), out.rows(), inter, out.data(), activation_out_bf16(gate_up, out),
+                    ctx_->stream());
   }
 
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) override {
@@ -551,6 +557,13 @@ class CudaBackend final : public Backend {
                     batch.checkpoint_slots.empty() ? nullptr : batch.checkpoint_slots.data_as<int32_t>(),
                     batch.num_seqs,
                     static_cast<int32_t>(batch.positions.numel())};
+  }
+
+  // Whether a GEMM-input producer writes bf16 (see linear_input_dtype); its input `x` is always f32.
+  static bool activation_out_bf16(const Tensor& x, const Tensor& out) {
+    RS_CHECK(x.dtype() == DType::kF32 && (out.dtype() == DType::kF32 || out.dtype() == DType::kBF16),
+             "activations: f32 in, f32 or bf16 out (got {} -> {})", dtype_name(x.dtype()), dtype_name(out.dtype()));
+    return out.dtype() == DType::kBF16;
   }
 
   // Every non-empty tensor must live on this device; also makes the device current for the launches that follow.

@@ -38,12 +38,21 @@ void set_bias(GroupedWeights& w, const Tensor& bias, int64_t group_stride) {
 }
 
 // out [T, out] = x [T, in] . W^T through cuBLAS: f32 weights with SGEMM; bf16 weights with one bf16 GEMM on x rounded
-// to bf16 (the fast path, as every production engine), or in exact mode two on x's hi and lo halves (fp32
-// accumulation; x = hi + lo to ~2^-17, W exact) so the result stays close to the fp32 reference.
-void cublas_linear(DeviceContext& ctx, const float* x, int64_t tokens, const LinearWeight& w, float* out) {
+// to bf16 (the fast path, as every production engine; x may arrive in bf16 already, see
+// Backend::linear_input_dtype), or in exact mode two on x's hi and lo halves (fp32 accumulation; x = hi + lo to
+// ~2^-17, W exact) so the result stays close to the fp32 reference.
+void cublas_linear(DeviceContext& ctx, const Tensor& x_tensor, int64_t tokens, const LinearWeight& w, float* out) {
   RS_CHECK(tokens < INT_MAX && w.in_features < INT_MAX && w.out_features < INT_MAX, "GEMM too large for cuBLAS");
   const int m = static_cast<int>(w.out_features), n = static_cast<int>(tokens), k = static_cast<int>(w.in_features);
   const float one = 1.0f, zero = 0.0f;
+  if (x_tensor.dtype() == DType::kBF16) {
+    RS_CHECK(w.weight.dtype() == DType::kBF16 && !ctx.exact_f32(), "bf16 linear inputs need a bf16 weight (fast path)");
+    RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
+                                 x_tensor.data(), CUDA_R_16BF, k, &zero, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
+    return;
+  }
+  const float* x = x_tensor.data_as<float>();
   if (w.weight.dtype() == DType::kF32) {
     RS_CUBLAS_CHECK(cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data_as<float>(), k, x,
                                 k, &zero, out, m));
@@ -109,6 +118,18 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
   const int64_t tokens = x.rows();
   RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
            "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
+  if (x.dtype() == DType::kBF16) {  // inputs already rounded for cuBLAS (CudaBackend::linear_input_dtype)
+    check_on_device(ctx, x, "linear input"), check_on_device(ctx, out, "linear output");
+    check_on_device(ctx, bias, "linear bias");
+    RS_CHECK(w.format == LinearWeight::Format::kDense && !ctx.batch_invariant() && out.dtype() == DType::kF32,
+             "linear: bf16 inputs only for dense bf16 weights on the fast path");
+    if (tokens == 0 || w.out_features == 0) return;
+    ctx.activate();
+    cublas_linear(ctx, x, tokens, w, out.data_as<float>());
+    if (!bias.empty())
+      launch_add_bias(out.data_as<float>(), tokens, w.out_features, bias.data(), elem_type(bias.dtype()), ctx.stream());
+    return;
+  }
   LinearArgs args = dense_args(ctx, x, w, bias, out);
   if (tokens == 0 || w.out_features == 0) return;
   ctx.activate();
@@ -124,7 +145,7 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
     args.rows.chunk_rows = static_cast<int32_t>(tokens);
     launch_gemv(args, args.rows.chunk_rows, ctx.stream());
   } else if (format == WeightFormat::kF32 || format == WeightFormat::kBF16) {
-    cublas_linear(ctx, args.x, tokens, w, args.out);
+    cublas_linear(ctx, x, tokens, w, args.out);
     if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
   } else if (!ctx.exact_f32() && gemm_mma_supported(format, args.in_features, args.x, args.x_stride, args.w.weight)) {
     args.rows.chunk_rows = kMmaRows;  // MXFP4 with many rows (fast path)
@@ -141,6 +162,7 @@ bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight
       x.dim(-1) == gate_up.in_features && gate_up.out_features % 2 == 0 && out.dim(-1) == inter && out.rows() == tokens,
       "linear_silu_mul: x {} . W [{}, {}] -> out {}", x.shape_string(), gate_up.out_features, gate_up.in_features,
       out.shape_string());
+  if (x.dtype() != DType::kF32) return false;  // bf16 rows go to cuBLAS (run_linear)
   LinearArgs args = dense_args(ctx, x, gate_up, Tensor(), out);
   if (ctx.batch_invariant() || !gemv_applies(ctx, args)) return false;  // run_linear's one kernel, then silu_mul
   if (tokens == 0 || inter == 0) return true;
@@ -289,7 +311,7 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
       up.out = hidden_act + inter;  // up into columns [I, 2I)
       bind(up.w, experts.up);
       run(up);
-      launch_silu_mul(hidden_act, slots, inter, act, ctx.stream());
+      launch_silu_mul(hidden_act, slots, inter, act, false, ctx.stream());
     }
   }
   LinearArgs down{};

@@ -21,6 +21,18 @@ __device__ __forceinline__ float load_elem(const void* base, ElemType type, int6
   }
 }
 
+// Activation stores: f32, or bf16 rounded to nearest even (the rounding cuBLAS's bf16 inputs got from split_bf16, so
+// a producer writing bf16 hands a GEMM exactly the values it saw before).
+__device__ __forceinline__ void store_act(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_act(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+// Four consecutive values at p[4 * i4 ..]: 16-byte (f32) or 8-byte (bf16) aligned.
+__device__ __forceinline__ void store_act4(float* p, int64_t i4, float4 v) { reinterpret_cast<float4*>(p)[i4] = v; }
+__device__ __forceinline__ void store_act4(__nv_bfloat16* p, int64_t i4, float4 v) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+  reinterpret_cast<uint2*>(p)[i4] =
+      make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+}
+
 // Two bf16 values packed in a 32-bit word -> floats (low element first, as stored).
 __device__ __forceinline__ void unpack_bf16x2(uint32_t word, float& lo, float& hi) {
   lo = __uint_as_float(word << 16);

@@ -1,6 +1,7 @@
 // Row-wise and elementwise CUDA kernels: embedding, RMSNorm, add, SiLU-gated product, gpt-oss GLU, row gather, bias,
 // and the bf16 hi/lo split that feeds cuBLAS. All memory-bound; one thread block per row or a grid-stride loop.
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
@@ -27,9 +28,9 @@ __global__ void embedding_kernel(const void* table, ElemType type, int64_t vocab
 }
 
 // One warp per row (narrow rows such as per-head q/k norms) or one block per row.
-template <bool kWarpPerRow>
+template <bool kWarpPerRow, typename OutT>
 __global__ void rms_norm_kernel(const float* x, const void* weight, ElemType type, int64_t rows, int64_t width,
-                                float eps, bool add_one, float* out) {
+                                float eps, bool add_one, OutT* out) {
   pdl_enter();
   const int64_t row = kWarpPerRow ? blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32 : blockIdx.x;
   if (row >= rows) return;  // whole warps leave together; block_sum is not used in this mode
@@ -47,7 +48,7 @@ __global__ void rms_norm_kernel(const float* x, const void* weight, ElemType typ
   for (int64_t i = first; i < width; i += step) {
     float w = load_elem(weight, type, i);
     if (add_one) w += 1.0f;
-    out[row * width + i] = in[i] * scale * w;
+    store_act(out + row * width + i, in[i] * scale * w);
   }
 }
 
@@ -65,13 +66,14 @@ __global__ void add4_kernel(const float4* a, const float4* b, float4* out, int64
   }
 }
 
-__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inter, float* out) {
+template <typename OutT>
+__global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inter, OutT* out) {
   pdl_enter();
   const int64_t count = rows * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
     const float g = gate_up[r * 2 * inter + c], u = gate_up[r * 2 * inter + inter + c];
-    out[i] = silu_times(g, u);
+    store_act(out + i, silu_times(g, u));
   }
 }
 
@@ -131,17 +133,29 @@ void launch_embedding(const void* table, ElemType table_type, int64_t vocab, int
                 error_flags);
 }
 
-void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width, float eps,
-                     bool add_one, float* out, cudaStream_t stream) {
-  if (rows == 0) return;
+namespace {
+template <typename OutT>
+void launch_rms_norm_typed(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width,
+                           float eps, bool add_one, OutT* out, cudaStream_t stream) {
   if (width <= 512) {
     const int rows_per_block = kThreads / 32;
-    launch_kernel(rms_norm_kernel<true>, ceil_div(rows, rows_per_block), kThreads, 0, stream, x, weight, weight_type,
-                  rows, width, eps, add_one, out);
-  } else if (!launch_rms_norm_vec(x, weight, weight_type, rows, width, eps, add_one, out, stream)) {
-    launch_kernel(rms_norm_kernel<false>, rows, kThreads * 2, 0, stream, x, weight, weight_type, rows, width, eps,
+    launch_kernel(rms_norm_kernel<true, OutT>, ceil_div(rows, rows_per_block), kThreads, 0, stream, x, weight,
+                  weight_type, rows, width, eps, add_one, out);
+  } else if (!launch_rms_norm_vec(x, weight, weight_type, rows, width, eps, add_one, out,
+                                  std::is_same_v<OutT, __nv_bfloat16>, stream)) {
+    launch_kernel(rms_norm_kernel<false, OutT>, rows, kThreads * 2, 0, stream, x, weight, weight_type, rows, width, eps,
                   add_one, out);
   }
+}
+}  // namespace
+
+void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width, float eps,
+                     bool add_one, void* out, bool out_bf16, cudaStream_t stream) {
+  if (rows == 0) return;
+  if (out_bf16)
+    return launch_rms_norm_typed(x, weight, weight_type, rows, width, eps, add_one, static_cast<__nv_bfloat16*>(out),
+                                 stream);
+  launch_rms_norm_typed(x, weight, weight_type, rows, width, eps, add_one, static_cast<float*>(out), stream);
 }
 
 void launch_add(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream) {
@@ -157,9 +171,13 @@ void launch_add(const float* a, const float* b, float* out, int64_t count, cudaS
   }
 }
 
-void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out, cudaStream_t stream) {
+void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, void* out, bool out_bf16, cudaStream_t stream) {
   if (rows * inter == 0) return;
-  launch_kernel(silu_mul_kernel, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows, inter, out);
+  if (out_bf16)
+    return launch_kernel(silu_mul_kernel<__nv_bfloat16>, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows,
+                         inter, static_cast<__nv_bfloat16*>(out));
+  launch_kernel(silu_mul_kernel<float>, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows, inter,
+                static_cast<float*>(out));
 }
 
 void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,

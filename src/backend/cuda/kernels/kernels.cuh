@@ -30,11 +30,13 @@ enum ErrorFlag : uint32_t {
 // ---- elementwise.cu ----
 void launch_embedding(const void* table, ElemType table_type, int64_t vocab, int64_t hidden, const int32_t* ids,
                       int64_t num_tokens, float* out, uint32_t* error_flags, cudaStream_t stream);
+// The row-wise producers of GEMM inputs (rms_norm, add_rms_norm, silu_mul) write `out` as f32 or, with out_bf16, as
+// bf16 rounded to nearest even (f32 arithmetic either way).
 void launch_rms_norm(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width, float eps,
-                     bool add_one, float* out, cudaStream_t stream);
+                     bool add_one, void* out, bool out_bf16, cudaStream_t stream);
 void launch_add(const float* a, const float* b, float* out, int64_t count, cudaStream_t stream);
 // gate_up [rows, 2*inter] (gate | up) -> out [rows, inter]
-void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, float* out, cudaStream_t stream);
+void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, void* out, bool out_bf16, cudaStream_t stream);
 // gate_up [rows, 2*inter] interleaved (gate, up) pairs -> out [rows, inter], gpt-oss clamped SwiGLU
 void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
                         cudaStream_t stream);
@@ -59,11 +61,11 @@ void launch_rope(float* x, int64_t num_tokens, int64_t heads, int64_t head_dim, 
 // ---- qkv.cu ----
 // x [rows, width] += delta; out = rms_norm(x) with weight (1 + w when add_one).
 void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
-                         int64_t width, float eps, bool add_one, float* out, cudaStream_t stream);
+                         int64_t width, float eps, bool add_one, void* out, bool out_bf16, cudaStream_t stream);
 // out = rms_norm(x) through add_rms_norm's vectorised kernel (no add, x unchanged) where the row shape and alignment
 // allow it; returns false, doing nothing, otherwise.
 bool launch_rms_norm_vec(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width,
-                         float eps, bool add_one, float* out, cudaStream_t stream);
+                         float eps, bool add_one, void* out, bool out_bf16, cudaStream_t stream);
 
 struct QkvPrepareArgs {
   const float* qkv;  // [T, (heads + 2 * kv_heads) * head_dim]

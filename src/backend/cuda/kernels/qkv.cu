@@ -16,8 +16,9 @@ constexpr int kMaxHeadDim = 512;
 constexpr int kHeadsPerBlock = 4;  // qkv_prepare: one warp per head
 
 // One block per row: x += delta (stored), out = x * rsqrt(mean(x^2) + eps) * w.
+template <typename OutT>
 __global__ void add_rms_norm_kernel(float* x, const float* delta, const void* weight, ElemType type, int64_t width,
-                                    float eps, bool add_one, float* out) {
+                                    float eps, bool add_one, OutT* out) {
   pdl_enter();
   const int64_t row = blockIdx.x;
   float* xr = x + row * width;
@@ -33,7 +34,7 @@ __global__ void add_rms_norm_kernel(float* x, const float* delta, const void* we
   for (int64_t i = threadIdx.x; i < width; i += blockDim.x) {  // each thread rereads what it wrote
     float w = load_elem(weight, type, i);
     if (add_one) w += 1.0f;
-    out[row * width + i] = xr[i] * scale * w;
+    store_act(out + row * width + i, xr[i] * scale * w);
   }
 }
 
@@ -58,10 +59,10 @@ __device__ __forceinline__ float4 load_weight4(const void* w, ElemType type, int
 // rms_norm (x read only, delta unused).
 constexpr int kVecThreads = 1024, kVecPerThread = 4;
 
-template <bool kAdd>
+template <bool kAdd, typename OutT>
 __global__ void __launch_bounds__(kVecThreads)
     add_rms_norm_vec_kernel(float4* x, const float4* delta, const void* weight, ElemType type, int width4, float eps,
-                            bool add_one, float4* out) {
+                            bool add_one, OutT* out) {
   float4 w[kVecPerThread], v[kVecPerThread];
 #pragma unroll
   for (int k = 0; k < kVecPerThread; ++k) {
@@ -99,8 +100,9 @@ __global__ void __launch_bounds__(kVecThreads)
     const int i = threadIdx.x + k * blockDim.x;
     if (i < width4) {
       const float4 a = v[k], g = w[k];
-      out[base + i] = make_float4(a.x * scale * (g.x + one), a.y * scale * (g.y + one), a.z * scale * (g.z + one),
-                                  a.w * scale * (g.w + one));
+      store_act4(out, base + i,
+                 make_float4(a.x * scale * (g.x + one), a.y * scale * (g.y + one), a.z * scale * (g.z + one),
+                             a.w * scale * (g.w + one)));
     }
   }
 }
@@ -163,32 +165,40 @@ bool vec_norm_applies(const void* x, const void* delta, const void* weight, Elem
 
 template <bool kAdd>
 void launch_vec_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
-                     int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
+                     int64_t width, float eps, bool add_one, void* out, bool out_bf16, cudaStream_t stream) {
   // Threads a row needs, in whole warps (block_sum wants a multiple of 32).
   const int width4 = static_cast<int>(width / 4);
   const int threads = static_cast<int>(std::min<int64_t>(kVecThreads, ceil_div(width4, kVecPerThread * 32) * 32));
-  launch_kernel(add_rms_norm_vec_kernel<kAdd>, rows, threads, 0, stream, reinterpret_cast<float4*>(x),
-                reinterpret_cast<const float4*>(delta), weight, weight_type, width4, eps, add_one,
-                reinterpret_cast<float4*>(out));
+  auto* x4 = reinterpret_cast<float4*>(x);
+  auto* delta4 = reinterpret_cast<const float4*>(delta);
+  if (out_bf16)
+    return launch_kernel(add_rms_norm_vec_kernel<kAdd, __nv_bfloat16>, rows, threads, 0, stream, x4, delta4, weight,
+                         weight_type, width4, eps, add_one, static_cast<__nv_bfloat16*>(out));
+  launch_kernel(add_rms_norm_vec_kernel<kAdd, float>, rows, threads, 0, stream, x4, delta4, weight, weight_type, width4,
+                eps, add_one, static_cast<float*>(out));
 }
 }  // namespace
 
 bool launch_rms_norm_vec(const float* x, const void* weight, ElemType weight_type, int64_t rows, int64_t width,
-                         float eps, bool add_one, float* out, cudaStream_t stream) {
+                         float eps, bool add_one, void* out, bool out_bf16, cudaStream_t stream) {
   if (!vec_norm_applies(x, x, weight, weight_type, width, out)) return false;
   // kAdd = false never writes x.
   if (rows > 0)
-    launch_vec_norm<false>(const_cast<float*>(x), nullptr, weight, weight_type, rows, width, eps, add_one, out, stream);
+    launch_vec_norm<false>(const_cast<float*>(x), nullptr, weight, weight_type, rows, width, eps, add_one, out,
+                           out_bf16, stream);
   return true;
 }
 
 void launch_add_rms_norm(float* x, const float* delta, const void* weight, ElemType weight_type, int64_t rows,
-                         int64_t width, float eps, bool add_one, float* out, cudaStream_t stream) {
+                         int64_t width, float eps, bool add_one, void* out, bool out_bf16, cudaStream_t stream) {
   if (rows == 0) return;
   if (vec_norm_applies(x, delta, weight, weight_type, width, out))
-    return launch_vec_norm<true>(x, delta, weight, weight_type, rows, width, eps, add_one, out, stream);
-  launch_kernel(add_rms_norm_kernel, rows, kThreads * 2, 0, stream, x, delta, weight, weight_type, width, eps, add_one,
-                out);
+    return launch_vec_norm<true>(x, delta, weight, weight_type, rows, width, eps, add_one, out, out_bf16, stream);
+  if (out_bf16)
+    return launch_kernel(add_rms_norm_kernel<__nv_bfloat16>, rows, kThreads * 2, 0, stream, x, delta, weight,
+                         weight_type, width, eps, add_one, static_cast<__nv_bfloat16*>(out));
+  launch_kernel(add_rms_norm_kernel<float>, rows, kThreads * 2, 0, stream, x, delta, weight, weight_type, width, eps,
+                add_one, static_cast<float*>(out));
 }
 
 void launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream) {
