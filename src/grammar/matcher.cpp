@@ -8,11 +8,13 @@ namespace rs::grammar {
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback)
     : grammar_(std::move(grammar)), pda_(grammar_->grammar()), max_rollback_(std::max(max_rollback, 0)) {
+  pda_.reset_work(kMaxWork);
   history_.push_back(pda_.initial_state());
 }
 
 bool GrammarMatcher::advance_bytes(std::string_view bytes, PdaState& out) {
   PdaState scratch;
+  pda_.reset_work(kMaxWork);
   out = history_.back();
   for (unsigned char byte : bytes) {
     pda_.advance(out, byte, scratch);
@@ -48,6 +50,7 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> bitmask, std::s
   std::optional<std::vector<uint32_t>> cached = grammar_->cached_mask(key_);
   if (!cached) {
     cached.emplace();
+    pda_.reset_work(kMaxWork);
     compute_mask(state, *cached);
     grammar_->cache_mask(key_, *cached);
   }

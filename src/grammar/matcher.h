@@ -38,7 +38,15 @@ class GrammarMatcher {
 
   // Fills `bitmask` (bitmask_words(vocab) words, vocab >= 1) with the tokens that may come next: those whose bytes
   // keep the grammar alive, plus `stop_ids` when the output can finish. Ids past the tokenizer's vocabulary are 0.
+  // Throws rs::Error ("grammar too complex: ...") when the mask needs more than kMaxWork automaton steps.
   void fill_next_token_bitmask(std::span<uint32_t> bitmask, std::span<const int32_t> stop_ids);
+
+  // Automaton work allowed for one mask, one accepted token, or the initial state, in closure steps (Pda::reset_work):
+  // the matcher's unit of work, 6-10 ns each, where a mask's time tracks neither the vocabulary nor the state's size
+  // alone. Masks run on the scheduler thread that every request shares, so this caps one grammar's stall of the
+  // others near 0.3 s. Ordinary grammars stay far below: json_object's costliest mask over Qwen3's 151k tokens is
+  // 4.4M steps (25 ms); (.{0,10}){10} needs 65M for its first mask over a 4k vocabulary, and billions later.
+  static constexpr uint64_t kMaxWork = uint64_t{1} << 25;
 
  private:
   bool advance_bytes(std::string_view bytes, PdaState& out);

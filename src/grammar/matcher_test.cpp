@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "base/error.h"
 #include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
 #include "grammar/test_util.h"
 
 namespace rs::grammar {
@@ -104,6 +107,43 @@ TEST(GrammarMatcher, HugelyAmbiguousGrammarsFailInsteadOfStalling) {
         m.accept_bytes("aa");
       },
       Error);
+}
+
+// 4000 random lowercase tokens of 1-8 bytes: a vocabulary large enough for masks to cost real work.
+std::shared_ptr<const TokenVocab> random_vocab() {
+  std::mt19937 rng(11);
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 4000; ++i) {
+    std::string token(1 + rng() % 8, 'a');
+    for (char& c : token) c = static_cast<char>('a' + rng() % 26);
+    tokens.push_back(std::move(token));
+  }
+  return TokenVocab::from_bytes(std::move(tokens));
+}
+
+// Nested bounded repetitions put hundreds of entries in a state, each mask walking them over the vocabulary: without
+// a bound one mask took a minute on the scheduler thread. Masks fail cleanly past GrammarMatcher::kMaxWork instead.
+TEST(GrammarMatcher, TokenMasksOfAmbiguousGrammarsStopAtTheWorkBudget) {
+  const auto vocab = random_vocab();
+  const auto g = std::make_shared<const CompiledGrammar>(lower_rules(parse_gbnf("root ::= ([a-z]{0,10}){10}")), vocab);
+  GrammarMatcher m(g);
+  std::vector<uint32_t> mask(bitmask_words(vocab->size()));
+  try {
+    for (int step = 0; step < 20; ++step) {
+      m.fill_next_token_bitmask(mask, {});
+      ASSERT_TRUE(m.accept_bytes("abcdefgh"));
+    }
+    FAIL() << "no mask ran out of budget";
+  } catch (const Error& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with("grammar too complex: ")) << e.what();
+  }
+  // An ordinary grammar over the same vocabulary stays far below the budget.
+  const auto json = std::make_shared<const CompiledGrammar>(lower_rules(json_object_rules()), vocab);
+  GrammarMatcher object(json);
+  for (const char* piece : {"{", "\"", "key", "\": ", "[", "1", ", \"", "text"}) {
+    EXPECT_NO_THROW(object.fill_next_token_bitmask(mask, {}));
+    ASSERT_TRUE(object.accept_bytes(piece)) << piece;
+  }
 }
 
 TEST(GrammarMatcher, UnicodeClassesMatchWholeUtf8Characters) {

@@ -8,6 +8,7 @@ namespace rs::grammar {
 
 PdaState Pda::initial_state() {
   closure_steps_ = 0;
+  entry_index_.clear();
   PdaState state;
   for (uint32_t start : grammar_->alternatives[grammar_->root]) closure(start, -1, state);
   return state;
@@ -20,13 +21,37 @@ int32_t Pda::intern(uint32_t pos, int32_t parent) {
   return it->second;
 }
 
+namespace {
+
+constexpr size_t kLinearSearchEntries = 16;
+
+uint64_t entry_key(const PdaEntry& entry) { return (uint64_t{entry.pos} << 32) | static_cast<uint32_t>(entry.parent); }
+
+}  // namespace
+
+// Ambiguous grammars put thousands of entries in a state; a linear search for duplicates would be quadratic.
+void Pda::add_entry(const PdaEntry& entry, PdaState& out) {
+  if (out.entries.size() < kLinearSearchEntries) {
+    if (std::find(out.entries.begin(), out.entries.end(), entry) == out.entries.end()) out.entries.push_back(entry);
+    return;
+  }
+  if (out.entries.size() == kLinearSearchEntries && entry_index_.empty())
+    for (const PdaEntry& held : out.entries) entry_index_.insert(entry_key(held));
+  if (entry_index_.insert(entry_key(entry)).second) out.entries.push_back(entry);
+}
+
 // Expands "continue at pos, then parent" until every way forward starts with a byte set. Terminates because lowering
 // rejects left recursion; an entry reached twice is kept once.
 void Pda::closure(uint32_t pos, int32_t parent, PdaState& out) {
   const Grammar& g = *grammar_;
   while (true) {
     if (++closure_steps_ > kMaxClosureSteps) [[unlikely]]
-      RS_FAIL("the grammar is too ambiguous to run: one byte needs over {} expansions", kMaxClosureSteps);
+      RS_FAIL("grammar too complex: one byte needs over {} expansions", kMaxClosureSteps);
+    if (++work_ > work_budget_) [[unlikely]]
+      RS_FAIL(
+          "grammar too complex: one token or token mask needs over {} automaton steps (nested repetitions such as "
+          "(.{{0,50}}){{10}} can)",
+          work_budget_);
     const uint32_t element = g.elements[pos];
     if (element == Grammar::kEnd) {
       if (parent == kBoundary) {
@@ -43,8 +68,7 @@ void Pda::closure(uint32_t pos, int32_t parent, PdaState& out) {
       continue;
     }
     if (Grammar::is_bytes(element)) {
-      const PdaEntry entry{pos, parent};
-      if (std::find(out.entries.begin(), out.entries.end(), entry) == out.entries.end()) out.entries.push_back(entry);
+      add_entry({pos, parent}, out);
       return;
     }
     // Entering a rule in tail position returns straight to our parent, so repetition does not deepen the stack.
@@ -59,6 +83,7 @@ void Pda::closure(uint32_t pos, int32_t parent, PdaState& out) {
 
 void Pda::advance(const PdaState& from, uint8_t byte, PdaState& out) {
   closure_steps_ = 0;
+  if (!entry_index_.empty()) entry_index_.clear();
   out.entries.clear();
   out.accepting = false;
   out.boundary = false;

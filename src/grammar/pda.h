@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -36,6 +37,13 @@ class Pda {
   // can), so such a grammar fails its request instead of stalling the scheduler.
   void advance(const PdaState& from, uint8_t byte, PdaState& out);
   static constexpr uint32_t kMaxClosureSteps = 1u << 20;
+  // Work budget across many advances (one token mask, one accepted token), in closure steps: each costs about the
+  // same (entries are deduplicated in O(1)), so work tracks CPU time whatever the grammar's shape. Past `budget`
+  // steps, advance() throws rs::Error starting "grammar too complex".
+  void reset_work(uint64_t budget) {
+    work_ = 0;
+    work_budget_ = budget;
+  }
   // A key equal for states with the same entries (stacks compared by content), for caching across matchers.
   void append_key(const PdaState& state, std::string& key) const;
   // The entry with its stack cut below `depth` return nodes: what lies deeper becomes kBoundary, where a path that
@@ -52,9 +60,14 @@ class Pda {
   };
   void closure(uint32_t pos, int32_t parent, PdaState& out);
   int32_t intern(uint32_t pos, int32_t parent);
+  void add_entry(const PdaEntry& entry, PdaState& out);
 
   const Grammar* grammar_;
   uint32_t closure_steps_ = 0;  // since the last advance() or initial_state()
+  uint64_t work_ = 0;           // since reset_work()
+  uint64_t work_budget_ = UINT64_MAX;
+  // The entries of the state being built, once it holds more than a linear scan should search.
+  std::unordered_set<uint64_t> entry_index_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> node_index_;
 };

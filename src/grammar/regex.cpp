@@ -1,5 +1,7 @@
 #include "grammar/regex.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -26,6 +28,18 @@ Ranges complement(Ranges ranges) {
 const Ranges kDigit = {{'0', '9'}};
 const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\r'}, {' ', ' '}};
+
+// As RE2 does: nested counted repetitions may expand to at most this many copies of their innermost item. The
+// matcher's work grows with that product ((.{0,100}){20} would stall it), a single repetition's only linearly.
+constexpr int64_t kMaxNestedRepeat = 1000;
+
+// The largest product of counted bounds ({m,n}: n, or m when unbounded) along any nesting path in `e`.
+int64_t repeat_product(const Expr& e) {
+  int64_t inner = 1;
+  for (const Expr& child : e.children) inner = std::max(inner, repeat_product(child));
+  if (e.kind != Expr::Kind::kRepeat) return inner;
+  return std::min<int64_t>(inner * std::max(e.max, std::max(e.min, 1)), INT32_MAX);
+}
 
 class RegexParser {
  public:
@@ -79,6 +93,12 @@ class RegexParser {
       in_.consume('?');  // lazy: the same language
       if (in_.peek() == '+') in_.fail("possessive quantifiers are not supported");
       a = Expr::repeat(std::move(a), min, max);
+      if (const int64_t inner = repeat_product(a.children[0]); inner > 1) {
+        const int64_t copies = repeat_product(a);
+        if (copies > kMaxNestedRepeat)
+          in_.fail_at(start, fmt::format("grammar too complex: nested repetitions expand to {} copies (at most {})",
+                                         copies, kMaxNestedRepeat));
+      }
     }
   }
 

@@ -50,6 +50,8 @@ TEST(Regex, FullmatchesTheCommonSubset) {
       {"[\\w-]+", "a-b_c", true},
       {"[]a]+", "]a]", true},
       {"(a|)b", "b", true},
+      {"(\\d{1,3}\\.){3}\\d{1,3}", "192.168.0.1", true},
+      {"(a{0,10}b){0,100}", "aabab", true},  // nested, 1000 copies at most: allowed
   };
   for (const Case& c : cases) EXPECT_EQ(fullmatch(c.pattern, c.text), c.match) << c.pattern << " vs " << c.text;
 }
@@ -72,6 +74,10 @@ TEST(Regex, UnsupportedFeaturesAreClearErrors) {
   EXPECT_EQ(error_of("[b-a]"), "regex at line 1, column 5: range out of order");
   EXPECT_EQ(error_of("a{3,1}"), "regex at line 1, column 2: repetition {m,n} with n < m");
   EXPECT_EQ(error_of("a^b"), "regex at line 1, column 2: anchors inside the pattern are not supported");
+  EXPECT_EQ(error_of("(.{0,100}){20}"),
+            "regex at line 1, column 11: grammar too complex: nested repetitions expand to 2000 copies (at most 1000)");
+  EXPECT_EQ(error_of("((a{2,}){0,30}b){20}"),
+            "regex at line 1, column 17: grammar too complex: nested repetitions expand to 1200 copies (at most 1000)");
 }
 
 }  // namespace

@@ -492,5 +492,40 @@ TEST_F(SchedulerTest, GrammarConstrainsTokensAndEndsTheRequest) {
   expect_no_leaks();
 }
 
+// A grammar whose token mask runs past GrammarMatcher::kMaxWork mid-generation (its first mask is cheap: only "x" may
+// start) fails its own request with a clear error; the request beside it runs on untouched.
+TEST_F(SchedulerTest, GrammarTooComplexMidGenerationFailsOnlyItsRequest) {
+  std::mt19937 rng(9);
+  std::vector<std::string> bytes(FakeModel::kVocab);
+  for (std::string& token : bytes) {
+    token.resize(40);
+    for (char& c : token) c = static_cast<char>('a' + rng() % 23);  // never 'x'
+  }
+  bytes[7] = "x";
+  grammar::GrammarCompiler compiler(grammar::TokenVocab::from_bytes(bytes));
+  const auto compiled = compiler.compile({grammar::GrammarKind::kGbnf, R"(root ::= "x" ([a-z]{0,40}){40})"});
+  make(geometry({{0, 64}}), SchedulerConfig{.vocab_size = FakeModel::kVocab});
+  const std::vector<int32_t> prompt = random_prompt(rng, 12);
+  auto request = std::make_unique<Request>();
+  request->id = next_id_++;
+  request->prompt_ids = prompt;
+  request->max_new_tokens = 8;
+  request->sampling.temperature = 0.0f;
+  request->grammar = std::make_unique<grammar::GrammarMatcher>(compiled);
+  auto constrained = std::make_unique<Submitted>();
+  request->stream = constrained->stream;
+  ASSERT_TRUE(scheduler_->submit(std::move(request)));
+  submitted_.push_back(std::move(constrained));
+  Submitted* complex = submitted_.back().get();
+  Submitted* plain = submit(random_prompt(rng, 9), 6);
+  run_to_completion();
+  EXPECT_EQ(complex->reason, FinishReason::kError);
+  EXPECT_EQ(complex->output, std::vector<int32_t>{7});
+  EXPECT_TRUE(complex->error.starts_with("structured output failed: grammar too complex: ")) << complex->error;
+  EXPECT_EQ(plain->reason, FinishReason::kLength);
+  EXPECT_EQ(plain->output, model_->reference(plain->prompt, 6));
+  expect_no_leaks();
+}
+
 }  // namespace
 }  // namespace rs::sched

@@ -172,6 +172,27 @@ std::optional<ApiError> read_structured_outputs(const json& value, OutputConstra
   return std::nullopt;
 }
 
+// The first masks must fit GrammarMatcher::kMaxWork: a 400 now rather than a failed request later. Following the
+// longest allowed token reaches the deep states where ambiguous grammars cost most (a JSON string's pattern starts
+// after its quote). This runs on the HTTP thread; the masks are cached with the grammar for the scheduler thread.
+void probe_masks(const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
+  constexpr int kProbeSteps = 4;
+  const grammar::TokenVocab& vocab = compiled->vocab();
+  grammar::GrammarMatcher probe(compiled);
+  std::vector<uint32_t> mask(grammar::bitmask_words(vocab.size()));
+  for (int step = 0; step < kProbeSteps && !probe.terminated(); ++step) {
+    probe.fill_next_token_bitmask(mask, {});
+    int32_t longest = -1;
+    size_t longest_bytes = 0;
+    for (int32_t id = 0; id < vocab.size(); ++id)
+      if ((mask[id >> 5] >> (id & 31)) & 1u && vocab.token_bytes(id).size() > longest_bytes) {
+        longest = id;
+        longest_bytes = vocab.token_bytes(id).size();
+      }
+    if (longest < 0 || !probe.accept_token(longest)) return;
+  }
+}
+
 }  // namespace
 
 std::optional<ApiError> read_output_constraint(const json& body, bool chat, OutputConstraint& out) {
@@ -235,11 +256,7 @@ std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_
                                                   fmt::format("harmony:{}:{}", static_cast<int>(spec.kind), spec.text))
                          : compiler.compile(spec);
     }
-    // The first mask must be computable (Pda::kMaxClosureSteps): a 400 now rather than a failed request later. It is
-    // cached with the grammar, so the scheduler thread then finds it ready.
-    grammar::GrammarMatcher probe(compiled);
-    std::vector<uint32_t> mask(grammar::bitmask_words(compiled->vocab().size()));
-    probe.fill_next_token_bitmask(mask, {});
+    probe_masks(compiled);
     return compiled;
   } catch (const std::exception& e) {
     const std::string param = constraint.kind == Kind::kToolCalls ? "tools" : constraint.param;

@@ -238,7 +238,11 @@ test('invalid schemas, regexes, grammars and tool choices are 400s naming the pa
     [{ ebnf: 'root ::= "a" | missing' }, 'ebnf', /undefined rule 'missing'/],
     [{ guided_grammar: 'root ::= [z-a]' }, 'guided_grammar', /out of order/],
     [{ regex: 'a', guided_json: {} }, 'guided_json', /Only one output constraint/],
-    [{ regex: '(a{0,4000}){0,4000}b' }, 'regex', /too ambiguous/],
+    [{ regex: '(a{0,4000}){0,4000}b' }, 'regex', /grammar too complex/],
+    // Each of these held the scheduler thread, stalling every other request, for 17-67 s.
+    [{ regex: '(.{0,100}){20}' }, 'regex', /grammar too complex: nested repetitions/],
+    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string',
+      pattern: '^(.{0,50}){10}$' } } } }, 'response_format', /grammar too complex/],
     [{ tools, tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice', /not one of the tools/],
     [{ tool_choice: 'required' }, 'tool_choice', /needs a non-empty 'tools'/],
     [{ guided_json: { type: 'integer', minimum: 5, exclusiveMaximum: 5 } }, 'guided_json', /no integer satisfies/],
