@@ -4,50 +4,17 @@
 #include <numeric>
 
 #include "base/error.h"
-#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::grammar {
-namespace {
-
-// SentencePiece pieces: U+2581 stands for a space, <0xXX> for one byte.
-std::string sentencepiece_bytes(std::string_view piece) {
-  if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>') {
-    const std::string hex(piece.substr(3, 2));
-    return std::string(1, static_cast<char>(std::stoi(hex, nullptr, 16)));
-  }
-  std::string out;
-  static constexpr std::string_view kSpace = "\xE2\x96\x81";
-  for (size_t i = 0; i < piece.size();) {
-    if (piece.substr(i, 3) == kSpace) {
-      out += ' ';
-      i += 3;
-    } else {
-      out += piece[i++];
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::shared_ptr<const TokenVocab> TokenVocab::from_tokenizer(const tokenizer::Tokenizer& tokenizer) {
   const int32_t size = tokenizer.vocab_size();
-  // "Ġ" (a space in the GPT-2 alphabet) is a token of every byte-level vocabulary.
-  const bool byte_level = tokenizer.token_to_id("\xC4\xA0").has_value();
   std::vector<std::string> bytes(size);
   std::vector<int32_t> special;
   for (int32_t id = 0; id < size; ++id) {
-    const std::string_view piece = tokenizer.id_to_token(id);
-    if (tokenizer.is_special(id)) {
-      special.push_back(id);
-      bytes[id] = std::string(piece);
-      continue;
-    }
-    // Added (non-special) tokens such as Qwen's <tool_call> are their own text, as is anything outside the alphabet.
-    std::optional<std::string> raw;
-    if (byte_level && tokenizer.token_to_id(piece) == id) raw = tokenizer::byte_level::decode(piece);
-    bytes[id] = raw ? *raw : byte_level ? std::string(piece) : sentencepiece_bytes(piece);
+    if (tokenizer.is_special(id)) special.push_back(id);
+    bytes[id] = tokenizer.token_bytes(id);
   }
   return from_bytes(std::move(bytes), special);
 }

@@ -102,4 +102,8 @@ std::string ModelText::token_text(int32_t token) const {
   return tokenizer_->decode(ids, /*skip_special_tokens=*/false);
 }
 
+std::string ModelText::token_bytes(int32_t token) const {
+  return tokenizer_ ? tokenizer_->token_bytes(token) : std::string();
+}
+
 }  // namespace rs::server

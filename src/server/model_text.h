@@ -69,6 +69,9 @@ class ModelText {
   std::optional<int32_t> token_id(std::string_view token) const;
   // One token's text for logprobs, or "token_id:N" without a tokenizer.
   std::string token_text(int32_t token) const;
+  // One token's raw bytes (a byte token's text is U+FFFD, its bytes are part of a character); empty without a
+  // tokenizer, whose output has no text.
+  std::string token_bytes(int32_t token) const;
   // A fresh incremental decoder for one choice.
   TextStream stream(bool skip_special_tokens) const { return TextStream(tokenizer_.get(), skip_special_tokens); }
 

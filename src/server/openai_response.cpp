@@ -66,7 +66,13 @@ std::string ResponseBuilder::token_name(int32_t token) const {
   return options_.tokens_as_ids ? "token_id:" + std::to_string(token) : text_.token_text(token);
 }
 
-json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const {
+json ResponseBuilder::token_bytes(int32_t token) const {
+  return utf8_bytes(text_.has_tokenizer() ? text_.token_bytes(token) : token_name(token));
+}
+
+// Offsets count the bytes each token adds to the text (a token holding part of a character adds those bytes, though
+// its text alone shows U+FFFD).
+json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled, int64_t& text_offset) const {
   if (!options_.sampling.logprobs) return nullptr;
   if (endpoint_ == Endpoint::kChat) {
     json content = json::array();
@@ -76,10 +82,10 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
       for (const auto& alt : token.top_logprobs) {
         if (static_cast<int32_t>(top.size()) >= options_.sampling.top_logprobs) break;
         const std::string alt_text = token_name(alt.token_id);
-        top.push_back({{"token", alt_text}, {"logprob", alt.logprob}, {"bytes", utf8_bytes(alt_text)}});
+        top.push_back({{"token", alt_text}, {"logprob", alt.logprob}, {"bytes", token_bytes(alt.token_id)}});
       }
       content.push_back(
-          {{"token", text}, {"logprob", token.logprob}, {"bytes", utf8_bytes(text)}, {"top_logprobs", top}});
+          {{"token", text}, {"logprob", token.logprob}, {"bytes", token_bytes(token.token_id)}, {"top_logprobs", top}});
     }
     return {{"content", content}, {"refusal", nullptr}};
   }
@@ -95,7 +101,7 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
     }
     top_logprobs.push_back(top);
     offsets.push_back(text_offset);
-    text_offset += static_cast<int64_t>(text.size());
+    text_offset += static_cast<int64_t>(text_.token_bytes(token.token_id).size());
   }
   return {
       {"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top_logprobs}, {"text_offset", offsets}};
@@ -115,9 +121,10 @@ json ResponseBuilder::tool_calls_json(const std::vector<ToolCall>& calls, int32_
   return out;
 }
 
-json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) const {
+json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) {
+  if (static_cast<size_t>(delta.index) >= stream_offsets_.size()) stream_offsets_.resize(delta.index + 1, 0);
   json choice = {{"index", delta.index},
-                 {"logprobs", logprobs(delta.sampled, 0)},
+                 {"logprobs", logprobs(delta.sampled, stream_offsets_[delta.index])},
                  {"finish_reason", delta.finish_reason.empty() ? json(nullptr) : json(delta.finish_reason)}};
   if (options_.return_token_ids) choice["token_ids"] = delta.token_ids;
   json out;
@@ -150,7 +157,9 @@ json ResponseBuilder::response(const std::vector<ChoiceResult>& choices, const U
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& result = choices[i];
-    json choice = {{"index", i}, {"logprobs", logprobs(result.sampled, 0)}, {"finish_reason", result.finish_reason}};
+    int64_t text_offset = 0;
+    json choice = {
+        {"index", i}, {"logprobs", logprobs(result.sampled, text_offset)}, {"finish_reason", result.finish_reason}};
     if (endpoint_ == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", result.text}, {"refusal", nullptr}};
       if (!result.tool_calls.empty()) {

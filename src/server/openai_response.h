@@ -33,8 +33,9 @@ class ResponseBuilder {
   ResponseBuilder(Endpoint endpoint, std::string model_name, const GenerationOptions& options, const ModelText& text);
 
   const std::string& id() const { return id_; }
-  // One streamed chunk for `delta`; `first` adds the assistant role (chat).
-  nlohmann::json chunk(const ChoiceDelta& delta, bool first) const;
+  // One streamed chunk for `delta`; `first` adds the assistant role (chat). Call in stream order: completions'
+  // logprobs.text_offset counts on from the choice's earlier chunks.
+  nlohmann::json chunk(const ChoiceDelta& delta, bool first);
   // The usage-only chunk sent last when stream_options.include_usage is set.
   nlohmann::json usage_chunk(const Usage& usage) const;
   // The whole non-streaming response.
@@ -42,9 +43,12 @@ class ResponseBuilder {
 
  private:
   nlohmann::json base(const char* object) const;
-  nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t text_offset) const;
+  // `text_offset`: bytes of the choice's text before these tokens; advanced past them.
+  nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t& text_offset) const;
   // A token as logprobs name it: its text, or "token_id:N" with return_tokens_as_token_ids.
   std::string token_name(int32_t token) const;
+  // A token's bytes for chat logprobs: its raw bytes, or its name's without a tokenizer.
+  nlohmann::json token_bytes(int32_t token) const;
   static nlohmann::json usage_json(const Usage& usage);
   static nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls, int32_t first_index);
 
@@ -54,6 +58,7 @@ class ResponseBuilder {
   std::string model_;
   GenerationOptions options_;
   const ModelText& text_;
+  std::vector<int64_t> stream_offsets_;  // [choice index] bytes of text streamed so far (completions' text_offset)
 };
 
 }  // namespace rs::server

@@ -54,7 +54,7 @@ TEST(OpenAiResponse, UsageReportsSpeculationOnlyWhereItRan) {
 
 TEST(OpenAiResponse, StreamedToolCallsCarryTheirIndex) {
   const ModelText text;
-  const ResponseBuilder builder(Endpoint::kChat, "m", chat_options(), text);
+  ResponseBuilder builder(Endpoint::kChat, "m", chat_options(), text);
   ChoiceDelta delta;
   delta.tool_calls = {{"f", "{}"}};
   delta.first_tool_index = 2;  // the choice's third call
@@ -62,6 +62,61 @@ TEST(OpenAiResponse, StreamedToolCallsCarryTheirIndex) {
   EXPECT_EQ(chunk["tool_calls"][0]["index"], 2);
   EXPECT_EQ(chunk["tool_calls"][0]["function"]["name"], "f");
   EXPECT_FALSE(chunk.contains("content"));
+}
+
+engine::SampledToken sampled(int32_t id, std::vector<int32_t> alternatives = {}) {
+  engine::SampledToken token{.token_id = id, .logprob = -0.5f};
+  for (int32_t alt : alternatives) token.top_logprobs.push_back({.token_id = alt, .logprob = -1.0f});
+  return token;
+}
+
+ModelText byte_level_text() { return ModelText::load(std::string(RS_SOURCE_DIR) + "/tests/tokenizer/data/byte_level"); }
+
+GenerationOptions logprob_options() {
+  GenerationOptions options;
+  options.sampling.logprobs = true;
+  options.sampling.top_logprobs = 2;
+  return options;
+}
+
+// "hello", then "é" as two byte tokens (C3, A9: each alone decodes as U+FFFD), then " the": offsets count the bytes
+// each token adds to the text, streamed or not.
+TEST(OpenAiResponse, CompletionTextOffsetsCountTheTextsBytes) {
+  const ModelText text = byte_level_text();
+  const std::vector<engine::SampledToken> tokens = {sampled(264), sampled(195), sampled(169), sampled(258)};
+  const std::vector<int64_t> expected = {0, 5, 6, 7};
+  ResponseBuilder whole(Endpoint::kCompletion, "m", logprob_options(), text);
+  ChoiceResult result;
+  ChoiceDelta all;
+  all.sampled = tokens;
+  result.append(all);
+  EXPECT_EQ(whole.response({result}, Usage{})["choices"][0]["logprobs"]["text_offset"], json(expected));
+  ResponseBuilder streamed(Endpoint::kCompletion, "m", logprob_options(), text);
+  std::vector<int64_t> offsets;
+  for (const auto& piece : {std::vector{tokens[0]}, std::vector{tokens[1]}, std::vector{tokens[2], tokens[3]}}) {
+    ChoiceDelta delta;
+    delta.sampled = piece;
+    ChoiceDelta other = delta;  // a second choice counts from its own start
+    other.index = 1;
+    const json chunk = streamed.chunk(delta, false);
+    for (const json& offset : chunk["choices"][0]["logprobs"]["text_offset"]) offsets.push_back(offset.get<int64_t>());
+    EXPECT_EQ(streamed.chunk(other, false)["choices"][0]["logprobs"]["text_offset"][0],
+              offsets[offsets.size() - piece.size()]);
+  }
+  EXPECT_EQ(offsets, expected);
+}
+
+TEST(OpenAiResponse, ChatLogprobBytesAreTheTokensRawBytes) {
+  const ModelText text = byte_level_text();
+  ResponseBuilder builder(Endpoint::kChat, "m", logprob_options(), text);
+  ChoiceDelta delta;
+  delta.sampled = {sampled(195, {268, 258})};
+  const json content = builder.chunk(delta, false)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 1u);
+  EXPECT_EQ(content[0]["token"], "\xEF\xBF\xBD");
+  EXPECT_EQ(content[0]["bytes"], json({0xC3}));
+  EXPECT_EQ(content[0]["top_logprobs"][0]["bytes"], json({0xE4, 0xBD}));
+  EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], json({' ', 't', 'h', 'e'}));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "base/utf8.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/pipeline.h"
 
 namespace rs::tokenizer {
@@ -89,6 +90,40 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 
 std::string_view Tokenizer::id_to_token(int32_t id) const {
   return pipeline_->decode_string(id, /*skip_special_tokens=*/false).value_or(std::string_view());
+}
+
+namespace {
+
+// SentencePiece pieces: U+2581 stands for a space, <0xXX> for one byte.
+std::string sentencepiece_bytes(std::string_view piece) {
+  if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>') {
+    const std::string hex(piece.substr(3, 2));
+    return std::string(1, static_cast<char>(std::stoi(hex, nullptr, 16)));
+  }
+  std::string out;
+  static constexpr std::string_view kSpace = "\xE2\x96\x81";
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.substr(i, 3) == kSpace) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += piece[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Tokenizer::token_bytes(int32_t id) const {
+  const std::string_view piece = id_to_token(id);
+  if (is_special(id)) return std::string(piece);
+  // "Ġ" (a space in the GPT-2 alphabet) is a token of every byte-level vocabulary.
+  const bool byte_level = token_to_id("\xC4\xA0").has_value();
+  // Added (non-special) tokens such as Qwen's <tool_call> are their own text, as is anything outside the alphabet.
+  if (byte_level && token_to_id(piece) == id)
+    if (std::optional<std::string> raw = byte_level::decode(piece)) return *std::move(raw);
+  return byte_level ? std::string(piece) : sentencepiece_bytes(piece);
 }
 
 bool Tokenizer::is_special(int32_t id) const {

@@ -55,6 +55,10 @@ class Tokenizer {
   std::string_view id_to_token(int32_t id) const;
   // True for added tokens marked special (dropped by skip_special_tokens).
   bool is_special(int32_t id) const;
+  // The raw bytes the token stands for, before decode() repairs UTF-8: a byte-level token's bytes (perhaps part of a
+  // character), a SentencePiece piece with U+2581 as a space and <0xXX> as its byte, an added token's content. Empty
+  // for an unknown id. For logprobs' bytes and offsets, and the grammar's token bytes.
+  std::string token_bytes(int32_t id) const;
 
   // What callers pass as add_special_tokens by default: true, as in HF; the post-processor
   // decides what that adds (Llama 3 checkpoints with TemplateProcessing add <|begin_of_text|>,

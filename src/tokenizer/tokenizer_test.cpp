@@ -62,6 +62,18 @@ TEST(Tokenizer, DecodeIsLossyAndDropsUnknownIds) {
   EXPECT_EQ(tok.decode(Ids{104, -1, 5000, 105}, false), "hi");
 }
 
+TEST(Tokenizer, TokenBytesAreTheRawBytesBeforeUtf8Repair) {
+  const Tokenizer tok = load_fixture("byte_level");
+  EXPECT_EQ(tok.token_bytes(268), "\xE4\xBD");  // decodes alone as U+FFFD
+  EXPECT_EQ(tok.token_bytes(258), " the");
+  EXPECT_EQ(tok.token_bytes(270), "<|im_end|>");  // special
+  EXPECT_EQ(tok.token_bytes(271), "<think>");     // added
+  EXPECT_EQ(tok.token_bytes(5000), "");
+  const Tokenizer sp = load_fixture("sentencepiece");
+  EXPECT_EQ(sp.token_bytes(231), "\xE4");  // <0xE4>
+  EXPECT_EQ(sp.token_bytes(281), " world");
+}
+
 TEST(Tokenizer, RejectsInvalidUtf8Input) {
   const Tokenizer tok = load_fixture("byte_level");
   EXPECT_THROW(tok.encode("ab\xFF", true), rs::Error);
