@@ -49,28 +49,48 @@ struct FieldReader {
              std::nullopt;
     return x;
   }
+  // Bounds are checked exactly, never through double: 2^63 is above INT64_MAX, not equal to it.
   std::optional<int64_t> integer(const char* name, int64_t lo, int64_t hi) {
     const json* value = find(name);
     if (!value) return std::nullopt;
-    const bool integral = value->is_number_integer() || value->is_number_unsigned() ||
+    const bool integral = value->is_number_integer() ||
                           (value->is_number_float() && std::floor(value->get<double>()) == value->get<double>());
     if (!integral) return fail(wrong_type(name, "an integer", *value)), std::nullopt;
-    const double x = value->get<double>();
-    if (x < static_cast<double>(lo))
+    // -1: below lo, 1: above hi, 0: x holds the value.
+    int below_above = 0;
+    int64_t x = 0;
+    if (value->is_number_unsigned()) {
+      const uint64_t u = value->get<uint64_t>();
+      below_above = hi < 0 || u > static_cast<uint64_t>(hi) ? 1 : 0;
+      x = static_cast<int64_t>(u);
+    } else if (value->is_number_integer()) {
+      x = value->get<int64_t>();
+    } else {
+      // Integral. An integer literal below INT64_MIN parses as a double and may round to -2^63 itself.
+      const double d = value->get<double>();
+      if (d <= -0x1p63)
+        below_above = -1;
+      else if (d >= 0x1p63)
+        below_above = 1;
+      else
+        x = static_cast<int64_t>(d);
+    }
+    if (below_above == 0) below_above = x < lo ? -1 : x > hi ? 1 : 0;
+    if (below_above < 0)
       return fail(invalid_param(name,
                                 fmt::format("Invalid '{}': integer below minimum value. Expected a value >= {}, "
                                             "but got {} instead.",
-                                            name, lo, x),
+                                            name, lo, value->dump()),
                                 "integer_below_min_value")),
              std::nullopt;
-    if (x > static_cast<double>(hi))
+    if (below_above > 0)
       return fail(invalid_param(name,
                                 fmt::format("Invalid '{}': integer above maximum value. Expected a value <= {}, "
                                             "but got {} instead.",
-                                            name, hi, x),
+                                            name, hi, value->dump()),
                                 "integer_above_max_value")),
              std::nullopt;
-    return value->is_number_unsigned() ? static_cast<int64_t>(value->get<uint64_t>()) : value->get<int64_t>();
+    return x;
   }
   std::optional<bool> boolean(const char* name) {
     const json* value = find(name);

@@ -131,6 +131,30 @@ TEST(OpenAiRequest, TokenIdsBeyondInt32AreRejectedNotWrapped) {
   EXPECT_EQ(std::get<ApiError>(stop).param, "stop_token_ids");
 }
 
+// Bounds were once compared as doubles, where 2^63 equals INT64_MAX: seed 2^63 passed and wrapped to -2^63.
+TEST(OpenAiRequest, IntegerBoundsAreExact) {
+  const auto seed = [](const std::string& value) {
+    return parse_completion_request(R"({"prompt": "a", "seed": )" + value + "}", kDefaults);
+  };
+  const ApiError above = std::get<ApiError>(seed("9223372036854775808"));
+  EXPECT_EQ(above.code, "integer_above_max_value");
+  EXPECT_EQ(above.message,
+            "Invalid 'seed': integer above maximum value. Expected a value <= 9223372036854775807, but got "
+            "9223372036854775808 instead.");
+  EXPECT_EQ(std::get<ApiError>(seed("18446744073709551616")).code, "integer_above_max_value");  // parsed as a double
+  EXPECT_EQ(std::get<ApiError>(seed("-9223372036854775809")).code, "integer_below_min_value");
+  EXPECT_EQ(std::get<ApiError>(seed("9.3e18")).code, "integer_above_max_value");
+  EXPECT_EQ(std::get<CompletionRequest>(seed("9223372036854775807")).options.sampling.seed, uint64_t{INT64_MAX});
+  EXPECT_EQ(std::get<CompletionRequest>(seed("-9223372036854775808")).options.sampling.seed, uint64_t{1} << 63);
+  EXPECT_EQ(std::get<CompletionRequest>(seed("12.0")).options.sampling.seed, 12u);
+  EXPECT_EQ(
+      std::get<ApiError>(parse_completion_request(R"({"prompt": "a", "max_tokens": 2147483648})", kDefaults)).code,
+      "integer_above_max_value");
+  EXPECT_EQ(
+      std::get<ApiError>(parse_completion_request(R"({"prompt": "a", "n": 18446744073709551615})", kDefaults)).code,
+      "integer_above_max_value");
+}
+
 TEST(OpenAiRequest, ToolsTurnToolCallParsingOnUnlessToolChoiceIsNone) {
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}])";
   auto parse = [](const std::string& body) {
