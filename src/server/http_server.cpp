@@ -243,7 +243,7 @@ http::Response HttpServer::route_model(const http::Request& req) {
     send_json(res, 200, {{"version", config_.version}});
     return res;
   }
-  if (get && req.path == "/v1/models") {
+  if (get && (req.path == "/v1/models" || req.path == "/v1/models/")) {
     if (!ready_) return loading();
     json data = json::array({model_card(model_->name)});
     for (const std::string& alias : model_->aliases) data.push_back(model_card(alias));

@@ -42,6 +42,21 @@ TEST(HttpServer, OversizedBodyGetsA413ThatNamesTheLimit) {
   server.stop();
 }
 
+// GET /v1/models/ once answered 405 "use GET": it is the model list (503 while loading), and a 405 names a known path
+// asked with the wrong method.
+TEST(HttpServer, ModelsWithATrailingSlashIsTheModelList) {
+  HttpServer server(ServerConfig{.port = 0});
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  EXPECT_EQ(client.Get("/v1/models")->status, 503);
+  EXPECT_EQ(client.Get("/v1/models/")->status, 503);
+  const auto post = client.Post("/v1/models/", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET");
+  server.stop();
+}
+
 TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
   HttpServer server(ServerConfig{.port = 0, .api_key = "sk-test"});
   server.start();

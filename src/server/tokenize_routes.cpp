@@ -22,12 +22,16 @@ std::variant<json, ApiError> parse_object(std::string_view body, const std::set<
   return parsed;
 }
 
+// As the completions endpoints read it: absent, null or "" means the served model; otherwise a string naming it.
 std::optional<ApiError> check_model(const ServingModel& model, const json& body) {
-  if (!body.contains("model") || (body["model"].is_string() && model.serves(body["model"].get<std::string>())))
-    return std::nullopt;
+  const auto name = body.find("model");
+  if (name == body.end() || name->is_null()) return std::nullopt;
+  if (!name->is_string()) return wrong_type("model", "a string", *name);
+  const std::string& requested = name->get_ref<const std::string&>();
+  if (requested.empty() || model.serves(requested)) return std::nullopt;
   return api_error(404, "invalid_request_error",
-                   fmt::format("The model `{}` does not exist or you do not have access to it.", body["model"].dump()),
-                   "model", "model_not_found");
+                   fmt::format("The model `{}` does not exist or you do not have access to it.", requested), "model",
+                   "model_not_found");
 }
 
 }  // namespace

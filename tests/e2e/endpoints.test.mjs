@@ -48,12 +48,20 @@ test('version, tokenize, detokenize, 405, the access log and the stats line', as
       if (param) assert.equal(result.body.error.param, param);
     }
     assert.equal((await post(server.baseURL, '/detokenize', { tokens: [1, 1e9] })).status, 400);
+    // model reads as in /v1/completions: null is the served model, an unknown name is a 404 naming it as given.
+    assert.equal((await post(server.baseURL, '/tokenize', { model: null, prompt: text })).status, 200);
+    const unknownModel = await post(server.baseURL, '/tokenize', { model: 'nope', prompt: text });
+    assert.equal(unknownModel.status, 404, unknownModel.text);
+    assert.match(unknownModel.body.error.message, /^The model `nope` does not exist/);
 
     const wrongMethod = await fetch(`${server.baseURL}/v1/completions`);
     assert.equal(wrongMethod.status, 405);
     assert.equal(wrongMethod.headers.get('allow'), 'POST');
     assert.equal((await fetch(`${server.baseURL}/health`, { method: 'POST' })).status, 405);
     assert.equal((await fetch(`${server.baseURL}/no/such/route`)).status, 404);
+    const slashModels = await fetch(`${server.baseURL}/v1/models/`);
+    assert.equal(slashModels.status, 200);
+    assert.equal((await slashModels.json()).data[0].id, server.model);
     const pageResponse = await fetch(`${server.baseURL}/`);
     assert.equal(pageResponse.status, 200);
     assert.equal(pageResponse.headers.get('content-type'), 'text/html; charset=utf-8');
