@@ -7,6 +7,7 @@
 #include <random>
 
 #include "apps/radixserve/bench_util.h"
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "base/clock.h"
 #include "base/thread_pool.h"
@@ -80,13 +81,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--decode-tokens", options->decode_tokens, "Tokens decoded after the prompt")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--repeats", options->repeats, "Runs; the median is reported")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   add_engine_options(*cmd, options->engine);
   add_bench_one_batch_command(*cmd);

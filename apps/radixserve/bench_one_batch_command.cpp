@@ -12,6 +12,7 @@
 #include "apps/radixserve/bench_grammar.h"
 #include "apps/radixserve/bench_report.h"
 #include "apps/radixserve/bench_util.h"
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "base/log.h"
 
@@ -266,13 +267,13 @@ CLI::App* add_bench_one_batch_command(CLI::App& bench) {
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   cmd->add_option("--input-len", options->input_len, "Prompt tokens per sequence (random ids)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--output-len", options->output_len, "Decode steps (one token per sequence each)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--max-step-tokens", options->max_step_tokens, "Token budget of one prefill step")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the random prompts")->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write every figure, with the run's context, to this file");

@@ -9,6 +9,7 @@
 
 #include "apps/radixserve/bench_report.h"
 #include "apps/radixserve/bench_serve_report.h"
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "base/error.h"
 #include "loadgen/workload.h"
@@ -129,40 +130,40 @@ void add_bench_serve_command(CLI::App& bench) {
   cmd->add_option("--request-rate", options->request_rates,
                   "Open loop: Poisson arrivals at this many requests/s, one run per value")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->excludes(concurrency);
   cmd->add_option("--num-prompts", options->workload.num_prompts, "Requests per run")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--input-len", options->workload.input_len,
                   "Prompt tokens (words with --prompt-format text) after any shared prefix")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--output-len", options->workload.output_len, "max_tokens per request (EOS ignored)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--random-range-ratio", options->workload.range_ratio, "Lengths uniform in [len * (1 - R), len]")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--shared-prefix-len", options->workload.shared_prefix_len,
                   "Tokens (words) of shared prefixes put before each prompt")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--num-prefixes", options->workload.num_prefixes, "Shared prefixes, used round robin")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--prompt-format", options->prompt_format,
                   "ids: prompts as token-id arrays (exact lengths); text: random common words (any server)")
       ->check(CLI::IsMember({"ids", "text"}))
       ->capture_default_str();
   cmd->add_option("--vocab-size", options->workload.vocab_size, "Token ids are drawn from [0, V)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--slo-ttft-ms", options->slo_ttft_ms, "Goodput: time to first token at most this")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--slo-itl-ms", options->slo_itl_ms,
                   "Goodput: mean inter-token latency of the request (TPOT) at most this")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   cmd->add_option("--timeout", options->timeout_s, "Seconds a request may take before it fails")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--seed", options->workload.seed, "Seed of prompts and arrivals")->capture_default_str();
   cmd->add_option("--json", options->json_path, "Also write every figure, with the run's context, to this file");

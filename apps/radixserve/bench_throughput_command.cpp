@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "apps/radixserve/bench_report.h"
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
@@ -281,16 +282,16 @@ void add_bench_throughput_command(CLI::App& bench) {
       ->required()
       ->check(CLI::ExistingDirectory);
   cmd->add_option("--num-prompts", options->workload.num_prompts, "Requests, all submitted at once")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--input-len", options->workload.input_len, "Prompt tokens (random ids)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--output-len", options->workload.output_len, "Tokens generated per request (EOS ignored)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--random-range-ratio", options->workload.range_ratio, "Lengths uniform in [len * (1 - R), len]")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in(0.0, 1.0))
       ->capture_default_str();
   cmd->add_option("--dataset", options->dataset_path,
                   "JSONL of {\"prompt\": text, \"output_len\": n (optional)}; the first --num-prompts lines")

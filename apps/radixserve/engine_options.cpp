@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 
 namespace rs::app {
@@ -23,7 +24,7 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command
       .add_option("--kv-cache-gb", config.kv_cache_gb,
                   "KV cache (and recurrent-state) budget in GiB (0 = derive from free memory)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   command
       .add_option("--num-state-slots", config.num_state_slots,
@@ -33,7 +34,7 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->check(CLI::Range(0, 65536))
       ->capture_default_str();
   command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   command
       .add_option_function<std::string>(
           "--kv-cache-dtype",
@@ -48,7 +49,7 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command
       .add_option("--mem-fraction-static", config.mem_fraction_static,
                   "GPU: fraction of device memory for weights and the KV cache (the rest: activations, graphs)")
-      ->check(CLI::Range(0.05, 0.99))
+      ->check(number_in(0.05, 0.99))
       ->capture_default_str();
   command
       .add_option("--cuda-graph-max-bs", config.cuda_graph_max_batch,

@@ -4,9 +4,11 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/clock.h"
@@ -18,8 +20,8 @@ namespace {
 
 struct GenerateOptions {
   std::string model_dir;
-  std::string prompt_ids;
-  std::string prompt;
+  std::optional<std::string> prompt_ids;
+  std::optional<std::string> prompt;  // given, perhaps empty
   int32_t max_new_tokens = 32;
   int32_t prefill_chunk = 2048;
   bool ignore_eos = false;
@@ -60,11 +62,12 @@ nlohmann::json speculative_json(const spec::SpeculativeConfig& config, const spe
 std::vector<int32_t> encode_prompt(const GenerateOptions& options, std::optional<tokenizer::Tokenizer>& tok,
                                    const engine::Engine& engine) {
   std::vector<int32_t> prompt;
-  if (!options.prompt.empty()) {
+  if (options.prompt) {
     tok.emplace(tokenizer::Tokenizer::load(options.model_dir));
-    prompt = tok->encode(options.prompt, tok->add_special_tokens_default());
+    prompt = tok->encode(*options.prompt, tok->add_special_tokens_default());
+    RS_CHECK(!prompt.empty(), "--prompt encodes to no tokens");
   } else {
-    prompt = parse_ids(options.prompt_ids);
+    prompt = parse_ids(*options.prompt_ids);
   }
   for (int32_t id : prompt)
     RS_CHECK(id >= 0 && id < engine.model_config().vocab_size, "token id {} is outside the vocabulary of {}", id,
@@ -125,7 +128,9 @@ void run_generate_scheduled(const GenerateOptions& options) {
 }
 
 void run_generate(const GenerateOptions& options) {
-  RS_CHECK(options.prompt_ids.empty() != options.prompt.empty(), "give exactly one of --prompt-ids and --prompt");
+  RS_CHECK(options.prompt_ids.has_value() != options.prompt.has_value(),
+           "give exactly one of --prompt-ids and --prompt");
+  RS_CHECK(!options.prompt || !options.prompt->empty(), "--prompt is empty: give the text to continue");
   if (options.speculative.enabled()) return run_generate_scheduled(options);
   engine::EngineConfig config = options.engine;
   config.max_running_requests = 1;
@@ -177,22 +182,24 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", options->prompt, "Prompt text (needs tokenizer.json)");
   cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   cmd->add_option("--temperature", options->sampling.temperature, "0 = greedy")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   cmd->add_option("--top-k", options->sampling.top_k, "Keep the k most likely tokens (<= 0: off)");
-  cmd->add_option("--top-p", options->sampling.top_p, "Nucleus sampling mass")->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--top-p", options->sampling.top_p, "Nucleus sampling mass")->check(number_in(0.0, 1.0));
   cmd->add_option("--min-p", options->sampling.min_p, "Drop tokens below min_p x the top probability")
-      ->check(CLI::Range(0.0f, 1.0f));
+      ->check(number_in(0.0, 1.0));
   cmd->add_option("--repetition-penalty", options->sampling.repetition_penalty, "HF repetition penalty (1 = off)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--presence-penalty", options->sampling.presence_penalty, "OpenAI presence penalty");
-  cmd->add_option("--frequency-penalty", options->sampling.frequency_penalty, "OpenAI frequency penalty");
+      ->check(positive_number());
+  cmd->add_option("--presence-penalty", options->sampling.presence_penalty, "OpenAI presence penalty")
+      ->check(number_in(-2.0, 2.0));
+  cmd->add_option("--frequency-penalty", options->sampling.frequency_penalty, "OpenAI frequency penalty")
+      ->check(number_in(-2.0, 2.0));
   cmd->add_option("--seed", options->seed, "Random seed (same seed, same tokens)");
   cmd->add_option("--prefill-chunk", options->prefill_chunk, "Prefill at most this many tokens per step")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Keep generating past end-of-sequence tokens");
   add_engine_options(*cmd, options->engine);
   add_speculative_options(*cmd, options->speculative);

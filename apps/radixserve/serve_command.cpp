@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
@@ -280,12 +281,12 @@ void add_limit_options(CLI::App& cmd, ServeOptions& options) {
       ->capture_default_str();
   cmd.add_option("--max-prompt-tokens", options.limits.max_prompt_tokens,
                  "Tokens per prompt after the chat template (0 = the context length)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   cmd.add_option("--max-tokens-limit", options.limits.max_tokens,
                  "Largest max_tokens a request may ask for, and the default when it asks for none (0 = what the "
                  "context leaves)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "apps/radixserve/cli_checks.h"
 #include "base/log.h"
 #include "spec/draft_model_drafter.h"
 #include "spec/ngram_drafter.h"
@@ -156,7 +157,7 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
       ->check(CLI::ExistingDirectory);
   cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
                  "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")
-      ->check(CLI::Range(0.01, 0.9))
+      ->check(number_in(0.01, 0.9))
       ->capture_default_str();
   cmd.add_option("--speculative-ngram-min", spec.ngram_min, "Shortest suffix the n-gram drafter matches")
       ->check(CLI::Range(1, 64))
@@ -166,11 +167,11 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
       ->capture_default_str();
   cmd.add_option("--speculative-inject-reject-rate", spec.inject_reject_rate,
                  "Benchmarks: turn each draft token wrong with this probability (speed at a chosen acceptance)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in(0.0, 1.0))
       ->capture_default_str();
   cmd.add_option("--speculative-min-accept-rate", spec.min_accept_rate,
                  "Pause a request's drafting while its moving acceptance rate is below this (0 = never)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(number_in(0.0, 1.0))
       ->capture_default_str();
 }
 

@@ -41,6 +41,11 @@ nlohmann::json run_one(const tokenizer::Tokenizer& tok, const TokenizeOptions& o
     std::vector<int32_t> ids;
     for (const auto& id : input.at("ids")) {
       RS_CHECK(id.is_number_integer(), "tokenize --decode: {} has a non-integer id {}", where, id.dump());
+      // Compared as 64-bit (or unsigned) integers: get<int32_t>() would wrap 4294967297 to 1.
+      const bool known = id.is_number_unsigned() ? id.get<uint64_t>() < static_cast<uint64_t>(tok.vocab_size())
+                                                 : id.get<int64_t>() >= 0 && id.get<int64_t>() < tok.vocab_size();
+      RS_CHECK(known, "tokenize --decode: {} has id {}, outside the vocabulary [0, {})", where, id.dump(),
+               tok.vocab_size());
       ids.push_back(id.get<int32_t>());
     }
     return {{"text", tok.decode(ids, options.skip_special_tokens)}};
