@@ -8,10 +8,7 @@ namespace {
 using json = nlohmann::json;
 
 ServingModel byte_level_model() {
-  ServingModel model;
-  model.name = "m";
-  model.max_context = 64;
-  model.vocab_size = 276;
+  ServingModel model{.name = "m", .max_context = 64, .vocab_size = 276};
   model.text = ModelText::load(std::string(RS_SOURCE_DIR) + "/tests/tokenizer/data/byte_level");
   return model;
 }
