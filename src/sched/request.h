@@ -25,11 +25,12 @@ struct TokenEvent {
   std::vector<engine::SampledToken> tokens;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;          // set with kError
-  int32_t prompt_tokens = 0;  // filled on the first event
-  int32_t cached_tokens = 0;  // prompt tokens served from the prefix cache
-  double queue_seconds = -1;  // first event of an admitted request: seconds from arrival to its first admission
-  int32_t choice_index = 0;   // Request::choice_index of the request it belongs to
+  std::string error;           // set with kError
+  bool request_error = false;  // with kError: caused by the request itself (its size, its grammar), not the server
+  int32_t prompt_tokens = 0;   // filled on the first event
+  int32_t cached_tokens = 0;   // prompt tokens served from the prefix cache
+  double queue_seconds = -1;   // first event of an admitted request: seconds from arrival to its first admission
+  int32_t choice_index = 0;    // Request::choice_index of the request it belongs to
   // The last token is one of the request's stop tokens: it ends the output and adds no text. (A request also stops,
   // with finish_reason kStop, when its grammar is complete; that last token is output.)
   bool stop_token = false;

@@ -112,13 +112,14 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
     error = fmt::format("the request needs {} KV pages but the pool holds {}", kv_.full_pages_for(total),
                         kv_.full_pages_total());
   }
+  const bool request_error = !error.empty();  // the request's own size; the vocabulary below is the server's
   if (error.empty() && seq->request->grammar && config_.vocab_size <= 0)
     error = "structured output is not available: the scheduler has no vocabulary size";
   seq->grammar_active = seq->request->grammar != nullptr &&
                         (seq->request->grammar_after_token < 0 || seq->request->grammar_or_token >= 0);
   if (!error.empty()) {
     never_admitted_.fetch_sub(1);
-    finish(*seq, FinishReason::kError, error);
+    finish(*seq, FinishReason::kError, error, request_error);
     return;
   }
   waiting_.push_back(std::move(seq));
@@ -165,7 +166,7 @@ bool Scheduler::step() {
   ++counters_.steps;
   counters_.forward_seconds += seconds_since(forward_start);
   for (const auto& [seq, error] : mask_failures)
-    finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error));
+    finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error), /*request_error=*/true);
   commit(items, output);
   drop_finished();
   counters_.step_seconds += seconds_since(step_start);
@@ -181,7 +182,7 @@ std::vector<StepItem> Scheduler::schedule() {
   if (items.empty() && !running_.empty()) {
     // Every running sequence is a prefill starved of pages: retract the newest so the others can move on.
     if (running_.size() == 1) {
-      finish(*running_.front(), FinishReason::kError, "KV cache too small for this request");
+      finish(*running_.front(), FinishReason::kError, "KV cache too small for this request", /*request_error=*/true);
       drop_finished();
     } else {
       preempt_newest();
@@ -431,9 +432,10 @@ bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled,
   ++counters_.generation_tokens;
   event.tokens.push_back(sampled);
   std::string grammar_error;
-  event.finish_reason = advance_grammar(seq, sampled.token_id, grammar_error);
+  bool grammar_at_fault = false;
+  event.finish_reason = advance_grammar(seq, sampled.token_id, grammar_error, grammar_at_fault);
   if (!grammar_error.empty()) {
-    finish(seq, FinishReason::kError, grammar_error);  // sends the final event itself
+    finish(seq, FinishReason::kError, grammar_error, grammar_at_fault);  // sends the final event itself
     return false;
   }
   if (event.finish_reason == FinishReason::kNone) {
@@ -471,7 +473,7 @@ Scheduler::MaskFailures Scheduler::fill_token_bitmasks(const std::vector<StepIte
   return failures;
 }
 
-FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::string& error) {
+FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::string& error, bool& request_error) {
   Request& request = *seq.request;
   if (!request.grammar) return FinishReason::kNone;
   if (!seq.grammar_active) {
@@ -491,13 +493,14 @@ FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::strin
     }
   } catch (const std::exception& e) {
     error = fmt::format("structured output failed: {}", e.what());
+    request_error = true;
     return FinishReason::kNone;
   }
   // Complete with nothing allowed after it: end here instead of sampling a forced stop token.
   return request.grammar->terminated() ? FinishReason::kStop : FinishReason::kNone;
 }
 
-void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error) {
+void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error, bool request_error) {
   if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);
   release_memory(seq);
   seq.finished = true;
@@ -506,6 +509,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;
+  event.request_error = reason == FinishReason::kError && request_error;
   event.choice_index = seq.request->choice_index;
   event.prompt_tokens = seq.num_prompt;
   event.cached_tokens = seq.cached_tokens;

@@ -136,8 +136,10 @@ class Scheduler {
   using MaskFailures = std::vector<std::pair<Sequence*, std::string>>;
   void size_token_bitmasks(const std::vector<StepItem>& items);
   MaskFailures fill_token_bitmasks(const std::vector<StepItem>& items);
-  // Advances the sequence's grammar by its new token; the reason to finish now, or kNone.
-  FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error);
+  // Advances the sequence's grammar by its new token; the reason to finish now, or kNone. On failure sets `error`,
+  // and `request_error` when the grammar itself is at fault (too complex), not the engine (a token it should not
+  // have sampled).
+  FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error, bool& request_error);
   // Prefix caching of hybrid models (state_snapshots.cpp). take_state_slot: a free recurrent-state slot, dropping
   // the least recently used snapshot when none is free; -1 when running sequences hold every slot.
   bool state_snapshots_enabled() const;
@@ -155,7 +157,8 @@ class Scheduler {
   // output's pages and snapshots the state there, releasing the previous output snapshot unless it sits on a
   // state_snapshot_interval boundary.
   void snapshot_output_state(Sequence& seq);
-  void finish(Sequence& seq, FinishReason reason, const std::string& error = {});
+  // request_error (with kError): the request caused it (its size, its grammar): the server answers 400, not 500.
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = {}, bool request_error = false);
   void drop_finished();
   void end_all(FinishReason reason, const std::string& error);
   void publish_stats();

@@ -27,6 +27,7 @@ struct Submitted {
   int32_t cached_tokens = -1;
   int32_t events_with_queue_time = 0;  // must be exactly one (the first) for a request that produced tokens
   std::string error;
+  bool request_error = false;
   bool stop_token = false;  // the final event said its last token is a stop token
 };
 
@@ -82,6 +83,7 @@ class SchedulerTest : public ::testing::Test {
         if (event->finished) {
           s->reason = event->finish_reason;
           s->error = event->error;
+          s->request_error = event->request_error;
           s->stop_token = event->stop_token;
         }
       }
@@ -320,6 +322,7 @@ TEST_F(SchedulerTest, RequestsThatCannotFitFailAlone) {
   EXPECT_EQ(too_long->reason, FinishReason::kError);
   EXPECT_EQ(too_big->reason, FinishReason::kError);
   EXPECT_FALSE(too_big->error.empty());
+  EXPECT_TRUE(too_long->request_error && too_big->request_error);  // the request's size: the server answers 400
   EXPECT_EQ(fine->reason, FinishReason::kLength);
 }
 
@@ -353,6 +356,7 @@ TEST_F(SchedulerTest, ForwardFailureFailsOnlyThatBatch) {
   Submitted* second = submit({1, 2, 3}, 4);
   run_to_completion();
   EXPECT_EQ(first->reason, FinishReason::kError);
+  EXPECT_FALSE(first->request_error);  // the device's failure: a 500
   EXPECT_EQ(second->output, model_->reference(second->prompt, 4));
   expect_no_leaks();
 }
@@ -522,6 +526,8 @@ TEST_F(SchedulerTest, GrammarTooComplexMidGenerationFailsOnlyItsRequest) {
   EXPECT_EQ(complex->reason, FinishReason::kError);
   EXPECT_EQ(complex->output, std::vector<int32_t>{7});
   EXPECT_TRUE(complex->error.starts_with("structured output failed: grammar too complex: ")) << complex->error;
+  EXPECT_TRUE(complex->request_error);  // the server answers 400: the grammar is the client's
+  EXPECT_FALSE(plain->request_error);
   EXPECT_EQ(plain->reason, FinishReason::kLength);
   EXPECT_EQ(plain->output, model_->reference(plain->prompt, 6));
   expect_no_leaks();

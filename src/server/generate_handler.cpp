@@ -29,6 +29,13 @@ const char* route_of(Endpoint endpoint) {
   return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
 }
 
+// How a failed generation is answered: the request's own fault (too long for the pool, a grammar too complex to
+// follow) is a 400, anything else the server's 500.
+ApiError failure(const Generation& generation) {
+  const std::string& message = *generation.error();
+  return generation.error_is_request() ? api_error(400, "invalid_request_error", message) : server_error(500, message);
+}
+
 // One access-log line per call (never prompt or output text; --log-requests logs the prompt on a line of its own).
 void log_access(Endpoint endpoint, const std::string& id, int status, const Generation& generation) {
   const Usage usage = generation.usage();
@@ -246,8 +253,7 @@ class PendingCompletion : public http::DeferredResponse {
     if (!call_.generation->done()) return std::nullopt;
     call_.finished = true;
     call_.generation->set_waker({});
-    if (call_.generation->error())
-      return call_.handler.respond_error(server_error(500, *call_.generation->error()), call_.endpoint);
+    if (call_.generation->error()) return call_.handler.respond_error(failure(*call_.generation), call_.endpoint);
     call_.handler.metrics_.requests_ok++;
     log_access(call_.endpoint, call_.builder->id(), 200, *call_.generation);
     http::Response res;
@@ -285,7 +291,7 @@ class CompletionStream : public http::ChunkSource {
     for (const ChoiceDelta& delta : generation.poll(0ms)) out += sse_data(call_.builder->chunk(delta, false));
     const bool done = generation.done();
     if (done && generation.error()) {
-      out += sse_data(error_json(server_error(500, *generation.error())));
+      out += sse_data(error_json(failure(generation)));
     } else if (done && include_usage_) {
       out += sse_data(call_.builder->usage_chunk(generation.usage()));
     }
@@ -296,8 +302,15 @@ class CompletionStream : public http::ChunkSource {
     if (done) {
       call_.finished = true;
       generation.set_waker({});
-      (generation.error() ? call_.handler.metrics_.requests_server_error : call_.handler.metrics_.requests_ok)++;
-      log_access(call_.endpoint, call_.builder->id(), generation.error() ? 500 : 200, generation);
+      const int status = generation.error() ? failure(generation).status : 200;
+      if (status >= 500) {
+        call_.handler.metrics_.requests_server_error++;
+      } else if (status >= 400) {
+        call_.handler.metrics_.count_client_error(status);
+      } else {
+        call_.handler.metrics_.requests_ok++;
+      }
+      log_access(call_.endpoint, call_.builder->id(), status, generation);
     }
     return done;
   }

@@ -141,6 +141,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
       default:
         // kError, or kAbort from a shutting-down scheduler: the call fails.
         error_ = event.error.empty() ? std::string("the request was aborted") : event.error;
+        error_is_request_ = event.finish_reason == sched::FinishReason::kError && event.request_error;
         RS_LOG_WARN("rid={} failed: {}", choice.request_id, *error_);
         abort();
         end_choice(choice, delta, "");

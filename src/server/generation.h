@@ -100,6 +100,8 @@ class Generation {
   void abort();
   // Set when the scheduler failed a choice (then done() is true and the call is answered with an error).
   const std::optional<std::string>& error() const { return error_; }
+  // With error(): the request itself caused it (its size, its grammar's complexity): a 400, not a 500.
+  bool error_is_request() const { return error_is_request_; }
   Usage usage() const;
   int32_t num_choices() const { return static_cast<int32_t>(choices_.size()); }
   // For the access log: seconds from arrival to the first token (any choice; negative: none yet) and until now, and
@@ -149,6 +151,7 @@ class Generation {
   std::vector<Choice> choices_;
   int32_t num_finished_ = 0;
   std::optional<std::string> error_;
+  bool error_is_request_ = false;
   Clock::time_point arrival_ = Clock::now();
   std::optional<Clock::time_point> first_token_;
 };
