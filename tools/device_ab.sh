@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Before/after timings from one call on the GPU machine. "After" is this working tree; "before" is a copy of it with
+# PATCH reverse-applied (the device copy's .git is stale: never check anything out there). Builds both, runs the
+# CUDA parity tests (TESTS, a gtest filter of cuda_backend_test) on "after", then every line of BENCH_FILE on
+# before and after in turn, ROUNDS times. Logs and JSON go to $OUT/ab; $OUT/ab/summary.txt has one line per run.
+#
+#   on the dev machine:  git diff BASE_REV HEAD -- src > .baseline/change.patch   (carry .baseline and .devdeps)
+#   on the GPU machine:  tools/device_ab.sh .baseline/change.patch .baseline/bench.txt
+#
+# BENCH_FILE: one radixserve command line per line, without the binary (e.g. `bench --model configs/Qwen3-8B
+# --load-format dummy --backend cuda --prompt-tokens 512 --decode-tokens 2 --repeats 3`), or a served load
+# `serve SERVE_ARGS | bench serve BENCH_ARGS` (the server on port 8123, --base-url added to the bench). Lines starting
+# with # are skipped.
+# env: ROUNDS (1), TESTS (gtest filter; empty skips the parity run), SKIP_BEFORE=1 (build and run only "after"),
+#      SKIP_BUILD=1 (a warm machine: reuse /tmp/ab-build-{before,after}).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+patch_file=$(realpath "$1")
+bench_file=$(realpath "$2")
+out=${OUT:-/tmp}/ab
+mkdir -p "$out"
+log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
+
+trees=(after)
+if [[ "${SKIP_BEFORE:-}" != 1 && "${SKIP_BUILD:-}" != 1 ]]; then
+  rm -rf /tmp/ab-before && mkdir -p /tmp/ab-before
+  tar --exclude=./.git --exclude=./build -cf - . | tar -C /tmp/ab-before -xf -
+  (cd /tmp/ab-before && patch -R -p1 --quiet < "$patch_file") || { log "PATCH DID NOT REVERSE-APPLY"; exit 2; }
+fi
+[[ "${SKIP_BEFORE:-}" != 1 ]] && trees=(before after)
+declare -A source_of=([after]=$(pwd) [before]=/tmp/ab-before)
+for tree in "${trees[@]}"; do
+  [[ "${SKIP_BUILD:-}" == 1 ]] && break
+  log "build $tree"
+  SOURCE_DIR=${source_of[$tree]} BUILD_DIR=/tmp/ab-build-$tree ONLY_BUILD=1 OUT="$out/build-$tree" \
+    tools/device_test_cuda.sh radixserve cuda_backend_test > "$out/build-$tree.txt" 2>&1 || { log "BUILD $tree FAILED"; tail -20 "$out/build-$tree.txt"; exit 1; }
+done
+libdir="${DEPS_PREFIX:-/tmp/rs-devdeps}/usr/lib/x86_64-linux-gnu"
+export LD_LIBRARY_PATH="$libdir:$libdir/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a "$out/summary.txt"
+
+if [[ -n "${TESTS:-}" ]]; then
+  log "parity ($TESTS) on after"
+  RS_REQUIRE_CUDA=1 /tmp/ab-build-after/src/backend/cuda/cuda_backend_test --gtest_filter="$TESTS" > "$out/parity.txt" 2>&1
+  log "parity exit $? ($(grep -cE '^\[  FAILED' "$out/parity.txt") failed lines)"
+fi
+
+run_line() {  # tree, run index, command line
+  local app=/tmp/ab-build-$1/bin/radixserve name=$2 line=$3
+  if [[ "$line" == serve\ *\|* ]]; then
+    local serve_args=${line%%|*} bench_args=${line#*|}
+    # shellcheck disable=SC2086
+    $app ${serve_args} --port 8123 > "$out/$name.server.log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 1 180); do
+      python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8123/health")' 2>/dev/null && break
+      sleep 1
+    done
+    # shellcheck disable=SC2086
+    $app ${bench_args} --base-url http://127.0.0.1:8123 --json "$out/$name.json" > "$out/$name.txt" 2>&1
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  else
+    # shellcheck disable=SC2086
+    $app ${line} > "$out/$name.txt" 2>&1
+  fi
+  log "$name: $(grep -E 'tok/s|out tok/s|^ +[0-9]+ +[0-9]+ +0 ' "$out/$name.txt" | tail -3 | tr -s ' ' | tr '\n' ' ')"
+}
+
+index=0
+while IFS= read -r line; do
+  [[ -z "$line" || "$line" == \#* ]] && continue
+  index=$((index + 1))
+  log "line $index: $line"
+  for round in $(seq 1 "${ROUNDS:-1}"); do
+    # Alternate the order by round, so neither tree always runs on a cold (or a warm) card.
+    order=("${trees[@]}")
+    ((round % 2 == 0)) && ((${#trees[@]} == 2)) && order=(after before)
+    for tree in "${order[@]}"; do run_line "$tree" "l${index}-r${round}-${tree}" "$line"; done
+  done
+done < "$bench_file"
+log "done"
