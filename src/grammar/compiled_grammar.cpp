@@ -37,4 +37,14 @@ void CompiledGrammar::cache_local_mask(const std::string& local_key, std::shared
   if (local_masks_.emplace(local_key, std::move(mask)).second) cached_bytes_ += bytes;
 }
 
+std::optional<std::string> CompiledGrammar::admission_verdict() const {
+  std::lock_guard lock(mutex_);
+  return admission_;
+}
+
+void CompiledGrammar::set_admission_verdict(std::string refusal) const {
+  std::lock_guard lock(mutex_);
+  admission_ = std::move(refusal);
+}
+
 }  // namespace rs::grammar

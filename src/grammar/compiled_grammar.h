@@ -41,6 +41,12 @@ class CompiledGrammar {
 
   static constexpr size_t kMaxCachedMaskBytes = size_t{64} << 20;
 
+  // The server's admission check of this grammar (its first masks fit GrammarMatcher::kMaxWork), kept with it so
+  // that a repeated request is answered without walking the automaton again: nullopt until checked, then the
+  // refusal's message (empty: admitted).
+  std::optional<std::string> admission_verdict() const;
+  void set_admission_verdict(std::string refusal) const;
+
  private:
   Grammar grammar_;
   std::shared_ptr<const TokenVocab> vocab_;
@@ -48,6 +54,7 @@ class CompiledGrammar {
   mutable std::unordered_map<std::string, std::vector<uint32_t>> masks_;
   mutable std::unordered_map<std::string, std::shared_ptr<const LocalMask>> local_masks_;
   mutable size_t cached_bytes_ = 0;
+  mutable std::optional<std::string> admission_;
 };
 
 }  // namespace rs::grammar

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #include "base/error.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
@@ -193,6 +195,22 @@ void probe_masks(const std::shared_ptr<const grammar::CompiledGrammar>& compiled
   }
 }
 
+// probe_masks once per compiled grammar (cached by the compiler): a grammar refused once is refused again at once,
+// without spending another ~kMaxWork of automaton steps per request.
+void check_admission(const std::shared_ptr<const grammar::CompiledGrammar>& compiled) {
+  if (const std::optional<std::string> verdict = compiled->admission_verdict()) {
+    if (!verdict->empty()) throw std::runtime_error(*verdict);
+    return;
+  }
+  try {
+    probe_masks(compiled);
+  } catch (const std::exception& e) {
+    compiled->set_admission_verdict(e.what());
+    throw;
+  }
+  compiled->set_admission_verdict({});
+}
+
 }  // namespace
 
 std::optional<ApiError> read_output_constraint(const json& body, bool chat, OutputConstraint& out) {
@@ -256,7 +274,7 @@ std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile_
                                                   fmt::format("harmony:{}:{}", static_cast<int>(spec.kind), spec.text))
                          : compiler.compile(spec);
     }
-    probe_masks(compiled);
+    check_admission(compiled);
     return compiled;
   } catch (const std::exception& e) {
     const std::string param = constraint.kind == Kind::kToolCalls ? "tools" : constraint.param;

@@ -183,8 +183,15 @@ TEST(StructuredOutput, GrammarsTooComplexToMaskAre400s) {
   EXPECT_EQ(error_of(R"({"regex": "(.{0,100}){20}"})"),
             "Invalid 'regex': regex at line 1, column 11: grammar too complex: nested repetitions expand to 2000 "
             "copies (at most 1000)");
-  const std::string pattern = error_of(R"({"guided_json": {"type": "string", "pattern": "^(.{0,50}){10}$"}})");
+  const std::string complex_body = R"({"guided_json": {"type": "string", "pattern": "^(.{0,50}){10}$"}})";
+  const std::string pattern = error_of(complex_body);
   EXPECT_TRUE(pattern.starts_with("Invalid 'guided_json': grammar too complex: ")) << pattern;
+  // The verdict stays with the cached grammar: the same request is refused again, with the same message, from it.
+  const auto cached = wide.compile({grammar::GrammarKind::kJsonSchema, read(complex_body).constraint.text});
+  const std::optional<std::string> verdict = cached->admission_verdict();
+  ASSERT_TRUE(verdict.has_value());
+  EXPECT_TRUE(verdict->starts_with("grammar too complex: ")) << *verdict;
+  EXPECT_EQ(error_of(complex_body), pattern);
   // An ordinary schema over the same vocabulary is fine.
   const Read ok = read(R"({"guided_json": {"type": "object", "properties": {"name": {"type": "string",
       "pattern": "^[a-z]{1,20}( [a-z]{1,20}){0,3}$"}, "tags": {"type": "array", "items": {"type": "string"}}}}})");
