@@ -8,7 +8,9 @@
 // better than cublasGemmEx). Shapes are keyed by (m, k, n) for n <= 256 (decode and graph batch sizes) and by n's
 // next power of two above that (prefill chunks). A shape first met while a CUDA graph records runs cublasGemmEx
 // untimed and is timed at its first eager call. A kept algorithm that cannot run another n of its bucket falls back
-// to cublasGemmEx for that call.
+// to cublasGemmEx for that call. The choice comes from timings, so another card or another start may keep another
+// algorithm (sums in another order: last-bit differences in the fast path only); a candidate must win by kMargin to
+// be kept, which makes that rare. Exact and deterministic modes never come here.
 #pragma once
 
 #include <cublasLt.h>
@@ -36,8 +38,9 @@ class GemmTuner {
   int64_t tuned_shapes() const { return static_cast<int64_t>(choices_.size()); }
   int64_t lt_choices() const;
 
-  static constexpr int kCandidates = 8;  // cuBLASLt heuristic results timed per shape
-  static constexpr int kReps = 3;        // timed runs per candidate, after one warm-up run
+  static constexpr int kCandidates = 8;    // cuBLASLt heuristic results timed per shape
+  static constexpr int kReps = 5;          // timed runs per candidate, after one warm-up run
+  static constexpr float kMargin = 0.03f;  // how much faster a candidate must be than the best so far to replace it
 
  private:
   struct Choice {
