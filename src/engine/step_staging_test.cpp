@@ -1,9 +1,10 @@
-// StepStaging's BatchView: the count of leading one-token sequences (decode rows) the CUDA flash kernel launches apart.
+// StepStaging's BatchView: the count of leading one-token sequences (decode rows), for a backend that runs them apart
+// from the prefill chunks after them.
 #include "engine/step_staging.h"
 
 #include <gtest/gtest.h>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 
 namespace rs::engine {
 namespace {
@@ -11,14 +12,15 @@ namespace {
 class StepStagingTest : public ::testing::Test {
  protected:
   StepStagingTest()
-      : pool_(backend_, kv::KvPoolConfig{.page_size = 4,
-                                         .num_kv_heads = 1,
-                                         .head_dim = 4,
-                                         .groups = {kv::KvGroup{.window = 0, .layers = {0}, .num_pages = 32}}}),
-        staging_(backend_, pool_, 64) {}
+      : backend_(make_backend("cpu", BackendOptions{.num_threads = 1})),
+        pool_(*backend_, kv::KvPoolConfig{.page_size = 4,
+                                          .num_kv_heads = 1,
+                                          .head_dim = 4,
+                                          .groups = {kv::KvGroup{.window = 0, .layers = {0}, .num_pages = 32}}}),
+        staging_(*backend_, pool_, 64) {}
 
-  // One sequence per entry of `lengths`, each computing its last `length` positions of a 10-token context, pages
-  // 2s and 2s + 1 + 2... (three per sequence).
+  // One sequence per entry of `lengths`, each computing its last `length` positions of a 10-token context in pages
+  // 3s, 3s + 1 and 3s + 2.
   ForwardBatch batch(const std::vector<int32_t>& lengths) {
     ForwardBatch b;
     b.max_pages = 3;
@@ -39,7 +41,7 @@ class StepStagingTest : public ::testing::Test {
     return inputs.groups.at(0).num_decode_seqs;
   }
 
-  cpu::CpuBackend backend_{1, false};
+  std::unique_ptr<Backend> backend_;
   kv::KvPool pool_;
   StepStaging staging_;
 };
