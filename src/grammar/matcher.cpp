@@ -6,15 +6,27 @@
 
 namespace rs::grammar {
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback)
-    : grammar_(std::move(grammar)), pda_(grammar_->grammar()), max_rollback_(std::max(max_rollback, 0)) {
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback,
+                               uint64_t max_total_work)
+    : grammar_(std::move(grammar)),
+      pda_(grammar_->grammar()),
+      max_rollback_(std::max(max_rollback, 0)),
+      max_total_work_(max_total_work) {
   pda_.reset_work(kMaxWork);
   history_.push_back(pda_.initial_state());
 }
 
+void GrammarMatcher::begin_work() {
+  total_work_ += pda_.work();
+  pda_.reset_work(kMaxWork);
+  if (total_work_ > max_total_work_)
+    RS_FAIL("grammar too complex: this request's token masks and tokens took over {} automaton steps in all",
+            max_total_work_);
+}
+
 bool GrammarMatcher::advance_bytes(std::string_view bytes, PdaState& out) {
   PdaState scratch;
-  pda_.reset_work(kMaxWork);
+  begin_work();
   out = history_.back();
   for (unsigned char byte : bytes) {
     pda_.advance(out, byte, scratch);
@@ -50,7 +62,7 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> bitmask, std::s
   std::optional<std::vector<uint32_t>> cached = grammar_->cached_mask(key_);
   if (!cached) {
     cached.emplace();
-    pda_.reset_work(kMaxWork);
+    begin_work();
     compute_mask(state, *cached);
     grammar_->cache_mask(key_, *cached);
   }

@@ -19,8 +19,9 @@ inline int32_t bitmask_words(int64_t vocab_size) { return static_cast<int32_t>((
 
 class GrammarMatcher {
  public:
-  // Keeps the last `max_rollback` tokens' states for rollback().
-  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback = 16);
+  // Keeps the last `max_rollback` tokens' states for rollback(). max_total_work: see kMaxTotalWork.
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, int32_t max_rollback = 16,
+                          uint64_t max_total_work = kMaxTotalWork);
 
   // Advances by the token's bytes; false (and no change) when the grammar does not allow them (special tokens: unless
   // the grammar spells them out, special_token_bytes).
@@ -47,9 +48,17 @@ class GrammarMatcher {
   // others near 0.3 s. Ordinary grammars stay far below: json_object's costliest mask over Qwen3's 151k tokens is
   // 4.4M steps (25 ms); (.{0,10}){10} needs 65M for its first mask over a 4k vocabulary, and billions later.
   static constexpr uint64_t kMaxWork = uint64_t{1} << 25;
+  // Automaton work allowed over the matcher's whole life (one request): a grammar whose every mask stays just under
+  // kMaxWork would otherwise slow every step of every request for as long as it generates. 2^32 steps is 30-40 s of
+  // the scheduler thread, far above what ordinary grammars spend in a long answer (their masks are cached by state);
+  // past it, the next mask or token throws "grammar too complex".
+  static constexpr uint64_t kMaxTotalWork = uint64_t{1} << 32;
+  uint64_t total_work() const { return total_work_ + pda_.work(); }
 
  private:
   bool advance_bytes(std::string_view bytes, PdaState& out);
+  // Starts one mask's or token's work budget, adding the last one's work to the total; throws past max_total_work_.
+  void begin_work();
   // The mask of `state`: the union of its entries' local masks, with their uncertain tokens tried on the whole state;
   // a state whose local masks leave too many tokens uncertain walks the trie itself (walk_trie).
   void compute_mask(const PdaState& state, std::vector<uint32_t>& mask);
@@ -62,6 +71,8 @@ class GrammarMatcher {
   std::shared_ptr<const CompiledGrammar> grammar_;
   Pda pda_;
   int32_t max_rollback_;
+  uint64_t max_total_work_;
+  uint64_t total_work_ = 0;       // of the operations before the current one
   std::deque<PdaState> history_;  // back() is the current state
   std::vector<PdaState> levels_;  // trie walk scratch: the state after each depth's byte
   std::vector<uint8_t> crossed_;  // trie walk scratch: a boundary was crossed at or above each depth

@@ -146,6 +146,32 @@ TEST(GrammarMatcher, TokenMasksOfAmbiguousGrammarsStopAtTheWorkBudget) {
   }
 }
 
+// A request's matcher also has a budget over its whole life: a grammar whose each mask fits kMaxWork still cannot
+// keep taking scheduler time without end. A small total shows it: the first operation past it throws, and the work
+// counted matches what the operations did.
+TEST(GrammarMatcher, TotalWorkOfOneRequestIsBounded) {
+  const auto vocab = random_vocab();
+  const auto g = std::make_shared<const CompiledGrammar>(lower_rules(parse_gbnf("root ::= [a-z]+")), vocab);
+  GrammarMatcher unbounded(g);
+  std::vector<uint32_t> mask(bitmask_words(vocab->size()));
+  unbounded.fill_next_token_bitmask(mask, {});
+  ASSERT_TRUE(unbounded.accept_bytes("abc"));
+  const uint64_t spent = unbounded.total_work();
+  ASSERT_GT(spent, 0u);
+
+  const auto fresh = std::make_shared<const CompiledGrammar>(lower_rules(parse_gbnf("root ::= [a-z]+")), vocab);
+  GrammarMatcher bounded(fresh, 16, spent / 2);  // a fresh grammar: its mask is not cached yet
+  std::vector<uint32_t> same(bitmask_words(vocab->size()));
+  bounded.fill_next_token_bitmask(same, {});  // within the budget when it starts
+  EXPECT_EQ(same, mask);
+  try {
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(bounded.accept_bytes("abc"));
+    FAIL() << "the total budget never ran out";
+  } catch (const Error& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with("grammar too complex: this request's token masks")) << e.what();
+  }
+}
+
 TEST(GrammarMatcher, UnicodeClassesMatchWholeUtf8Characters) {
   const auto g = compile_for_test(parse_gbnf(R"(root ::= [^a]+)"));
   EXPECT_TRUE(fullmatch(g, "é日本😀"));

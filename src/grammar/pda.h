@@ -44,6 +44,7 @@ class Pda {
     work_ = 0;
     work_budget_ = budget;
   }
+  uint64_t work() const { return work_; }  // since reset_work()
   // A key equal for states with the same entries (stacks compared by content), for caching across matchers.
   void append_key(const PdaState& state, std::string& key) const;
   // The entry with its stack cut below `depth` return nodes: what lies deeper becomes kBoundary, where a path that
