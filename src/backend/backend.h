@@ -55,6 +55,10 @@ struct BatchView {
   int32_t num_seqs = 0;
   int32_t max_kv_len = 0;  // max over seq_kv_len (host-known bound)
   Tensor seq_token_start;  // i32 [S + 1] first token of each sequence (tokens are grouped by sequence), or empty
+  // How many of the first sequences compute one token each (host-known; the scheduler puts decode rows first), for a
+  // backend that runs decode rows apart from the prefill chunks after them (the CUDA flash kernel's two-launch mixed
+  // step, built and waiting for a measurement: docs/notes/cuda-attention.md, session 21). 0: not known.
+  int32_t num_decode_seqs = 0;
 };
 
 // Batch metadata of the recurrent (gated-delta-net) layers, on the backend's device. Tokens are grouped by sequence.
