@@ -107,6 +107,7 @@ struct AttentionArgs {
   ElemType sinks_type;
   float* out;                // [T, heads * hd]
   float* partial;            // [T, heads, splits, hd + 2] when splits > 1
+  int64_t partial_row_base;  // flash kernel: partial's first row (token x heads + head) when it holds a sub-batch
   uint32_t* split_counters;  // flash kernel with splits > 1: zeroed words, one per (tile, KV head) of the grid
   int64_t split_counter_words;
   uint32_t* error_flags;
