@@ -472,7 +472,12 @@ class CudaBackend final : public Backend {
     a.page_table = batch.page_table.data_as<int32_t>();
     a.sinks = params.sinks.empty() ? nullptr : params.sinks.data();
     a.sinks_type = params.sinks.empty() ? ElemType::kF32 : elem_type(params.sinks.dtype());
-    a.out = out.data_as<float>();
+    // bf16 out: o_proj's input where linear_input_dtype says bf16 (rounded once, as the GEMM would round it).
+    RS_CHECK(out.dtype() == DType::kF32 || (out.dtype() == DType::kBF16 && !ctx_->exact_f32()),
+             "attention: out must be f32{} (got {})", ctx_->exact_f32() ? " in exact mode" : " or bf16",
+             dtype_name(out.dtype()));
+    a.out = out.data();
+    a.out_bf16 = out.dtype() == DType::kBF16;
     a.error_flags = ctx_->error_flags();
     a.num_tokens = tokens;
     a.num_heads = params.num_heads;
