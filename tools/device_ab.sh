@@ -7,33 +7,54 @@
 #   on the dev machine:  git diff BASE_REV HEAD -- src > .baseline/change.patch   (carry .baseline and .devdeps)
 #   on the GPU machine:  tools/device_ab.sh .baseline/change.patch .baseline/bench.txt
 #
+# More than two trees: PATCH may be a comma-separated list NAME=FILE,... (e.g. `before=.baseline/all.patch,
+# mid=.baseline/last.patch`): each NAME is this tree with its FILE reverse-applied, timed beside "after" in the
+# list's order. One call then compares a stack of changes (builds cost ~1-2 min each).
+#
 # BENCH_FILE: one radixserve command line per line, without the binary (e.g. `bench --model configs/Qwen3-8B
 # --load-format dummy --backend cuda --prompt-tokens 512 --decode-tokens 2 --repeats 3`), or a served load
 # `serve SERVE_ARGS | bench serve BENCH_ARGS` (the server on port 8123, --base-url added to the bench). Lines starting
 # with # are skipped.
 # env: ROUNDS (1), TESTS (gtest filter; empty skips the parity run), SKIP_BEFORE=1 (build and run only "after"),
-#      SKIP_BUILD=1 (a warm machine: reuse /tmp/ab-build-{before,after}).
+#      SKIP_BUILD=1 (a warm machine: reuse /tmp/ab-build-<name>).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-patch_file=$(realpath "$1")
 bench_file=$(realpath "$2")
 out=${OUT:-/tmp}/ab
 mkdir -p "$out"
 log() { echo "== $(date +%T) $*" | tee -a "$out/summary.txt"; }
 
-trees=(after)
-if [[ "${SKIP_BEFORE:-}" != 1 && "${SKIP_BUILD:-}" != 1 ]]; then
-  rm -rf /tmp/ab-before && mkdir -p /tmp/ab-before
-  tar --exclude=./.git --exclude=./build -cf - . | tar -C /tmp/ab-before -xf -
-  (cd /tmp/ab-before && patch -R -p1 --quiet < "$patch_file") || { log "PATCH DID NOT REVERSE-APPLY"; exit 2; }
+# The trees other than "after": NAME -> the patch whose reverse gives it.
+declare -A patch_of=()
+others=()
+if [[ "$1" == *=* ]]; then
+  IFS=, read -ra pairs <<< "$1"
+  for pair in "${pairs[@]}"; do
+    others+=("${pair%%=*}")
+    patch_of[${pair%%=*}]=$(realpath "${pair#*=}")
+  done
+else
+  others=(before)
+  patch_of[before]=$(realpath "$1")
 fi
-[[ "${SKIP_BEFORE:-}" != 1 ]] && trees=(before after)
-declare -A source_of=([after]=$(pwd) [before]=/tmp/ab-before)
+[[ "${SKIP_BEFORE:-}" == 1 ]] && others=()
+declare -A source_of=([after]=$(pwd))
+for tree in "${others[@]}"; do
+  source_of[$tree]=/tmp/ab-$tree
+  [[ "${SKIP_BUILD:-}" == 1 ]] && continue
+  rm -rf "/tmp/ab-$tree" && mkdir -p "/tmp/ab-$tree"
+  tar --exclude=./.git --exclude=./build -cf - . | tar -C "/tmp/ab-$tree" -xf -
+  (cd "/tmp/ab-$tree" && patch -R -p1 --quiet < "${patch_of[$tree]}") ||
+    { log "PATCH FOR $tree DID NOT REVERSE-APPLY"; exit 2; }
+done
+trees=("${others[@]}" after)
 for tree in "${trees[@]}"; do
   [[ "${SKIP_BUILD:-}" == 1 ]] && break
   log "build $tree"
+  targets=(radixserve)
+  [[ "$tree" == after ]] && targets+=(cuda_backend_test)  # the parity tests run on "after" only
   SOURCE_DIR=${source_of[$tree]} BUILD_DIR=/tmp/ab-build-$tree ONLY_BUILD=1 OUT="$out/build-$tree" \
-    tools/device_test_cuda.sh radixserve cuda_backend_test > "$out/build-$tree.txt" 2>&1 || { log "BUILD $tree FAILED"; tail -20 "$out/build-$tree.txt"; exit 1; }
+    tools/device_test_cuda.sh "${targets[@]}" > "$out/build-$tree.txt" 2>&1 || { log "BUILD $tree FAILED"; tail -20 "$out/build-$tree.txt"; exit 1; }
 done
 libdir="${DEPS_PREFIX:-/tmp/rs-devdeps}/usr/lib/x86_64-linux-gnu"
 export LD_LIBRARY_PATH="$libdir:$libdir/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -73,9 +94,12 @@ while IFS= read -r line; do
   index=$((index + 1))
   log "line $index: $line"
   for round in $(seq 1 "${ROUNDS:-1}"); do
-    # Alternate the order by round, so neither tree always runs on a cold (or a warm) card.
+    # Alternate the order by round, so no tree always runs on a cold (or a warm) card.
     order=("${trees[@]}")
-    ((round % 2 == 0)) && ((${#trees[@]} == 2)) && order=(after before)
+    if ((round % 2 == 0)); then
+      order=()
+      for ((i = ${#trees[@]} - 1; i >= 0; --i)); do order+=("${trees[i]}"); done
+    fi
     for tree in "${order[@]}"; do run_line "$tree" "l${index}-r${round}-${tree}" "$line"; done
   done
 done < "$bench_file"
