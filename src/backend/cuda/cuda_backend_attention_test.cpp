@@ -138,10 +138,10 @@ TEST_F(CudaParity, StoreKvAndAttention) {
           fast_->synchronize();
           EXPECT_EQ(fetch<uint16_t>(out_bf16), to_bf16(fetch<float>(out_fast))) << what << " (bf16 output)";
           if (window == 0 && sink_mode == 0) {  // exact mode keeps f32 everywhere
-            EXPECT_THROW(gpu_->attention(q_d, kc_d, vc_d, batch_d,
-                                         AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, Tensor()},
-                                         out_bf16),
-                         Error);
+            EXPECT_THROW(
+                gpu_->attention(q_d, kc_d, vc_d, batch_d,
+                                AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, Tensor()}, out_bf16),
+                Error);
           }
         }
       }
