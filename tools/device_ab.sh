@@ -2,7 +2,8 @@
 # Before/after timings from one call on the GPU machine. "After" is this working tree; "before" is a copy of it with
 # PATCH reverse-applied (the device copy's .git is stale: never check anything out there). Builds both, runs the
 # CUDA parity tests (TESTS, a gtest filter of cuda_backend_test) on "after", then every line of BENCH_FILE on
-# before and after in turn, ROUNDS times. Logs and JSON go to $OUT/ab; $OUT/ab/summary.txt has one line per run.
+# before and after in turn, ROUNDS times. Logs and JSON go to $OUT/ab (and all of them, builds' logs aside, to
+# $OUT/ab.tar.gz: the device tool returns only a few files); $OUT/ab/summary.txt has one line per run.
 #
 #   on the dev machine:  git diff BASE_REV HEAD -- src > .baseline/change.patch   (carry .baseline and .devdeps)
 #   on the GPU machine:  tools/device_ab.sh .baseline/change.patch .baseline/bench.txt
@@ -62,7 +63,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader | tee -a "$out/s
 
 if [[ -n "${TESTS:-}" ]]; then
   log "parity ($TESTS) on after"
-  RS_REQUIRE_CUDA=1 /tmp/ab-build-after/src/backend/cuda/cuda_backend_test --gtest_filter="$TESTS" > "$out/parity.txt" 2>&1
+  RS_REQUIRE_CUDA=1 /tmp/ab-build-after/tests/cuda_backend_test --gtest_filter="$TESTS" > "$out/parity.txt" 2>&1
   log "parity exit $? ($(grep -cE '^\[  FAILED' "$out/parity.txt") failed lines)"
 fi
 
@@ -85,7 +86,8 @@ run_line() {  # tree, run index, command line
     # shellcheck disable=SC2086
     $app ${line} > "$out/$name.txt" 2>&1
   fi
-  log "$name: $(grep -E 'tok/s|out tok/s|^ +[0-9]+ +[0-9]+ +0 ' "$out/$name.txt" | tail -3 | tr -s ' ' | tr '\n' ' ')"
+  # bench: its JSON's tokens_per_s fields; bench one-batch and bench serve: their table's data rows.
+  log "$name: $(grep -E '_tokens_per_s|^ +[0-9]+ +[0-9.]+ +[0-9.]+ ' "$out/$name.txt" | tail -3 | tr -s ' ' | tr '\n' ' ')"
 }
 
 index=0
@@ -104,3 +106,5 @@ while IFS= read -r line; do
   done
 done < "$bench_file"
 log "done"
+# The device returns only a few files from $OUT: everything travels in one archive beside the summary.
+tar -C "$out" -czf "${OUT:-/tmp}/ab.tar.gz" --exclude='build-*' . && log "logs in ab.tar.gz"
