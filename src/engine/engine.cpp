@@ -119,26 +119,16 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   if (backend_->supports_graphs())
     graph_sizes_ = decode_graph_sizes(std::min<int32_t>(graph_max, static_cast<int32_t>(reserved_tokens_)));
   if (!graph_sizes_.empty()) {
-    warm_up_steps();
+    run_largest_step();
     capture_decode_graphs();
   }
 }
 
-void Engine::warm_up_steps() {
-  // One step per prefill row bucket (powers of two from 512; the GEMM tuner keys rows above 256 so), then the largest
-  // step: a backend that picks GEMM algorithms per shape at first use (CUDA's GemmTuner) times them here, not inside
-  // the first long prompts of a server; internal scratch reaches its final size before graphs record addresses.
-  const auto start = Clock::now();
-  int32_t steps = 0;
-  for (int64_t tokens = 512; tokens < reserved_tokens_; tokens *= 2, ++steps) run_warm_up_step(tokens);
-  run_warm_up_step(reserved_tokens_);
-  RS_LOG_INFO("warmed {} step sizes up to {} tokens in {:.2f} s", steps + 1, reserved_tokens_, seconds_since(start));
-}
-
-void Engine::run_warm_up_step(int64_t step_tokens) {
-  // One sequence of `step_tokens` tokens, all at position 0 (each reads one key), writing page 0 of every group,
-  // which no request holds yet.
-  const int32_t tokens = static_cast<int32_t>(step_tokens);
+void Engine::run_largest_step() {
+  // One sequence of reserved_tokens_ tokens, all at position 0 (each reads one key), writing page 0 of every group,
+  // which no request holds yet. Internal scratch (bf16 GEMM inputs, MoE buffers) grows to the largest step's size
+  // here, once, instead of moving under recorded graphs at the first long prefill.
+  const int32_t tokens = static_cast<int32_t>(reserved_tokens_);
   ForwardBatch batch;
   batch.token_ids.assign(tokens, 0);
   batch.positions.assign(tokens, 0);

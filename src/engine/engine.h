@@ -113,8 +113,7 @@ class Engine {
   uint64_t memory_epoch() const;
   // Records decode graphs for every size in graph_sizes_ (each run once eagerly first, so scratch is sized).
   void capture_decode_graphs();
-  void warm_up_steps();  // eagerly, before recording graphs: every prefill row bucket, then the largest step
-  void run_warm_up_step(int64_t tokens);
+  void run_largest_step();        // eagerly, before recording graphs (sizes the backend's scratch)
   void allocate_feature_cache();  // capture_hidden_layers: features_ beside the KV pool
   // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
   int32_t graph_size_for(const ForwardBatch& batch) const;
