@@ -199,8 +199,8 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   typed_layer_inputs_ = true;
   for (const auto& lw : layers_)
     typed_layer_inputs_ = typed_layer_inputs_ && lw.kind == loader::LayerKind::kAttention && !lw.ffn.is_moe &&
-                          lw.attention.gate.out_features == 0 && bf16(lw.attention.qkv) && bf16(lw.ffn.gate_up) &&
-                          bf16(lw.ffn.down);
+                          lw.attention.gate.out_features == 0 && bf16(lw.attention.qkv) && bf16(lw.attention.o) &&
+                          bf16(lw.ffn.gate_up) && bf16(lw.ffn.down);
   typed_head_input_ = bf16(lm_head_);
 }
 
@@ -319,7 +319,9 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::Kv
   const AttentionWeights& a = layers_[layer].attention;
   const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
   Tensor qkv = qkv_.slice_rows(0, tokens);
-  Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd}), attn = attn_.slice_rows(0, tokens);
+  // The attention output feeds only o_proj (no output gate on typed models): it takes h's dtype.
+  Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd});
+  Tensor attn = retyped(attn_.slice_rows(0, tokens), a.gate.out_features > 0 ? DType::kF32 : h.dtype());
   const float eps = static_cast<float>(config_.rms_norm_eps);
   backend_->linear(h, a.qkv, a.qkv_bias, qkv);
   const QkvNormRope prepare{a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_};
