@@ -233,6 +233,7 @@ class CudaBackend final : public Backend {
   // A decode step (one token per sequence) on the flash kernel prepares q, k and v inside the attention kernel.
   void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, Tensor k_cache, Tensor v_cache,
                      const BatchView& batch, const AttentionParams& params, Tensor q_scratch, Tensor out) override {
+    check_attention_out(out);  // before qkv_prepare writes the cache on the unfused path
     const int32_t tokens = static_cast<int32_t>(q_scratch.dim(0));
     const bool fuse = tokens > 0 && tokens == batch.num_seqs && !ctx_->batch_invariant() &&
                       params.num_heads / std::max(params.num_kv_heads, 1) <= 16 &&
@@ -472,10 +473,7 @@ class CudaBackend final : public Backend {
     a.page_table = batch.page_table.data_as<int32_t>();
     a.sinks = params.sinks.empty() ? nullptr : params.sinks.data();
     a.sinks_type = params.sinks.empty() ? ElemType::kF32 : elem_type(params.sinks.dtype());
-    // bf16 out: o_proj's input where linear_input_dtype says bf16 (rounded once, as the GEMM would round it).
-    RS_CHECK(out.dtype() == DType::kF32 || (out.dtype() == DType::kBF16 && !ctx_->exact_f32()),
-             "attention: out must be f32{} (got {})", ctx_->exact_f32() ? " in exact mode" : " or bf16",
-             dtype_name(out.dtype()));
+    check_attention_out(out);
     a.out = out.data();
     a.out_bf16 = out.dtype() == DType::kBF16;
     a.error_flags = ctx_->error_flags();
@@ -569,6 +567,13 @@ class CudaBackend final : public Backend {
     a.num_kv_heads = static_cast<int32_t>(kv_heads);
     a.head_dim = static_cast<int32_t>(hd);
     return a;
+  }
+
+  // bf16 out: o_proj's input where linear_input_dtype says bf16 (rounded once, as the GEMM would round it).
+  void check_attention_out(const Tensor& out) const {
+    RS_CHECK(out.dtype() == DType::kF32 || (out.dtype() == DType::kBF16 && !ctx_->exact_f32()),
+             "attention: out must be f32{} (got {})", ctx_->exact_f32() ? " in exact mode" : " or bf16",
+             dtype_name(out.dtype()));
   }
 
   static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {

@@ -115,9 +115,11 @@ TEST_F(CudaParity, StoreKvAndAttention) {
           Tensor ref = host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim});
           cpu_->attention(q, kc_h, vc_h, batch_h,
                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks}, ref);
+          // Uploaded once on the exact backend's stream; the fast backend's stream reads it after a synchronize.
+          const Tensor sinks_d = dev(sinks);
           Tensor out = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
           gpu_->attention(q_d, kc_d, vc_d, batch_d,
-                          AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out);
+                          AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks_d}, out);
           const std::string what =
               fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={} cache={}", c.heads, c.kv_heads,
                           c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype));
@@ -127,21 +129,24 @@ TEST_F(CudaParity, StoreKvAndAttention) {
           Tensor out_fast = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
           gpu_->synchronize();  // the fast backend runs on its own stream
           fast_->attention(q_d, kc_d, vc_d, batch_d,
-                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_fast);
+                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks_d}, out_fast);
           fast_->synchronize();
           EXPECT_PARITY(fetch<float>(out_fast), as_floats(ref), tolerance, what + " (fast backend)");
           // A bf16 output (o_proj's input on the fast path) is the f32 output rounded once, bit for bit.
           Tensor out_bf16 = dev(host_zeros(DType::kBF16, {tokens, int64_t{c.heads} * c.head_dim}));
           gpu_->synchronize();
           fast_->attention(q_d, kc_d, vc_d, batch_d,
-                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_bf16);
+                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks_d}, out_bf16);
           fast_->synchronize();
           EXPECT_EQ(fetch<uint16_t>(out_bf16), to_bf16(fetch<float>(out_fast))) << what << " (bf16 output)";
-          if (window == 0 && sink_mode == 0) {  // exact mode keeps f32 everywhere
-            EXPECT_THROW(
-                gpu_->attention(q_d, kc_d, vc_d, batch_d,
-                                AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, Tensor()}, out_bf16),
-                Error);
+          if (window == 0 && sink_mode == 0) {  // exact mode keeps f32 everywhere, refused before any launch
+            try {
+              gpu_->attention(q_d, kc_d, vc_d, batch_d,
+                              AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, Tensor()}, out_bf16);
+              ADD_FAILURE() << what << ": exact mode took a bf16 output";
+            } catch (const Error& e) {
+              EXPECT_NE(std::string(e.what()).find("in exact mode"), std::string::npos) << e.what();
+            }
           }
         }
       }
