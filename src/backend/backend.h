@@ -55,10 +55,6 @@ struct BatchView {
   int32_t num_seqs = 0;
   int32_t max_kv_len = 0;  // max over seq_kv_len (host-known bound)
   Tensor seq_token_start;  // i32 [S + 1] first token of each sequence (tokens are grouped by sequence), or empty
-  // How many of the first sequences compute one token each (host-known; the scheduler puts decode rows first), for a
-  // backend that runs decode rows apart from the prefill chunks after them (the CUDA flash kernel's two-launch mixed
-  // step, built and waiting for a measurement: docs/notes/cuda-attention.md, session 21). 0: not known.
-  int32_t num_decode_seqs = 0;
 };
 
 // Batch metadata of the recurrent (gated-delta-net) layers, on the backend's device. Tokens are grouped by sequence.
@@ -146,7 +142,7 @@ class Backend {
   // The dtype in which a model may hand this backend the inputs of a step's linears with bf16 weights, for `rows`
   // rows: bf16 where the backend's GEMM rounds its input to bf16 anyway (CUDA's fast path past the GEMV's rows), so
   // that storing it rounded saves a conversion pass and half the bytes at the same numerics; f32 otherwise. Where it
-  // says bf16, rms_norm, add_rms_norm, silu_mul, attention and qkv_attention accept a bf16 `out` and linear a bf16 `x`.
+  // says bf16, rms_norm, add_rms_norm and silu_mul accept a bf16 `out` and linear a bf16 `x`.
   virtual DType linear_input_dtype(int64_t rows) const { return DType::kF32; }
   // out[t] = table[ids[t]] (table f32/bf16 [V, H])
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;

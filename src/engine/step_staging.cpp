@@ -158,14 +158,10 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
                                 has_checkpoints ? on_device(checkpoints, {tokens}) : Tensor()};
   if (has_features) inputs.feature_rows = on_device(feature_rows, {tokens});
   inputs.features_from_target = batch.features_from_target;
-  int32_t decode_seqs = 0;  // idle rows are one-token sequences too
-  while (decode_seqs < all_seqs && seq_start[decode_seqs + 1] - seq_start[decode_seqs] == 1) ++decode_seqs;
-  for (int g = 0; g < kv_.num_groups(); ++g) {
+  for (int g = 0; g < kv_.num_groups(); ++g)
     inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),
                                       on_device(slots[g], {tokens}), page_size, all_seqs,
                                       std::max(max_kv_len, max_kv_len_bound), seq_start_d});
-    inputs.groups.back().num_decode_seqs = decode_seqs;
-  }
   return inputs;
 }
 

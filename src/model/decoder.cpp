@@ -319,11 +319,7 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::Kv
   const AttentionWeights& a = layers_[layer].attention;
   const BatchView& view = inputs.groups[kv.group_of_layer(layer)];
   Tensor qkv = qkv_.slice_rows(0, tokens);
-  // The attention output feeds only o_proj (no output gate on typed models): h's dtype where o_proj is dense bf16.
-  const bool typed_attn =
-      a.gate.out_features == 0 && a.o.format == LinearWeight::Format::kDense && a.o.weight.dtype() == DType::kBF16;
-  Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd});
-  Tensor attn = retyped(attn_.slice_rows(0, tokens), typed_attn ? h.dtype() : DType::kF32);
+  Tensor q3 = q_.slice_rows(0, tokens).view({tokens, heads, hd}), attn = attn_.slice_rows(0, tokens);
   const float eps = static_cast<float>(config_.rms_norm_eps);
   backend_->linear(h, a.qkv, a.qkv_bias, qkv);
   const QkvNormRope prepare{a.q_norm, a.k_norm, eps, rope_table_, rotary_dim_};

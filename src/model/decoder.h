@@ -116,8 +116,7 @@ class DecoderModel : public Model {
   int32_t rotary_dim_ = 0;
   // Whether every consumer of the normed layer inputs and SwiGLU outputs (resp. of the final norm) is a linear with a
   // dense bf16 weight, so that they may take Backend::linear_input_dtype: dense attention models (no MoE, gated
-  // attention or delta nets, whose routers, gates and kernels read f32). The attention output follows h's dtype
-  // where o_proj is a dense bf16 weight too.
+  // attention or delta nets, whose routers, gates and kernels read f32).
   bool typed_layer_inputs_ = false;
   bool typed_head_input_ = false;
   // Activations, sized for the largest step seen.

@@ -233,7 +233,6 @@ class CudaBackend final : public Backend {
   // A decode step (one token per sequence) on the flash kernel prepares q, k and v inside the attention kernel.
   void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, Tensor k_cache, Tensor v_cache,
                      const BatchView& batch, const AttentionParams& params, Tensor q_scratch, Tensor out) override {
-    check_attention_out(out);  // before qkv_prepare writes the cache on the unfused path
     const int32_t tokens = static_cast<int32_t>(q_scratch.dim(0));
     const bool fuse = tokens > 0 && tokens == batch.num_seqs && !ctx_->batch_invariant() &&
                       params.num_heads / std::max(params.num_kv_heads, 1) <= 16 &&
@@ -473,9 +472,7 @@ class CudaBackend final : public Backend {
     a.page_table = batch.page_table.data_as<int32_t>();
     a.sinks = params.sinks.empty() ? nullptr : params.sinks.data();
     a.sinks_type = params.sinks.empty() ? ElemType::kF32 : elem_type(params.sinks.dtype());
-    check_attention_out(out);
-    a.out = out.data();
-    a.out_bf16 = out.dtype() == DType::kBF16;
+    a.out = out.data_as<float>();
     a.error_flags = ctx_->error_flags();
     a.num_tokens = tokens;
     a.num_heads = params.num_heads;
@@ -494,42 +491,19 @@ class CudaBackend final : public Backend {
     return a;
   }
 
-  // The tensor-core kernel: key splits (and their partial buffer) unless batch-invariant. A mixed step runs in two
-  // launches: its decode rows (the leading one-token sequences) on the decode tiles, 16 rows with the keys split over
-  // the warps, and its prefill chunks on the prefill tiles. In one launch every decode token would take a whole
-  // 128-row tile of which it fills `group` rows, one warp of four doing a full tile's work.
+  // The tensor-core kernel: key splits (and their partial buffer) unless batch-invariant.
   void launch_flash(AttentionArgs& a, const BatchView& batch, const AttentionParams& params) {
     on_device({&batch.seq_token_start});
     a.seq_token_start = batch.seq_token_start.data_as<int32_t>();
+    const int64_t partial = a.batch_invariant
+                                ? 0
+                                : flash_attention_partial_floats(a.num_tokens, batch.num_seqs, params.num_heads,
+                                                                 params.num_kv_heads, params.head_dim, batch.max_kv_len,
+                                                                 params.window, ctx_->num_sms(), &a.splits);
+    if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
     a.split_counters = ctx_->split_counters();
     a.split_counter_words = DeviceContext::kSplitCounters;
-    const auto plan_splits = [&](AttentionArgs& part) {
-      return a.batch_invariant ? 0
-                               : flash_attention_partial_floats(part.num_tokens, part.num_seqs, params.num_heads,
-                                                                params.num_kv_heads, params.head_dim, batch.max_kv_len,
-                                                                params.window, ctx_->num_sms(), &part.splits);
-    };
-    const int32_t decode = batch.num_decode_seqs;
-    if (a.batch_invariant || decode <= 0 || decode >= a.num_seqs) {
-      const int64_t partial = plan_splits(a);
-      if (partial > 0) a.partial = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
-      launch_flash_attention(a, ctx_->stream());
-      return;
-    }
-    AttentionArgs head = a, tail = a;  // tokens [0, decode) are sequences [0, decode), one each
-    head.num_seqs = head.num_tokens = decode;
-    tail.num_seqs = a.num_seqs - decode;
-    tail.num_tokens = a.num_tokens - decode;
-    tail.seq_token_start += decode;  // its entries stay absolute token indices
-    tail.page_table += static_cast<int64_t>(decode) * a.max_pages;
-    tail.partial_row_base = static_cast<int64_t>(decode) * a.num_heads;
-    const int64_t partial = std::max(plan_splits(head), plan_splits(tail));  // the launches run one after the other
-    if (partial > 0) {
-      float* buffer = static_cast<float*>(ctx_->scratch(ScratchSlot::kAttention, partial * sizeof(float)));
-      head.partial = tail.partial = buffer;
-    }
-    launch_flash_attention(head, ctx_->stream());
-    launch_flash_attention(tail, ctx_->stream());
+    launch_flash_attention(a, ctx_->stream());
   }
 
   QkvPrepareArgs prepare_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
@@ -567,13 +541,6 @@ class CudaBackend final : public Backend {
     a.num_kv_heads = static_cast<int32_t>(kv_heads);
     a.head_dim = static_cast<int32_t>(hd);
     return a;
-  }
-
-  // bf16 out: o_proj's input where linear_input_dtype says bf16 (rounded once, as the GEMM would round it).
-  void check_attention_out(const Tensor& out) const {
-    RS_CHECK(out.dtype() == DType::kF32 || (out.dtype() == DType::kBF16 && !ctx_->exact_f32()),
-             "attention: out must be f32{} (got {})", ctx_->exact_f32() ? " in exact mode" : " or bf16",
-             dtype_name(out.dtype()));
   }
 
   static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {

@@ -161,13 +161,6 @@ TEST_F(CudaParity, QkvAttentionDecodeFusesPrepareBitExactly) {
     EXPECT_EQ(fetch<uint16_t>(kc), fetch<uint16_t>(kc_ref)) << what << " k cache";
     EXPECT_EQ(fetch<uint16_t>(vc), fetch<uint16_t>(vc_ref)) << what << " v cache";
     EXPECT_EQ(fetch<float>(out), fetch<float>(out_ref)) << what << " output";
-    // o_proj's bf16 input (Backend::linear_input_dtype): the same output rounded once, bit for bit.
-    Tensor out_bf16 = dev(host_zeros(DType::kBF16, {seqs, int64_t{c.heads} * hd}));
-    gpu_->synchronize();  // the zeros land (on the exact backend's stream) before the fast stream writes
-    fast_->qkv_attention(qkv, prepare, kc, vc, batch, params, q_fused, out_bf16);
-    fast_->synchronize();
-    EXPECT_EQ(fetch<float>(q_fused), sentinel) << what << ": the fused path was not taken for a bf16 output";
-    EXPECT_EQ(fetch<uint16_t>(out_bf16), to_bf16(fetch<float>(out))) << what << " bf16 output";
     std::printf("  %-48s bit-identical: %s\n", what.c_str(), ::testing::Test::HasFailure() ? "no" : "yes");
   }
 }

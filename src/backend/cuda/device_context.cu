@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.cuh"
-#include "backend/cuda/gemm_tuner.cuh"
 
 namespace rs::cuda {
 
@@ -31,7 +30,6 @@ DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f
   RS_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   RS_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
   RS_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
-  gemm_tuner_ = std::make_unique<GemmTuner>(cublas_, cublas_workspace_, kCublasWorkspaceBytes);
   // Full fp32 (no TF32) for f32 GEMMs: activations are f32 and the CPU reference is exact fp32.
   RS_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   // Keep freed stream-ordered memory in the pool: per-step staging buffers are then reused without cudaMalloc.
@@ -51,7 +49,6 @@ DeviceContext::~DeviceContext() {
   // Destructors must not throw: failures here are ignored (the process is tearing the device down anyway).
   (void)cudaSetDevice(index_);
   (void)cudaStreamSynchronize(stream_);
-  gemm_tuner_.reset();
   for (void* p : scratch_)
     if (p) (void)cudaFree(p);
   for (auto& [key, table] : expert_tables_) (void)cudaFree(table.device);

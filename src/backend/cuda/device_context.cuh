@@ -7,7 +7,6 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,8 +15,6 @@
 #include "backend/cuda/kernels/kernels.cuh"
 
 namespace rs::cuda {
-
-class GemmTuner;
 
 // Scratch buffers for op temporaries; one op never holds two uses of the same slot.
 enum class ScratchSlot : int {
@@ -48,8 +45,6 @@ class DeviceContext {
   int index() const { return index_; }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
-  // The fast path's bf16 GEMMs through cuBLASLt, algorithms timed once per shape (gemm_tuner.cuh).
-  GemmTuner& gemm_tuner() const { return *gemm_tuner_; }
   int num_sms() const { return num_sms_; }
   int compute_major() const { return compute_major_; }
   const std::string& device_name() const { return device_name_; }
@@ -106,7 +101,6 @@ class DeviceContext {
   std::array<void*, static_cast<size_t>(ScratchSlot::kCount)> scratch_{};
   std::array<size_t, static_cast<size_t>(ScratchSlot::kCount)> scratch_bytes_{};
   std::unordered_map<const void*, CachedTable> expert_tables_;
-  std::unique_ptr<GemmTuner> gemm_tuner_;
 };
 
 ElemType elem_type(DType dtype);

@@ -7,7 +7,6 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/device_context.cuh"
-#include "backend/cuda/gemm_tuner.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -48,7 +47,9 @@ void cublas_linear(DeviceContext& ctx, const Tensor& x_tensor, int64_t tokens, c
   const float one = 1.0f, zero = 0.0f;
   if (x_tensor.dtype() == DType::kBF16) {
     RS_CHECK(w.weight.dtype() == DType::kBF16 && !ctx.exact_f32(), "bf16 linear inputs need a bf16 weight (fast path)");
-    ctx.gemm_tuner().run(m, n, k, w.weight.data(), x_tensor.data(), out, ctx.stream());
+    RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
+                                 x_tensor.data(), CUDA_R_16BF, k, &zero, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
+                                 CUBLAS_GEMM_DEFAULT));
     return;
   }
   const float* x = x_tensor.data_as<float>();
@@ -61,10 +62,9 @@ void cublas_linear(DeviceContext& ctx, const Tensor& x_tensor, int64_t tokens, c
   void* hi = ctx.scratch(ScratchSlot::kSplitHi, count * 2);
   void* lo = ctx.exact_f32() ? ctx.scratch(ScratchSlot::kSplitLo, count * 2) : nullptr;
   launch_split_bf16(x, static_cast<int64_t>(count), hi, lo, ctx.stream());
-  if (!lo) return ctx.gemm_tuner().run(m, n, k, w.weight.data(), hi, out, ctx.stream());  // fast path: x rounded once
-  // Exact mode: cublasGemmEx's fixed choice on both halves, the goldens' numerics.
   RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
                                hi, CUDA_R_16BF, k, &zero, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (!lo) return;
   RS_CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, w.weight.data(), CUDA_R_16BF, k,
                                lo, CUDA_R_16BF, k, &one, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }

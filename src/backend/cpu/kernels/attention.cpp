@@ -428,7 +428,6 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
                const AttentionParams& params, Tensor out) {
   RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
            "CPU KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
-  RS_CHECK(out.dtype() == DType::kF32, "CPU attention writes f32, not {}", dtype_name(out.dtype()));
 #if defined(__AVX512F__)
   const ItemFn kernel = item_kernel(k_cache.dtype(), params.head_dim);
   if (kernel != nullptr) {

@@ -172,12 +172,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   if (final_pass) {
     if (a.sinks) denom += expf(sink - max_all);
     const float inv = 1.0f / denom;
-    const int64_t out = (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+    float* out = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
       float num = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) num += merged[w * stride + 2 + d] * factor[w];
-      store_attention_out(a, out + d, num * inv);
+      out[d] = num * inv;
     }
   } else {
     float* part = a.partial + ((static_cast<int64_t>(t) * a.num_heads + h) * a.splits + split) * stride;
@@ -208,14 +208,14 @@ __global__ void attention_combine_kernel(AttentionArgs a) {
     if (ms != -INFINITY) denom += part[s * stride + 1] * expf(ms - max_all);
   }
   const float inv = 1.0f / denom;
-  const int64_t out = (static_cast<int64_t>(t) * a.num_heads + h) * hd;
+  float* out = a.out + (static_cast<int64_t>(t) * a.num_heads + h) * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float num = 0.0f;
     for (int s = 0; s < a.splits; ++s) {
       const float ms = part[s * stride];
       if (ms != -INFINITY) num += part[s * stride + 2 + d] * expf(ms - max_all);
     }
-    store_attention_out(a, out + d, num * inv);
+    out[d] = num * inv;
   }
 }
 

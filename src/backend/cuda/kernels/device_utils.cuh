@@ -33,22 +33,6 @@ __device__ __forceinline__ void store_act4(__nv_bfloat16* p, int64_t i4, float4 
       make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
 }
 
-// Attention output stores (AttentionArgs::out at element i; i even for a pair): f32, or bf16 rounded as store_act.
-__device__ __forceinline__ void store_attention_out(const AttentionArgs& a, int64_t i, float v) {
-  if (a.out_bf16) {
-    store_act(static_cast<__nv_bfloat16*>(a.out) + i, v);
-  } else {
-    store_act(static_cast<float*>(a.out) + i, v);
-  }
-}
-__device__ __forceinline__ void store_attention_out2(const AttentionArgs& a, int64_t i, float2 v) {
-  if (a.out_bf16) {
-    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(a.out) + i) = __floats2bfloat162_rn(v.x, v.y);
-  } else {
-    *reinterpret_cast<float2*>(static_cast<float*>(a.out) + i) = v;
-  }
-}
-
 // Two bf16 values packed in a 32-bit word -> floats (low element first, as stored).
 __device__ __forceinline__ void unpack_bf16x2(uint32_t word, float& lo, float& hi) {
   lo = __uint_as_float(word << 16);

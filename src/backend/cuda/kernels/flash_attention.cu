@@ -75,26 +75,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 
 // Where row `row_index`'s results go: the output row (splits == 1) or its partial record, whose header [m in natural
-// log units, l] is written when `header`. Holds the factor the values are scaled by (1 / softmax denominator with the
-// sink, or 1 for a partial). m is in the exp2 domain (scores x scale x log2 e).
+// log units, l] is written when `header`. Returns the pointer for the D values and the factor they are scaled by
+// (1 / softmax denominator with the sink, or 1 for a partial). m is in the exp2 domain (scores x scale x log2 e).
 struct RowDestination {
-  float* partial;     // the record's D values, or null: the row goes to a.out
-  int64_t out_index;  // the output row's first element
+  float* values;
   float factor;
-  __device__ __forceinline__ void store(const AttentionArgs& a, int d, float v) const {
-    if (partial) {
-      partial[d] = v;
-    } else {
-      store_attention_out(a, out_index + d, v);
-    }
-  }
-  __device__ __forceinline__ void store2(const AttentionArgs& a, int d, float2 v) const {
-    if (partial) {
-      *reinterpret_cast<float2*>(partial + d) = v;
-    } else {
-      store_attention_out2(a, out_index + d, v);
-    }
-  }
 };
 template <int D>
 __device__ __forceinline__ RowDestination row_destination(const AttentionArgs& a, int64_t row_index, int head,
@@ -107,14 +92,14 @@ __device__ __forceinline__ RowDestination row_destination(const AttentionArgs& a
       scale = fast_exp2(m - top);
       denom = l * scale + fast_exp2(sink - top);
     }
-    return {nullptr, row_index * D, scale / denom};
+    return {a.out + row_index * D, scale / denom};
   }
-  float* part = a.partial + ((row_index - a.partial_row_base) * a.splits + split) * (D + 2);
+  float* part = a.partial + (row_index * a.splits + split) * (D + 2);
   if (header) {
     part[0] = m == -INFINITY ? -INFINITY : m * kLn2;
     part[1] = l;
   }
-  return {part + 2, 0, 1.0f};
+  return {part + 2, 1.0f};
 }
 
 // Called by every thread of a block after its partial rows are written: the last of the tile's `splits` blocks to
@@ -137,7 +122,7 @@ __device__ void merge_splits_if_last(const AttentionArgs& a, const TileSlot& til
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   const auto record = [&](int r) {
     const int token = tile.first_token + r / group, head = kvh * group + r % group;
-    return a.partial + (static_cast<int64_t>(token) * a.num_heads + head - a.partial_row_base) * a.splits * (D + 2);
+    return a.partial + (static_cast<int64_t>(token) * a.num_heads + head) * a.splits * (D + 2);
   };
   // Per row: the weight of each split, exp(m_s - max) / denominator (the sink joins max and denominator).
   for (int r = warp; r < rows; r += warps) {
@@ -163,42 +148,15 @@ __device__ void merge_splits_if_last(const AttentionArgs& a, const TileSlot& til
     for (int s = lane; s < a.splits; s += 32) scratch[r * a.splits + s] *= inv;
   }
   __syncthreads();
-  // Each thread sums column pairs of kBatch (row, pair) items at once, split by split, so kBatch independent L2 loads
-  // are in flight per split instead of one dependent round trip per item: a 128-row prefill tile merges 8,192 pairs
-  // with 128 threads. The order of each sum (split 0 first) is the one-item loop's, so the bits are the same.
-  constexpr int kBatch = 8;
-  const int pairs = rows * (D / 2);
-  for (int base = threadIdx.x; base < pairs; base += blockDim.x * kBatch) {
-    const float* part[kBatch];
-    const float* w[kBatch];
-    float2 value[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = min(base + b * static_cast<int>(blockDim.x), pairs - 1);  // past the end: a harmless re-read
-      const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
-      part[b] = record(r) + 2 + d;
-      w[b] = scratch + r * a.splits;
-      value[b] = make_float2(0.0f, 0.0f);
-    }
-#pragma unroll 2
-    for (int s = 0; s < a.splits; ++s) {
-      float2 p[kBatch];
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) p[b] = __ldcg(reinterpret_cast<const float2*>(part[b] + s * (D + 2)));
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        value[b].x += p[b].x * w[b][s];
-        value[b].y += p[b].y * w[b][s];
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      const int idx = base + b * static_cast<int>(blockDim.x);
-      if (idx >= pairs) break;
-      const int r = idx / (D / 2), d = 2 * (idx % (D / 2));
-      const int token = tile.first_token + r / group, head = kvh * group + r % group;
-      store_attention_out2(a, (static_cast<int64_t>(token) * a.num_heads + head) * D + d, value[b]);
-    }
+  for (int idx = threadIdx.x; idx < rows * D; idx += blockDim.x) {
+    const int r = idx / D, d = idx % D;
+    const float* part = record(r) + 2 + d;
+    const float* w = scratch + r * a.splits;
+    float value = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < a.splits; ++s) value += __ldcg(part + s * (D + 2)) * w[s];
+    const int token = tile.first_token + r / group, head = kvh * group + r % group;
+    a.out[(static_cast<int64_t>(token) * a.num_heads + head) * D + d] = value;
   }
 }
 
@@ -564,7 +522,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
       const int token = tile.first_token + r / group, head = kvh * group + r % group;
       const RowDestination dst =
           row_destination<D>(a, static_cast<int64_t>(token) * a.num_heads + head, head, split, top, l_all, d == 0);
-      dst.store(a, d, value * dst.factor);
+      dst.values[d] = value * dst.factor;
     }
     // The merge scratch (rows x splits floats) goes past the warps' records in the idle K/V tiles.
     if (a.splits > 1) merge_splits_if_last<D>(a, tile, kvh, group, rows, merge + kWarps * 16 * kStride);
@@ -582,7 +540,8 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
                                                       m[mt][i], sum[mt][i], t4 == 0);
 #pragma unroll
         for (int n = 0; n < D / 8; ++n)
-          dst.store2(a, 8 * n + 2 * t4, make_float2(o[mt][n][2 * i] * dst.factor, o[mt][n][2 * i + 1] * dst.factor));
+          *reinterpret_cast<float2*>(dst.values + 8 * n + 2 * t4) =
+              make_float2(o[mt][n][2 * i] * dst.factor, o[mt][n][2 * i + 1] * dst.factor);
       }
   }
   // K/V tiles are idle (every cp.async waited for above, every warp past its last tile at the barrier inside).

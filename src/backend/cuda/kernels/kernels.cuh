@@ -105,10 +105,8 @@ struct AttentionArgs {
   const int32_t* seq_token_start;  // [S + 1] first token of each sequence (flash kernel only)
   const void* sinks;               // [heads] or null
   ElemType sinks_type;
-  void* out;  // [T, heads * hd]: f32, or bf16 when out_bf16 (o_proj's GEMM input on the fast path)
-  bool out_bf16;
+  float* out;                // [T, heads * hd]
   float* partial;            // [T, heads, splits, hd + 2] when splits > 1
-  int64_t partial_row_base;  // flash kernel: partial's first row (token x heads + head) when it holds a sub-batch
   uint32_t* split_counters;  // flash kernel with splits > 1: zeroed words, one per (tile, KV head) of the grid
   int64_t split_counter_words;
   uint32_t* error_flags;
