@@ -4,7 +4,7 @@
 What it does
   Builds tiny random-weight checkpoints of the three hybrid architectures with transformers' own classes, saves them
   as real checkpoints are saved, and writes transformers' fp32 eager reference for two prompts of >= 300 tokens each
-  (several 64-token chunks of the gated delta rule), in the format of tools/make_goldens.py (whose helpers it imports):
+  (several 64-token chunks of the gated delta rule), in the format of tools/make_goldens.py (whose helpers, in goldens_common.py, it imports):
 
     <out>/<name>/config.json, generation_config.json (if written), model.safetensors, golden.json
 
@@ -38,7 +38,8 @@ import sys
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_goldens as mg  # noqa: E402  (sets the offline environment variables before importing transformers)
+import goldens_common as mg  # noqa: E402  (first: sets the offline environment variables before transformers)
+import goldens_fixtures  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
@@ -115,7 +116,7 @@ def fx_qwen3_next(root, bump):
     d = mg.fresh_dir(root, name)
     mg.save_hf(model, d)
     ref = mg.load_ref(Qwen3NextForCausalLM, d)
-    rewritten = mg.unfuse_qwen3_moe(os.path.join(d, "model.safetensors"), E, Im)
+    rewritten = goldens_fixtures.unfuse_qwen3_moe(os.path.join(d, "model.safetensors"), E, Im)
     if rewritten:  # released Qwen3-Next checkpoints store experts one by one
         ref2 = mg.load_ref(Qwen3NextForCausalLM, d)
         p = prompts_for(seed, cfg.vocab_size)[0]

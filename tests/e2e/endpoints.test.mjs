@@ -69,14 +69,14 @@ test('version, tokenize, detokenize, 405, the access log and the stats line', as
     assert.equal((await fetch(`${server.baseURL}/`, { method: 'POST' })).headers.get('allow'), 'GET');
 
     // One access line per request: id, route, status, token counts, latency, finish reason; no prompt text.
-    const log = server.log();
+    await server.waitForLog(`${completion.id} /v1/completions 200 `);
+    const log = await server.waitForLog(`${chat.id} /v1/chat/completions 200 `);
     assert.match(log, /cmpl-\S+ \/v1\/completions 200 prompt_tokens=\d+ cached_tokens=\d+ completion_tokens=1 ttft=\S+ total=\S+ finish=length/);
     assert.match(log, /chatcmpl-\S+ \/v1\/chat\/completions 200 prompt_tokens=/);
     assert.ok(!log.includes(text), 'prompt text must not be logged without --log-requests');
     assert.doesNotMatch(log, /messages=|prompt=/);
     // The periodic stats line reports the work since the previous one.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    assert.match(server.log(), /running=\d+ waiting=\d+ kv_pages=\d+\/\d+ \(\S+%\) prefill=\S+ tok\/s/);
+    await server.waitForLog(/running=\d+ waiting=\d+ kv_pages=\d+\/\d+ \(\S+%\) prefill=\S+ tok\/s/);
   } finally {
     await server.stop();
   }
@@ -91,7 +91,8 @@ test('--log-requests logs prompts and messages, truncated; --no-web-ui drops the
     const long = `marker-start ${'word '.repeat(450)}marker-end`;
     const completion = await client.completions.create({ model: server.model, prompt: long, max_tokens: 1 });
     const tokens = await client.completions.create({ model: server.model, prompt: [5, 6, 7], max_tokens: 1 });
-    const log = server.log();
+    // Every call's line, the last one's access line included, before the log is read.
+    const log = await server.waitForLog(`${tokens.id} /v1/completions 200 `);
     // The messages as JSON on the call's own line (a newline in them cannot start a forged log line).
     assert.ok(log.includes(`${chat.id} /v1/chat/completions messages=[{"role":"user","content":"first line\\nsecond ` +
       '\\"quoted\\" line"}]'), log);

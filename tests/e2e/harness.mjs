@@ -69,6 +69,15 @@ export async function startServer({ model, args = [], apiKey, keyFromEnv = false
     baseURL,
     model: name,
     log: () => log,
+    // Resolves with the log once it contains `needle` (a string or RegExp), else rejects after `timeoutMs`. A reply
+    // can reach the client before the server's stderr line reaches this process, so checks of logged lines wait.
+    async waitForLog(needle, timeoutMs = 10000) {
+      const found = () => (typeof needle === 'string' ? log.includes(needle) : needle.test(log));
+      for (const deadline = Date.now() + timeoutMs; !found(); await sleep(20)) {
+        if (Date.now() > deadline) throw new Error(`the server log never showed ${needle}:\n${log.slice(-4000)}`);
+      }
+      return log;
+    },
     client: (options = {}) =>
       new OpenAI({ baseURL: `${baseURL}/v1`, apiKey: apiKey ?? 'unused', maxRetries: 0, timeout: 60000, ...options }),
     // SIGTERM, then insists on a clean exit (code 0): a crash or sanitizer report at shutdown fails the test.
