@@ -4,7 +4,8 @@
 What it does
   Builds tiny random-weight checkpoints of the three hybrid architectures with transformers' own classes, saves them
   as real checkpoints are saved, and writes transformers' fp32 eager reference for two prompts of >= 300 tokens each
-  (several 64-token chunks of the gated delta rule), in the format of tools/make_goldens.py (whose helpers, in goldens_common.py, it imports):
+  (several 64-token chunks of the gated delta rule), in the format of tools/make_goldens.py (whose helpers, in
+  goldens_common.py, it imports):
 
     <out>/<name>/config.json, generation_config.json (if written), model.safetensors, golden.json
 

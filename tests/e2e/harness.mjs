@@ -29,6 +29,16 @@ export function artifactsDir() {
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+// Polls `check` (sync or async) every 20 ms until it returns a truthy value, which it resolves with; rejects with
+// `failure()` after `timeoutMs`. For state the server reaches on its own threads, after the reply that caused it.
+export async function waitUntil(check, failure, timeoutMs = 10000) {
+  for (const deadline = Date.now() + timeoutMs; ; await sleep(20)) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(failure());
+  }
+}
+
 // Starts a server; resolves once /health says ok. `args` are extra serve flags; keyFromEnv passes apiKey through
 // RADIXSERVE_API_KEY instead of --api-key.
 export async function startServer({ model, args = [], apiKey, keyFromEnv = false } = {}) {
@@ -72,10 +82,8 @@ export async function startServer({ model, args = [], apiKey, keyFromEnv = false
     // Resolves with the log once it contains `needle` (a string or RegExp), else rejects after `timeoutMs`. A reply
     // can reach the client before the server's stderr line reaches this process, so checks of logged lines wait.
     async waitForLog(needle, timeoutMs = 10000) {
-      const found = () => (typeof needle === 'string' ? log.includes(needle) : needle.test(log));
-      for (const deadline = Date.now() + timeoutMs; !found(); await sleep(20)) {
-        if (Date.now() > deadline) throw new Error(`the server log never showed ${needle}:\n${log.slice(-4000)}`);
-      }
+      await waitUntil(() => (typeof needle === 'string' ? log.includes(needle) : needle.test(log)),
+        () => `the server log never showed ${needle}:\n${log.slice(-4000)}`, timeoutMs);
       return log;
     },
     client: (options = {}) =>
