@@ -18,6 +18,11 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
                   "auto (safetensors) or dummy (seeded random weights for a config-only folder)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}))
       ->capture_default_str();
+  command
+      .add_option("--quantization", config.quantization,
+                  "Quantize a bf16/f32 checkpoint's projections as they load: fp8 (E4M3, one scale per output "
+                  "channel; the LM head and routers stay as stored). Checkpoints already in FP8 need no flag")
+      ->check(CLI::IsMember({"fp8"}));
   command.add_option("--page-size", config.page_size, "Tokens per KV page")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

@@ -33,6 +33,7 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
   // An EAGLE-3 head's steps read the target's features through per-step rows: no recorded graphs. It drafts at the
   // target's positions, however short a context its own config declares.
   if (head.is_eagle3()) {
+    config.quantization.clear();  // heads are small: they stay as stored
     config.cuda_graph_max_batch = 0;
     if (config.context_length <= 0) config.context_length = target.max_position_embeddings;
   }

@@ -14,15 +14,26 @@
 
 namespace rs {
 
-// A linear layer's weight [out_features, in_features] in one of the storage formats we load.
+// A linear layer's weight [out_features, in_features] in one of the storage formats we load. A format is a kind of
+// this handle (made by model/linear_loader from what the checkpoint holds), never a field of a model: a new format
+// arrives here, in the loader and in the backends.
 struct LinearWeight {
-  enum class Format : uint8_t { kDense, kMxfp4 };
+  enum class Format : uint8_t {
+    kDense,  // f32/bf16/f16 values
+    kMxfp4,  // FP4 E2M1 in blocks of 32 along `in`, one E8M0 scale per block (gpt-oss experts)
+    kFp8,    // FP8 E4M3 values times an f32 scale per [scale_block_rows, scale_block_cols] block (below)
+  };
   Format format = Format::kDense;
-  Tensor weight;  // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]
-  Tensor scales;  // kMxfp4: u8 E8M0 [out, in/32]
+  Tensor weight;  // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]. kFp8: F8_E4M3 [out, in]
+  Tensor scales;  // kMxfp4: u8 E8M0 [out, in/32]. kFp8: f32 [ceil(out / block rows), ceil(in / block cols)]
   int64_t out_features = 0;
   int64_t in_features = 0;
   Tensor packed;  // optional backend-specific copy made by Backend::prepare_linear (CPU: bf16 VNNI panels), or empty
+  // kFp8: element (o, i) is fp8(weight[o, i]) * scales[o / scale_block_rows, i / scale_block_cols]. One block of
+  // [out, in] is a per-tensor scale, [1, in] per output channel, [128, 128] the block scaling of Qwen's and
+  // DeepSeek's FP8 checkpoints.
+  int64_t scale_block_rows = 0;
+  int64_t scale_block_cols = 0;
 };
 
 // Per-layer attention facts (never one global setting: gpt-oss alternates windows per layer).

@@ -67,6 +67,11 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   // An EAGLE-3 head follows its target's positions: trained heads often declare a short max_position_embeddings.
   if (model_config_.is_eagle3() && config_.context_length > model_config_.max_position_embeddings)
     model_config_.max_position_embeddings = config_.context_length;
+  if (!config_.quantization.empty()) {
+    RS_CHECK(!model_config_.is_eagle3(), "--quantization applies to target models, not to EAGLE-3 heads");
+    model_config_.quantization = loader::parse_quantization_config(
+        model_config_.raw, (model_dir / "config.json").string(), config_.quantization);
+  }
   model_ = model::create_model(model_config_);  // fails early, listing supported architectures
   backend_ =
       make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32, config_.attention_backend,

@@ -32,6 +32,7 @@ struct EngineConfig {
   int32_t num_threads = 0;           // CPU threads; 0 = all cores
   bool exact_f32 = false;            // CPU: exact f32 products even for bf16 weights (reference numerics)
   std::string load_format = "auto";  // "auto" (safetensors) | "dummy" (seeded random weights)
+  std::string quantization;          // --quantization: "" or "fp8" (dense projections become FP8 as they load)
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;             // tokens per KV page
   double kv_cache_gb = 0.0;           // 0 = derive from context_length * max_running_requests

@@ -272,6 +272,7 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
   if (top.has(dtype_key.c_str())) config.dtype = parse_dtype(top.get<std::string>(dtype_key.c_str()), source);
   if (raw.contains("quantization_config") && raw["quantization_config"].is_object())
     config.quant_method = Fields(raw["quantization_config"], source).get_or<std::string>("quant_method", "unknown");
+  config.quantization = parse_quantization_config(raw, source);
   return config;
 }
 

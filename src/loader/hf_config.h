@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loader/quantization.h"
 #include "tensor/dtype.h"
 
 namespace rs::loader {
@@ -97,6 +98,7 @@ struct ModelConfig {
   std::optional<int32_t> pad_token_id;
   DType dtype = DType::kBF16;          // torch_dtype / dtype
   std::string quant_method;            // "" or e.g. "mxfp4"
+  QuantizationConfig quantization;     // quantization_config, parsed (and --quantization, set by the engine)
   nlohmann::json raw;                  // the whole config.json, for architecture-specific fields
   nlohmann::json generation_defaults;  // generation_config.json (temperature, top_p, ...), or {}
 

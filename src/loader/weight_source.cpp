@@ -45,6 +45,14 @@ WeightSource WeightSource::dummy(uint64_t seed, DType dtype) {
 
 bool WeightSource::contains(const std::string& name) const { return checkpoint_ && checkpoint_->contains(name); }
 
+std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& name) const {
+  if (!contains(name)) return std::nullopt;
+  const Tensor tensor = checkpoint_->tensor(name);
+  TensorInfo out{tensor.dtype(), {}};
+  for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
+  return out;
+}
+
 Tensor WeightSource::require(const std::string& name, std::initializer_list<int64_t> shape,
                              std::optional<DType> dtype) {
   return require(name, std::vector<int64_t>(shape), dtype);

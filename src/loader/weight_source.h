@@ -30,6 +30,12 @@ class WeightSource {
 
   // Whether the tensor exists (dummy sources hold nothing until asked: always false).
   bool contains(const std::string& name) const;
+  // The stored dtype and shape of a tensor, without loading it; nullopt when absent (always, for dummy sources).
+  struct TensorInfo {
+    DType dtype;
+    std::vector<int64_t> shape;
+  };
+  std::optional<TensorInfo> info(const std::string& name) const;
   // The tensor `name`, checked against `shape`; float tensors may be f32/bf16/f16 unless `dtype` pins one.
   // Errors name the file and the tensor.
   Tensor require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype = {});

@@ -15,17 +15,6 @@ Tensor DecoderModel::keep(Buffer buffer, DType dtype, std::vector<int64_t> shape
   return Tensor(owned_.back().data(), dtype, shape.data(), static_cast<int>(shape.size()), owned_.back().device());
 }
 
-Tensor DecoderModel::select_rows(const Tensor& weight, const std::vector<int64_t>& rows) {
-  const size_t row_bytes = weight.bytes() / weight.dim(0);
-  Buffer buffer = Buffer::host(rows.size() * row_bytes);
-  for (size_t r = 0; r < rows.size(); ++r) {
-    RS_CHECK(rows[r] >= 0 && rows[r] < weight.dim(0), "row {} of a {} weight", rows[r], weight.shape_string());
-    std::memcpy(static_cast<char*>(buffer.data()) + r * row_bytes,
-                static_cast<const char*>(weight.data()) + rows[r] * row_bytes, row_bytes);
-  }
-  return keep(std::move(buffer), weight.dtype(), {static_cast<int64_t>(rows.size()), weight.dim(1)});
-}
-
 Tensor DecoderModel::to_f32(const Tensor& t, float offset) {
   const int64_t count = t.numel();
   Buffer buffer = Buffer::host(count * sizeof(float));
@@ -49,63 +38,71 @@ Tensor DecoderModel::norm_weight(loader::WeightSource& weights, const std::strin
   return options_.zero_centered_norm ? to_f32(w, 1.0f) : w;
 }
 
-LinearWeight DecoderModel::dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in) {
-  return LinearWeight{LinearWeight::Format::kDense, weights.require(name, {out, in}), Tensor(), out, in};
+LinearLoader& DecoderModel::linears(loader::WeightSource& weights) {
+  if (!linear_loader_ || linear_source_ != &weights) {
+    linear_loader_ = std::make_unique<LinearLoader>(weights, config_.quantization, owned_);
+    linear_source_ = &weights;
+  }
+  return *linear_loader_;
+}
+
+LinearWeight DecoderModel::dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in,
+                                 bool quantizable) {
+  constexpr std::string_view kSuffix = ".weight";
+  RS_CHECK(name.size() > kSuffix.size() && name.ends_with(kSuffix), "linear weight name '{}' must end in .weight",
+           name);
+  return linears(weights).load(name.substr(0, name.size() - kSuffix.size()), out, in, quantizable);
+}
+
+LinearWeight DecoderModel::concat(std::initializer_list<LinearWeight> parts) {
+  return concat(std::span<const LinearWeight>(parts.begin(), parts.size()));
+}
+
+LinearWeight DecoderModel::concat(std::span<const LinearWeight> parts) {
+  RS_CHECK(linear_loader_ != nullptr, "weights fused before load() began");
+  const size_t owned_before = owned_.size();
+  LinearWeight fused = linear_loader_->stack_rows(parts);
+  // A backend that repacks weights reads only its packed copy: then the row-major concatenation of a dense weight is
+  // dropped here (it is not a file mapping the OS could reclaim) and `weight` keeps just its shape and dtype.
+  backend_->prepare_linear(fused, owned_);
+  if (!fused.packed.empty() && fused.format == LinearWeight::Format::kDense && owned_.size() > owned_before &&
+      owned_[owned_before].data() == fused.weight.data()) {
+    owned_[owned_before] = Buffer();
+    fused.weight = Tensor(nullptr, fused.weight.dtype(), {fused.out_features, fused.in_features});
+  }
+  return fused;
 }
 
 LinearWeight DecoderModel::concat_rows(std::initializer_list<Tensor> parts) {
-  const Tensor& first = *parts.begin();
-  size_t bytes = 0;
-  int64_t rows = 0;
-  for (const Tensor& t : parts) {
-    RS_CHECK(t.dtype() == first.dtype() && t.dim(1) == first.dim(1), "cannot fuse weights {} and {}",
-             first.shape_string(), t.shape_string());
-    bytes += t.bytes();
-    rows += t.dim(0);
-  }
-  Buffer buffer = Buffer::host(bytes);
-  char* cursor = static_cast<char*>(buffer.data());
-  for (const Tensor& t : parts) {
-    std::memcpy(cursor, t.data(), t.bytes());
-    cursor += t.bytes();
-  }
-  const int64_t in = first.dim(1);
-  LinearWeight fused{LinearWeight::Format::kDense, Tensor(buffer.data(), first.dtype(), {rows, in}), Tensor(), rows,
-                     in};
-  // A backend that repacks weights reads only its packed copy: then the row-major concatenation is dropped here
-  // (it is not a file mapping the OS could reclaim) and `weight` keeps just its shape and dtype.
-  backend_->prepare_linear(fused, owned_);
-  if (!fused.packed.empty()) {
-    fused.weight = Tensor(nullptr, first.dtype(), {rows, in});
-    return fused;
-  }
-  fused.weight = keep(std::move(buffer), first.dtype(), {rows, in});
-  return fused;
+  RS_CHECK(linear_loader_ != nullptr, "weights fused before load() began");
+  std::vector<LinearWeight> linears;
+  for (const Tensor& t : parts) linears.push_back(linear_loader_->from_dense(t));
+  return concat(linears);
 }
 
 void DecoderModel::load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn) {
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_out = config_.num_heads * hd, kv_out = config_.num_kv_heads * hd;
   const std::string p = prefix + "self_attn.";
-  Tensor q_proj;
+  LinearWeight q_proj;
   if (config_.attn_output_gate) {
     // q_proj is doubled: per head [query (hd) | gate (hd)] rows. The gate rows become their own projection.
     RS_CHECK(!config_.attention_bias, "{}: gated attention with biases is not supported", p);
-    const Tensor doubled = weights.require(p + "q_proj.weight", {2 * q_out, hidden});
+    const LinearWeight doubled = dense(weights, p + "q_proj.weight", 2 * q_out, hidden);
     std::vector<int64_t> query_rows, gate_rows;
     for (int64_t head = 0; head < config_.num_heads; ++head)
       for (int64_t i = 0; i < hd; ++i) {
         query_rows.push_back(head * 2 * hd + i);
         gate_rows.push_back(head * 2 * hd + hd + i);
       }
-    q_proj = select_rows(doubled, query_rows);
-    attn.gate = LinearWeight{LinearWeight::Format::kDense, select_rows(doubled, gate_rows), Tensor(), q_out, hidden};
+    q_proj = linears(weights).select_rows(doubled, query_rows);
+    attn.gate = linears(weights).select_rows(doubled, gate_rows);
   } else {
-    q_proj = weights.require(p + "q_proj.weight", {q_out, hidden});
+    q_proj = dense(weights, p + "q_proj.weight", q_out, hidden);
   }
   // One projection for q, k and v: a decode step reads the three weights in one pass (one GEMV or GEMM launch).
-  attn.qkv = concat_rows({q_proj, weights.require(p + "k_proj.weight", {kv_out, hidden}),
-                          weights.require(p + "v_proj.weight", {kv_out, hidden})});
+  attn.qkv = concat({q_proj, dense(weights, p + "k_proj.weight", kv_out, hidden),
+                     dense(weights, p + "v_proj.weight", kv_out, hidden)});
   attn.o = dense(weights, p + "o_proj.weight", hidden, q_out);
   if (config_.attention_bias) {
     const Tensor parts[] = {weights.require(p + "q_proj.bias", {q_out}), weights.require(p + "k_proj.bias", {kv_out}),
@@ -133,13 +130,14 @@ void DecoderModel::load_ffn(int32_t layer, const std::string& prefix, loader::We
   const int64_t hidden = config_.hidden_size, inter = config_.intermediate_size;
   RS_CHECK(inter > 0, "config.json: intermediate_size must be positive for a dense MLP");
   const std::string p = prefix + "mlp.";
-  ffn.gate_up = concat_rows({weights.require(p + "gate_proj.weight", {inter, hidden}),
-                             weights.require(p + "up_proj.weight", {inter, hidden})});
+  ffn.gate_up = concat(
+      {dense(weights, p + "gate_proj.weight", inter, hidden), dense(weights, p + "up_proj.weight", inter, hidden)});
   ffn.down = dense(weights, p + "down_proj.weight", hidden, inter);
 }
 
 void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) {
   backend_ = &backend;
+  linears(weights);
   RS_CHECK(config_.num_layers_of(loader::LayerKind::kLinearAttention) == 0 || backend.supports_recurrent_state(),
            "{} has gated-delta-net (linear attention) layers, which backend {} cannot run yet (use --backend cpu)",
            config_.architecture, backend.name());
@@ -164,7 +162,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   if (config_.tie_word_embeddings) {
     lm_head_ = LinearWeight{LinearWeight::Format::kDense, embed_tokens_, Tensor(), vocab, hidden};
   } else {
-    lm_head_ = dense(weights, "lm_head.weight", vocab, hidden);
+    lm_head_ = dense(weights, "lm_head.weight", vocab, hidden, /*quantizable=*/false);
   }
   rotary_dim_ = static_cast<int32_t>(config_.head_dim * config_.rope.partial_rotary_factor);
   RS_CHECK(rotary_dim_ > 0 && rotary_dim_ % 2 == 0 && rotary_dim_ <= config_.head_dim,

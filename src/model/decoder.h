@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "model/linear_loader.h"
 #include "model/model.h"
 
 namespace rs::model {
@@ -73,14 +74,19 @@ class DecoderModel : public Model {
   virtual void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
                         FeedForwardWeights& ffn);
   // Helpers for architecture files.
-  LinearWeight dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in);
-  // Concatenates [rows_i, in] weights of one dtype into a new [sum rows_i, in] weight (owned here), already prepared
-  // for the backend (a repacking backend keeps only its packed copy).
+  // The linear `name` ("...q_proj.weight") in whatever format the checkpoint stores it (see LinearLoader);
+  // `quantizable`: whether --quantization may quantize it (false for routers and one-row gates).
+  LinearWeight dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in,
+                     bool quantizable = true);
+  // Stacks the rows of weights of one format into a new [sum rows, in] weight (owned here), already prepared for the
+  // backend (a repacking backend keeps only its packed copy of a dense weight).
+  LinearWeight concat(std::initializer_list<LinearWeight> parts);
+  LinearWeight concat(std::span<const LinearWeight> parts);
+  // concat() of dense [rows_i, in] tensors.
   LinearWeight concat_rows(std::initializer_list<Tensor> parts);
+  LinearLoader& linears(loader::WeightSource& weights);
   // Stores a host buffer for the model's lifetime and returns a view of it.
   Tensor keep(Buffer buffer, DType dtype, std::vector<int64_t> shape);
-  // The given rows of a [rows, in] weight, in that order, as a new host tensor owned here.
-  Tensor select_rows(const Tensor& weight, const std::vector<int64_t>& rows);
   // A host f32 copy of `t` (any float dtype), owned here, plus `offset` on every element.
   Tensor to_f32(const Tensor& t, float offset = 0.0f);
   // An RMSNorm weight, as (1 + w) in f32 when options_.zero_centered_norm.
@@ -90,6 +96,8 @@ class DecoderModel : public Model {
   const DecoderOptions options_;
   Backend* backend_ = nullptr;
   std::vector<Buffer> owned_;  // concatenated / transposed / uploaded weights
+  std::unique_ptr<LinearLoader> linear_loader_;
+  const loader::WeightSource* linear_source_ = nullptr;
 
  private:
   void load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn);

@@ -54,6 +54,7 @@ Tensor Eagle3Model::columns(const Tensor& weight, int64_t begin, int64_t count) 
 
 void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) {
   backend_ = &backend;
+  linears(weights);
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = config_.intermediate_size;
   const int64_t q_out = config_.num_heads * hd, kv_out = config_.num_kv_heads * hd;
   target_hidden_ = config_.eagle_target_hidden;

@@ -11,16 +11,14 @@ void DecoderModel::load_gated_delta_net(const std::string& prefix, loader::Weigh
   const int64_t dk = lc.key_head_dim, dv = lc.value_head_dim, ratio = nv / nk;
   const int64_t key_dim = lc.key_dim(), value_dim = lc.value_dim(), channels = lc.conv_channels();
   const std::string p = prefix + "linear_attn.";
-  const auto linear = [&](const Tensor& w) {
-    return LinearWeight{LinearWeight::Format::kDense, w, Tensor(), w.dim(0), w.dim(1)};
-  };
+  LinearLoader& linear = linears(weights);
   const bool fused =
       weights.contains(p + "in_proj_qkvz.weight") || (weights.is_dummy() && config_.model_type == "qwen3_next");
   if (fused) {
     // Qwen3-Next groups rows per key head g: [q_g (dk) | k_g (dk) | v_g (ratio dv) | z_g (ratio dv)], and
     // in_proj_ba per key head: [b_g (ratio) | a_g (ratio)]. Reorder into q | k | v, z and b | a.
-    const Tensor qkvz = weights.require(p + "in_proj_qkvz.weight", {2 * key_dim + 2 * value_dim, hidden});
-    const Tensor ba = weights.require(p + "in_proj_ba.weight", {2 * nv, hidden});
+    const LinearWeight qkvz = dense(weights, p + "in_proj_qkvz.weight", 2 * key_dim + 2 * value_dim, hidden);
+    const LinearWeight ba = dense(weights, p + "in_proj_ba.weight", 2 * nv, hidden);
     const int64_t group = 2 * dk + 2 * ratio * dv;
     std::vector<int64_t> q_rows, k_rows, v_rows, z_rows, b_rows, a_rows;
     for (int64_t g = 0; g < nk; ++g) {
@@ -34,15 +32,15 @@ void DecoderModel::load_gated_delta_net(const std::string& prefix, loader::Weigh
     qkv_rows.insert(qkv_rows.end(), k_rows.begin(), k_rows.end());
     qkv_rows.insert(qkv_rows.end(), v_rows.begin(), v_rows.end());
     b_rows.insert(b_rows.end(), a_rows.begin(), a_rows.end());
-    gdn.in_qkv = linear(select_rows(qkvz, qkv_rows));
-    gdn.in_z = linear(select_rows(qkvz, z_rows));
-    gdn.in_ba = linear(select_rows(ba, b_rows));
+    gdn.in_qkv = linear.select_rows(qkvz, qkv_rows);
+    gdn.in_z = linear.select_rows(qkvz, z_rows);
+    gdn.in_ba = linear.select_rows(ba, b_rows);
   } else {
     // Qwen3.5: in_proj_qkv is already q | k | v; z, b and a are separate projections.
     gdn.in_qkv = dense(weights, p + "in_proj_qkv.weight", channels, hidden);
     gdn.in_z = dense(weights, p + "in_proj_z.weight", value_dim, hidden);
-    gdn.in_ba = concat_rows(
-        {weights.require(p + "in_proj_b.weight", {nv, hidden}), weights.require(p + "in_proj_a.weight", {nv, hidden})});
+    gdn.in_ba = concat(
+        {dense(weights, p + "in_proj_b.weight", nv, hidden), dense(weights, p + "in_proj_a.weight", nv, hidden)});
   }
   gdn.out = dense(weights, p + "out_proj.weight", hidden, value_dim);
   gdn.conv_weight =

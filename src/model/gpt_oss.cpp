@@ -21,7 +21,7 @@ class GptOssModel final : public DecoderModel {
     const int64_t experts = config_.num_experts;
     const std::string p = prefix + "mlp.";
     ffn.is_moe = true;
-    ffn.router = dense(weights, p + "router.weight", experts, hidden);
+    ffn.router = dense(weights, p + "router.weight", experts, hidden, /*quantizable=*/false);
     ffn.router_bias = weights.require(p + "router.bias", {experts});
     MoeWeights& moe = ffn.experts;
     moe.activation = MoeActivation::kGptOssSwiGlu;

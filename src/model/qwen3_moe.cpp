@@ -18,7 +18,7 @@ class Qwen3MoeModel final : public DecoderModel {
     const int64_t hidden = config_.hidden_size, inter = config_.moe_intermediate_size;
     const int32_t experts = config_.num_experts;
     ffn.is_moe = true;
-    ffn.router = dense(weights, prefix + "mlp.gate.weight", experts, hidden);
+    ffn.router = dense(weights, prefix + "mlp.gate.weight", experts, hidden, /*quantizable=*/false);
     ffn.experts.activation = MoeActivation::kSwiGlu;
     for (int32_t e = 0; e < experts; ++e) {
       const std::string p = prefix + "mlp.experts." + std::to_string(e) + ".";

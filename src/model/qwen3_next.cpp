@@ -22,7 +22,7 @@ class HybridQwenModel final : public DecoderModel {
     const int32_t experts = config_.num_experts;
     const std::string p = prefix + "mlp.";
     ffn.is_moe = true;
-    ffn.router = dense(weights, p + "gate.weight", experts, hidden);
+    ffn.router = dense(weights, p + "gate.weight", experts, hidden, /*quantizable=*/false);
     ffn.experts.activation = MoeActivation::kSwiGlu;
     const bool fused = weights.contains(p + "experts.gate_up_proj") ||
                        (weights.is_dummy() && config_.model_type.rfind("qwen3_5_moe", 0) == 0);
@@ -49,10 +49,10 @@ class HybridQwenModel final : public DecoderModel {
     }
     const int64_t shared = config_.shared_expert_intermediate_size;
     if (shared == 0) return;
-    ffn.shared_gate_up = concat_rows({weights.require(p + "shared_expert.gate_proj.weight", {shared, hidden}),
-                                      weights.require(p + "shared_expert.up_proj.weight", {shared, hidden})});
+    ffn.shared_gate_up = concat({dense(weights, p + "shared_expert.gate_proj.weight", shared, hidden),
+                                 dense(weights, p + "shared_expert.up_proj.weight", shared, hidden)});
     ffn.shared_down = dense(weights, p + "shared_expert.down_proj.weight", hidden, shared);
-    ffn.shared_gate = dense(weights, p + "shared_expert_gate.weight", 1, hidden);
+    ffn.shared_gate = dense(weights, p + "shared_expert_gate.weight", 1, hidden, /*quantizable=*/false);
   }
 };
 

@@ -1,5 +1,6 @@
 #include "tensor/dtype.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rs {
@@ -78,6 +79,34 @@ uint16_t f32_to_f16(float value) {
   const uint32_t rest = mantissa & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent: correct
   return static_cast<uint16_t>(sign | half);
+}
+
+float fp8_e4m3_to_f32(uint8_t code) {
+  const int exponent = (code >> 3) & 0xf, mantissa = code & 7;
+  if (exponent == 0xf && mantissa == 7) return NAN;
+  // Subnormals (exponent 0) are mantissa / 8 * 2^-6; normals (1 + mantissa / 8) * 2^(exponent - 7).
+  const float magnitude = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -9)
+                                        : std::ldexp(static_cast<float>(8 + mantissa), exponent - 10);
+  return (code & 0x80) ? -magnitude : magnitude;
+}
+
+uint8_t f32_to_fp8_e4m3(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return 0x7f;  // NaN
+  const float magnitude = std::min(std::fabs(value), kFp8E4M3Max);
+  if (magnitude < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9 (code 8, 2^-6, is the smallest normal)
+    return static_cast<uint8_t>(sign | static_cast<int>(std::nearbyint(magnitude * 512.0f)));
+  }
+  std::memcpy(&bits, &magnitude, sizeof bits);
+  int exponent = static_cast<int>(bits >> 23) - 127;  // -6 .. 8
+  uint32_t mantissa = (bits >> 20) & 7;
+  const uint32_t rest = bits & 0xfffffu, half = 0x80000u;
+  if (rest > half || (rest == half && (mantissa & 1))) ++mantissa;  // to nearest, ties to even
+  if (mantissa == 8) mantissa = 0, ++exponent;
+  // magnitude <= 448 = 1.75 * 2^8 cannot round past the largest finite code 0x7e.
+  return static_cast<uint8_t>(sign | ((exponent + 7) << 3) | mantissa);
 }
 
 }  // namespace rs

@@ -51,6 +51,13 @@ inline uint16_t f32_to_bf16(float value) {
 float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
 
+// FP8 E4M3 (OCP "e4m3fn", the F8_E4M3 of safetensors and of every FP8 checkpoint): 1 sign, 4 exponent bits (bias 7),
+// 3 mantissa bits, no infinities; 0x7f / 0xff are NaN, the largest finite value is 448. Decoding is exact in f32.
+float fp8_e4m3_to_f32(uint8_t code);
+// Round-to-nearest-even; values beyond +-448 saturate to +-448 (as every FP8 quantizer clamps first), NaN stays NaN.
+uint8_t f32_to_fp8_e4m3(float value);
+constexpr float kFp8E4M3Max = 448.0f;
+
 // FP4 E2M1 code (low 4 bits) -> value: [0, .5, 1, 1.5, 2, 3, 4, 6] with bit 3 as the sign.
 inline float fp4_e2m1_to_f32(uint8_t code) {
   static constexpr float kValues[16] = {0.f,  .5f,  1.f,  1.5f,  2.f,  3.f,  4.f,  6.f,

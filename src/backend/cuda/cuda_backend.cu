@@ -167,6 +167,27 @@ class CudaBackend final : public Backend {
     return Tensor(data, host.dtype(), shape, host.ndim(), device());
   }
 
+  // A per-tensor FP8 scale becomes one scale per output channel (the same number in every row): the layout the W8A8
+  // GEMM scales by (fp8_gemm.cu), read the same way by the GEMV.
+  void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override {
+    if (w.format != LinearWeight::Format::kFp8 || w.scales.numel() != 1 || w.out_features <= 1) return;
+    float value = 0.0f;
+    copy(Tensor(&value, DType::kF32, {1}), w.scales.view({1}));
+    synchronize();
+    std::vector<float> rows(w.out_features, value);
+    const Tensor host(rows.data(), DType::kF32, {w.out_features, 1});
+    if (w.scales.device().kind == DeviceKind::kCuda) {
+      w.scales = upload_weight(host, keep_alive);
+      synchronize();  // `rows` goes out of scope
+    } else {
+      keep_alive.push_back(Buffer::host(host.bytes()));
+      std::memcpy(keep_alive.back().data(), rows.data(), host.bytes());
+      w.scales = Tensor(keep_alive.back().data(), DType::kF32, {w.out_features, 1});
+    }
+    w.scale_block_rows = 1;
+    w.scale_block_cols = w.in_features;
+  }
+
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override {
     const int64_t hidden = table.dim(1);
     RS_CHECK(out.numel() == ids.numel() * hidden && ids.dtype() == DType::kI32, "embedding: ids {} table {} out {}",

@@ -6,13 +6,9 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.cuh"
+#include "backend/cuda/fp8_gemm.cuh"
 
 namespace rs::cuda {
-
-namespace {
-// cuBLAS gets a fixed workspace so that it never allocates (graph capture forbids it); 32 MiB covers Hopper's GEMMs.
-constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
-}  // namespace
 
 DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f32_(exact_f32) {
   int count = 0;
@@ -28,6 +24,7 @@ DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f
   RS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   RS_CUBLAS_CHECK(cublasCreate(&cublas_));
   RS_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  // cuBLAS gets a fixed workspace so that it never allocates (graph capture forbids it); 32 MiB covers Hopper's GEMMs.
   RS_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspaceBytes));
   RS_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   // Full fp32 (no TF32) for f32 GEMMs: activations are f32 and the CPU reference is exact fp32.
@@ -43,6 +40,11 @@ DeviceContext::DeviceContext(int index, bool exact_f32) : index_(index), exact_f
   *error_flags_host_ = 0;
   RS_CUDA_CHECK(cudaMalloc(&split_counters_, kSplitCounters * sizeof(uint32_t)));
   RS_CUDA_CHECK(cudaMemset(split_counters_, 0, kSplitCounters * sizeof(uint32_t)));
+}
+
+Fp8Gemm& DeviceContext::fp8_gemm() {
+  if (!fp8_gemm_) fp8_gemm_ = std::make_unique<Fp8Gemm>(*this);
+  return *fp8_gemm_;
 }
 
 DeviceContext::~DeviceContext() {

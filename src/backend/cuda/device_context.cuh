@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "backend/cuda/kernels/kernels.cuh"
 
 namespace rs::cuda {
+
+class Fp8Gemm;
 
 // Scratch buffers for op temporaries; one op never holds two uses of the same slot.
 enum class ScratchSlot : int {
@@ -26,6 +29,10 @@ enum class ScratchSlot : int {
   kMoeAct,
   kMoeOut,
   kSample,
+  kFp8Weight,     // an FP8 weight dequantized to bf16 for cuBLAS
+  kFp8Act,        // activations quantized to FP8 for a W8A8 GEMM
+  kFp8ActScales,  // their scales
+  kFp8Out,        // a W8A8 GEMM's bf16 output before it widens to f32
   kCount
 };
 
@@ -45,6 +52,11 @@ class DeviceContext {
   int index() const { return index_; }
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t cublas() const { return cublas_; }
+  // cuBLAS's workspace, which cuBLASLt calls on the same stream share.
+  void* cublas_workspace() const { return cublas_workspace_; }
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+  // FP8 W8A8 GEMMs through cuBLASLt (fp8_gemm.cu), made on first use.
+  class Fp8Gemm& fp8_gemm();
   int num_sms() const { return num_sms_; }
   int compute_major() const { return compute_major_; }
   const std::string& device_name() const { return device_name_; }
@@ -101,6 +113,7 @@ class DeviceContext {
   std::array<void*, static_cast<size_t>(ScratchSlot::kCount)> scratch_{};
   std::array<size_t, static_cast<size_t>(ScratchSlot::kCount)> scratch_bytes_{};
   std::unordered_map<const void*, CachedTable> expert_tables_;
+  std::unique_ptr<Fp8Gemm> fp8_gemm_;
 };
 
 ElemType elem_type(DType dtype);

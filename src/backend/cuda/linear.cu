@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/device_context.cuh"
+#include "backend/cuda/fp8_gemm.cuh"
 
 namespace rs::cuda {
 namespace {
@@ -17,12 +18,36 @@ WeightFormat weight_format(const LinearWeight& w) {
              w.out_features, w.in_features);
     return WeightFormat::kMxfp4;
   }
+  if (w.format == LinearWeight::Format::kFp8) {
+    RS_CHECK(w.in_features % 16 == 0 && !w.scales.empty() && w.scales.dtype() == DType::kF32 &&
+                 w.scale_block_rows > 0 && w.scale_block_cols > 0,
+             "FP8 weight [{}, {}] needs in % 16 == 0 and f32 block scales", w.out_features, w.in_features);
+    return WeightFormat::kFp8;
+  }
   switch (w.weight.dtype()) {
     case DType::kF32: return WeightFormat::kF32;
     case DType::kBF16: return WeightFormat::kBF16;
     case DType::kF16: return WeightFormat::kF16;
     default: RS_FAIL("linear weight of dtype {} is not supported on CUDA", dtype_name(w.weight.dtype()));
   }
+}
+
+// The FP8 scale layout the kernels read: a scale per 16-element vector, found by a shift (block columns a power-of-two
+// multiple of 16, or one block over the whole row).
+Fp8Scales fp8_scales(const LinearWeight& w) {
+  Fp8Scales scales;
+  scales.scales = w.scales.data_as<float>();
+  scales.cols = w.scales.dim(1);
+  scales.block_rows = static_cast<int32_t>(w.scale_block_rows);
+  if (scales.cols == 1) {
+    scales.vec_shift = 30;  // every vector of a row reads column 0
+    return scales;
+  }
+  const int64_t vecs = w.scale_block_cols / 16;
+  RS_CHECK(w.scale_block_cols % 16 == 0 && (vecs & (vecs - 1)) == 0,
+           "FP8 scale blocks {} columns wide: CUDA reads blocks of 16 x 2^k columns", w.scale_block_cols);
+  while ((int64_t{1} << scales.vec_shift) < vecs) ++scales.vec_shift;
+  return scales;
 }
 
 void check_on_device(const DeviceContext& ctx, const Tensor& t, const char* what) {
@@ -98,6 +123,7 @@ LinearArgs dense_args(const DeviceContext& ctx, const Tensor& x, const LinearWei
   args.format = format;
   args.w.weight = w.weight.data();
   args.w.scales = format == WeightFormat::kMxfp4 ? w.scales.data_as<uint8_t>() : nullptr;
+  if (format == WeightFormat::kFp8) args.w.fp8 = fp8_scales(w);
   set_bias(args.w, bias, 0);
   args.rows.total_rows = x.rows();
   return args;
@@ -107,9 +133,42 @@ LinearArgs dense_args(const DeviceContext& ctx, const Tensor& x, const LinearWei
 // rows no longer fit L1 and a tensor-core GEMM reading the weights once is faster. Exact mode keeps the GEMV's f32
 // products for up to kGemvMaxRows rows.
 bool gemv_applies(const DeviceContext& ctx, const LinearArgs& args) {
-  const int64_t gemv_rows = ctx.exact_f32() ? kGemvMaxRows : kGemvFastMaxRows;
+  // FP8 weights: the GEMV reads a quarter of an f32 row's bytes, and its alternative dequantizes first.
+  const bool narrow = ctx.exact_f32() || args.format == WeightFormat::kFp8;
+  const int64_t gemv_rows = narrow ? kGemvMaxRows : kGemvFastMaxRows;
   return args.rows.total_rows <= gemv_rows &&
          gemv_supported(args.format, args.in_features, args.x, args.x_stride, args.w.weight);
+}
+
+// FP8: the GEMV for up to kGemvMaxRows rows (weights read once as FP8, f32 products); beyond, exact mode runs the
+// GEMV in chunks of that many rows (exact, weights re-read per chunk) and the fast path runs a W8A8 GEMM on the FP8
+// tensor cores (activations quantized per token or 1 x 128 group; Fp8Gemm) where cuBLASLt takes the weight's scaling,
+// else dequantizes the weight to bf16 for one cuBLAS GEMM. Batch-invariant numerics would need one kernel for every
+// row count: refused.
+void run_fp8_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, LinearArgs& args) {
+  RS_CHECK(!ctx.batch_invariant(),
+           "FP8 weights with --enable-deterministic-inference are not supported on CUDA yet (use --backend cpu, or a "
+           "bf16 checkpoint)");
+  RS_CHECK(gemv_supported(args.format, args.in_features, args.x, args.x_stride, args.w.weight),
+           "FP8 linear [{}, {}]: the input must be 16-byte aligned with in % 16 == 0", w.out_features, w.in_features);
+  const int64_t tokens = x.rows();
+  if (tokens <= kGemvMaxRows || ctx.exact_f32()) {
+    args.rows.chunk_rows = static_cast<int32_t>(std::min<int64_t>(tokens, kGemvMaxRows));
+    launch_gemv(args, args.rows.chunk_rows, ctx.stream());
+    return;
+  }
+  if (ctx.fp8_gemm().run(args.x, tokens, w, args.out)) {  // W8A8 on the FP8 tensor cores
+    if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
+    return;
+  }
+  void* dequantized = ctx.scratch(ScratchSlot::kFp8Weight, static_cast<size_t>(w.out_features) * w.in_features * 2);
+  launch_dequantize_fp8(w.weight.data_as<uint8_t>(), args.w.fp8, w.out_features, w.in_features, dequantized,
+                        ctx.stream());
+  LinearWeight bf16{LinearWeight::Format::kDense,
+                    Tensor(dequantized, DType::kBF16, {w.out_features, w.in_features}, w.weight.device()), Tensor(),
+                    w.out_features, w.in_features};
+  cublas_linear(ctx, x, tokens, bf16, args.out);
+  if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
 }
 
 }  // namespace
@@ -134,6 +193,7 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
   if (tokens == 0 || w.out_features == 0) return;
   ctx.activate();
   const WeightFormat format = args.format;
+  if (format == WeightFormat::kFp8) return run_fp8_linear(ctx, x, w, bias, args);
   if (ctx.batch_invariant()) {
     // One kernel whatever the row count: each output is summed over K in the same order (tiles of 64, no split-K) for
     // 1 row or 4,096. The tensor-core GEMM in the fast path; exact mode and f32/f16 weights take the SIMT one.
@@ -193,6 +253,8 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
   const WeightFormat up_format = gpt_oss ? expert_format(experts.gate_up, 2 * inter, hidden, num_experts)
                                          : expert_format(experts.gate, inter, hidden, num_experts);
   if (!gpt_oss) RS_CHECK(expert_format(experts.up, inter, hidden, num_experts) == up_format, "gate/up formats differ");
+  RS_CHECK(up_format != WeightFormat::kFp8 && down_format != WeightFormat::kFp8,
+           "FP8 MoE experts are not supported on CUDA yet (they run on --backend cpu)");
 
   const int64_t slots = tokens * top_k;
   // Three paths by rows per expert: the GEMV (few rows: decode), the tensor-core grouped GEMM (the fast path), or the

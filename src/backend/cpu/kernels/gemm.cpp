@@ -1,8 +1,9 @@
-// Linear layers on CPU: out = x . W^T (+ bias). f32 weights go straight to OpenBLAS; bf16/f16/MXFP4 weights are
+// Linear layers on CPU: out = x . W^T (+ bias). f32 weights go straight to OpenBLAS; bf16/f16/MXFP4/FP8 weights are
 // decoded panel by panel into f32 (exact) so that small batches stream weights once and big ones use sgemm.
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,8 @@ void decode_mxfp4_row(const LinearWeight& w, int64_t row, float* out) {
 void decode_row(const LinearWeight& w, int64_t row, float* out) {
   if (w.format == LinearWeight::Format::kMxfp4) {
     decode_mxfp4_row(w, row, out);
+  } else if (w.format == LinearWeight::Format::kFp8) {
+    decode_fp8_row(w, row, out);
   } else {
     load_row(w.weight, row, out, w.in_features);
   }
@@ -104,6 +107,23 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
 }
 
 }  // namespace
+
+void decode_fp8_row(const LinearWeight& w, int64_t row, float* out) {
+  // Each code's value, scaled by its block's scale and rounded once to f32: the exactly dequantized weight.
+  static const auto table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code) values[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    return values;
+  }();
+  const int64_t in = w.in_features, block = w.scale_block_cols;
+  const uint8_t* codes = w.weight.data_as<uint8_t>() + row * in;
+  const float* scales = w.scales.data_as<float>() + (row / w.scale_block_rows) * w.scales.dim(1);
+  for (int64_t b = 0; b * block < in; ++b) {
+    const float scale = scales[b];
+    const int64_t end = std::min(in, (b + 1) * block);
+    for (int64_t i = b * block; i < end; ++i) out[i] = table[codes[i]] * scale;
+  }
+}
 
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
                  int64_t out_stride, int64_t row_begin, int64_t row_end, bool row_invariant) {

@@ -34,6 +34,8 @@ void apply_token_bitmask(Tensor logits, const Tensor& bitmask);
 void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out,
             bool bf16_activations = false, bool row_invariant = false);
 // Single-threaded variant over output rows [row_begin, row_end) (used inside already-parallel loops).
+// Row `row` of an FP8 weight [out, in] exactly dequantized into f32 (each code's value times its block's scale).
+void decode_fp8_row(const LinearWeight& w, int64_t row, float* out);
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
                  int64_t out_stride, int64_t row_begin, int64_t row_end, bool row_invariant = false);
 

@@ -52,6 +52,15 @@ __device__ __forceinline__ float fp4_e2m1_to_float(uint32_t code) {
   return __uint_as_float(bits | ((code & 8u) << 28));
 }
 
+// FP8 E4M3 code (low 8 bits) -> value, exact: normals move their exponent and mantissa into an f32 with the bias
+// changed from 7 to 127; subnormals (exponent 0) are mantissa * 2^-9 (no f32 denormals, so flush-to-zero is harmless).
+// 0x7f / 0xff (NaN in e4m3) decode to 480; checkpoints never hold them.
+__device__ __forceinline__ float fp8_e4m3_to_float(uint32_t code) {
+  const float magnitude =
+      (code & 0x78u) ? __uint_as_float(((code & 0x7fu) << 20) + (120u << 23)) : static_cast<float>(code & 7u) * 0x1p-9f;
+  return (code & 0x80u) ? -magnitude : magnitude;
+}
+
 // E8M0 scale byte -> 2^(e - 127) (e = 0 gives the subnormal 2^-127, as std::ldexp does on the host).
 __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
   return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u);

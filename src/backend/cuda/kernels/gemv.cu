@@ -1,5 +1,5 @@
 // GEMV for few activation rows (decode): each warp streams two weight rows (a K-slice of them when the block splits K),
-// 16-byte vectors per lane, decoding f32/bf16/f16/MXFP4 in registers, and dots them with up to 8 activation rows of
+// 16-byte vectors per lane, decoding f32/bf16/f16/MXFP4/FP8 in registers, and dots them with up to 8 activation rows of
 // its chunk. f32 accumulation. Memory-bound: the weight bytes are read once per chunk, activations come from L1/L2.
 #include <algorithm>
 #include <cstdint>
@@ -54,12 +54,18 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   const uint4* w1 = nullptr;
   const uint8_t* s0 = nullptr;
   const uint8_t* s1 = nullptr;
+  const float* f0 = nullptr;  // FP8: the scale rows of rows 0 and 1 (one group: dense layers only)
+  const float* f1 = nullptr;
   const auto bind_rows = [&](int group) {
     w0 = static_cast<const uint4*>(group_weight(a.w, group)) + row0 * vecs;
     w1 = static_cast<const uint4*>(two_tables ? a.w.up_table[group] : group_weight(a.w, group)) + row1 * vecs;
     if constexpr (F == WeightFormat::kMxfp4) {
       s0 = group_scales(a.w, group) + row0 * vecs;
       s1 = (two_tables ? a.w.up_scale_table[group] : group_scales(a.w, group)) + row1 * vecs;
+    }
+    if constexpr (F == WeightFormat::kFp8) {
+      f0 = a.w.fp8.scales + (row0 / a.w.fp8.block_rows) * a.w.fp8.cols;
+      f1 = a.w.fp8.scales + (row1 / a.w.fp8.block_rows) * a.w.fp8.cols;
     }
   };
   uint4 ra0[kU], ra1[kU], rb0[kU], rb1[kU];  // rb: the second buffer (double buffering only)
@@ -128,6 +134,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
       if constexpr (F == WeightFormat::kMxfp4) {
         sc0 = e8m0_to_float(s0[v]);
         sc1 = e8m0_to_float(s1[v]);
+      } else if constexpr (F == WeightFormat::kFp8) {
+        sc0 = f0[v >> a.w.fp8.vec_shift];
+        sc1 = f1[v >> a.w.fp8.vec_shift];
       }
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
@@ -248,6 +257,7 @@ int elements_per_vector(WeightFormat format) {
   switch (format) {
     case WeightFormat::kF32: return WeightTraits<WeightFormat::kF32>::kPerVec;
     case WeightFormat::kMxfp4: return WeightTraits<WeightFormat::kMxfp4>::kPerVec;
+    case WeightFormat::kFp8: return WeightTraits<WeightFormat::kFp8>::kPerVec;
     default: return WeightTraits<WeightFormat::kBF16>::kPerVec;
   }
 }
@@ -268,6 +278,7 @@ void launch_gemv(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t strea
     case WeightFormat::kBF16: return launch_for_format<WeightFormat::kBF16>(a, rows_per_chunk, stream);
     case WeightFormat::kF16: return launch_for_format<WeightFormat::kF16>(a, rows_per_chunk, stream);
     case WeightFormat::kMxfp4: return launch_for_format<WeightFormat::kMxfp4>(a, rows_per_chunk, stream);
+    case WeightFormat::kFp8: return launch_for_format<WeightFormat::kFp8>(a, rows_per_chunk, stream);
   }
 }
 

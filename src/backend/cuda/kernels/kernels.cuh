@@ -15,8 +15,8 @@ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Element types that float-valued parameters (norm weights, biases, sinks, embedding tables) may be stored in.
 enum class ElemType : int32_t { kF32, kBF16, kF16 };
 
-// Storage format of a linear weight [out, in].
-enum class WeightFormat : int32_t { kF32, kBF16, kF16, kMxfp4 };
+// Storage format of a linear weight [out, in]. kFp8: E4M3 codes times f32 block scales (GroupedWeights::fp8).
+enum class WeightFormat : int32_t { kF32, kBF16, kF16, kMxfp4, kFp8 };
 
 // Bits of the device error word.
 enum ErrorFlag : uint32_t {
@@ -146,8 +146,19 @@ int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int
 void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream);
 
 // ---- linear: gemv.cu (few rows) and gemm_tiled.cu (any rows), both over "row chunks" of one weight group ----
+// FP8 block scales of one weight: element (o, i) scales by scales[(o / block_rows) * cols + (i / 16) >> vec_shift],
+// the scale of i's 16-element vector (block_cols is a multiple of 16: a power of two, or the whole row with
+// vec_shift large enough to give column 0).
+struct Fp8Scales {
+  const float* scales = nullptr;
+  int64_t cols = 0;
+  int32_t block_rows = 1;
+  int32_t vec_shift = 0;
+};
+
 struct GroupedWeights {
   const void* weight = nullptr;               // single group: [out, in] (or MXFP4 blocks [out, in/32, 16])
+  Fp8Scales fp8;                              // single group FP8
   const uint8_t* scales = nullptr;            // single group MXFP4 scales [out, in/32]
   const void* const* weight_table = nullptr;  // per-group device pointer arrays (MoE experts); override the above
   const uint8_t* const* scale_table = nullptr;
@@ -207,6 +218,18 @@ void launch_gemv(const LinearArgs& args, int32_t rows_per_chunk, cudaStream_t st
 
 constexpr int32_t kTiledRows = 64;
 void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
+
+// ---- fp8.cu ----
+// out [out, in] bf16 = the FP8 weight's values times their block scales, rounded once (cuBLAS reads it for many rows).
+void launch_dequantize_fp8(const uint8_t* codes, const Fp8Scales& scales, int64_t out_features, int64_t in_features,
+                           void* out_bf16, cudaStream_t stream);
+// x [rows, cols] f32 -> E4M3 codes [rows, cols] and scales [rows, cols / group] (row-major): each group of `group`
+// columns of a row is scaled by amax / 448 (1 for an all-zero group) and rounded to nearest, saturating.
+// cols % group == 0, group % 4 == 0.
+void launch_quantize_fp8_groups(const float* x, int64_t rows, int64_t cols, int64_t group, uint8_t* codes,
+                                float* scales, cudaStream_t stream);
+// out [count] f32 = in [count] bf16.
+void launch_widen_bf16(const void* in, int64_t count, float* out, cudaStream_t stream);
 
 // ---- gemv_mma.cu: MXFP4 GEMV on tensor cores (bf16 activations, f32 accumulation; the fast path) ----
 // Chunks of 1-8 activation rows; plain, glu_offset or pair-activation outputs, like launch_gemv.

@@ -1,5 +1,6 @@
-// Decoding of linear-weight storage formats (f32, bf16, f16, MXFP4) one 32-bit word at a time, shared by the GEMV and
-// tiled GEMM kernels. MXFP4: 32 elements per 16-byte block, byte k holds element 2k (low nibble) and 2k+1 (high).
+// Decoding of linear-weight storage formats (f32, bf16, f16, MXFP4, FP8) one 32-bit word at a time, shared by the GEMV
+// and tiled GEMM kernels. MXFP4: 32 elements per 16-byte block, byte k holds element 2k (low nibble) and 2k+1 (high).
+// FP8: E4M3 codes, byte k of a word is element k; block scales are applied per 16-element vector.
 #pragma once
 
 #include "backend/cuda/kernels/device_utils.cuh"
@@ -8,8 +9,11 @@ namespace rs::cuda {
 
 template <WeightFormat F>
 struct WeightTraits {
-  static constexpr int kPerWord = F == WeightFormat::kF32 ? 1 : F == WeightFormat::kMxfp4 ? 8 : 2;  // elements/word
-  static constexpr int kPerVec = 4 * kPerWord;  // elements per 16-byte vector
+  static constexpr int kPerWord = F == WeightFormat::kF32     ? 1
+                                  : F == WeightFormat::kMxfp4 ? 8
+                                  : F == WeightFormat::kFp8   ? 4
+                                                              : 2;  // elements per 32-bit word
+  static constexpr int kPerVec = 4 * kPerWord;                    // elements per 16-byte vector
 };
 
 template <WeightFormat F>
@@ -20,13 +24,16 @@ __device__ __forceinline__ void decode_word(uint32_t word, float (&w)[WeightTrai
     unpack_bf16x2(word, w[0], w[1]);
   } else if constexpr (F == WeightFormat::kF16) {
     unpack_f16x2(word, w[0], w[1]);
+  } else if constexpr (F == WeightFormat::kFp8) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = fp8_e4m3_to_float(word >> (8 * i));
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = fp4_e2m1_to_float(word >> (4 * i));
   }
 }
 
-// Loads N consecutive floats (N = 1, 2 or 8; p aligned to 4 * N bytes, at most 16).
+// Loads N consecutive floats (N = 1, 2, 4 or 8; p aligned to 4 * N bytes, at most 16).
 template <int N>
 __device__ __forceinline__ void load_floats(const float* p, float (&x)[N]) {
   if constexpr (N == 1) {
@@ -34,6 +41,9 @@ __device__ __forceinline__ void load_floats(const float* p, float (&x)[N]) {
   } else if constexpr (N == 2) {
     const float2 v = *reinterpret_cast<const float2*>(p);
     x[0] = v.x, x[1] = v.y;
+  } else if constexpr (N == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(p);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
   } else {
     static_assert(N == 8);
     const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];

@@ -1,0 +1,199 @@
+#include "model/linear_loader.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/thread_pool.h"
+
+namespace rs::model {
+namespace {
+
+float load_float(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF32: return t.data_as<float>()[i];
+    case DType::kBF16: return bf16_to_f32(t.data_as<uint16_t>()[i]);
+    case DType::kF16: return f16_to_f32(t.data_as<uint16_t>()[i]);
+    default: RS_FAIL("expected a float tensor, got {}", dtype_name(t.dtype()));
+  }
+}
+
+// The block edge b with ceil(extent / b) == count: one scale over the whole extent or one per element first (the
+// canonical per-tensor / per-channel forms), then the configured block, 128, and an exact division.
+int64_t block_edge(int64_t extent, int64_t count, int64_t configured) {
+  if (count == 1) return extent;
+  if (count == extent) return 1;
+  const auto fits = [&](int64_t b) { return b > 0 && (extent + b - 1) / b == count; };
+  for (int64_t b : {configured, int64_t{128}}) {
+    if (fits(b)) return b;
+  }
+  if (extent % count == 0) return extent / count;
+  return 0;
+}
+
+bool is_fp8(const LinearWeight& w) { return w.format == LinearWeight::Format::kFp8; }
+
+}  // namespace
+
+Tensor LinearLoader::keep(Buffer buffer, DType dtype, std::vector<int64_t> shape) {
+  owned_.push_back(std::move(buffer));
+  return Tensor(owned_.back().data(), dtype, shape.data(), static_cast<int>(shape.size()));
+}
+
+LinearWeight LinearLoader::load(const std::string& module, int64_t out, int64_t in, bool quantizable) {
+  const std::string name = module + ".weight";
+  const auto info = weights_.info(name);
+  if (info && info->dtype == DType::kF8E4M3)
+    return load_fp8(module, weights_.require(name, {out, in}, DType::kF8E4M3), out, in);
+  const Tensor weight = weights_.require(name, {out, in});
+  // Dummy weights of an FP8 config (a configs/ folder) are quantized like --quantization fp8, to time the format.
+  if (weights_.is_dummy() && quantization_.is_fp8() && quantizable) return quantize_fp8(weight);
+  return from_dense(weight, quantizable);
+}
+
+LinearWeight LinearLoader::from_dense(const Tensor& weight, bool quantizable) {
+  RS_CHECK(weight.ndim() == 2, "linear weight {} must be 2-D", weight.shape_string());
+  if (quantization_.fp8_on_load && quantizable) return quantize_fp8(weight);
+  return LinearWeight{LinearWeight::Format::kDense, weight, Tensor(), weight.dim(0), weight.dim(1)};
+}
+
+LinearWeight LinearLoader::load_fp8(const std::string& module, const Tensor& weight, int64_t out, int64_t in) {
+  // Fine-grained FP8 (transformers, Qwen, DeepSeek) names the multiplier weight_scale_inv; compressed-tensors
+  // weight_scale. Either way w = fp8 * scale. A static input_scale only matters to W8A8 kernels that quantize
+  // activations per tensor; W8A16 and the reference path read activations as they are.
+  std::string scale_name = module + ".weight_scale_inv";
+  if (!weights_.contains(scale_name)) scale_name = module + ".weight_scale";
+  const auto info = weights_.info(scale_name);
+  RS_CHECK(info.has_value(), "FP8 weight '{}.weight' has no weight_scale_inv or weight_scale beside it", module);
+  int64_t count = 1;
+  for (int64_t d : info->shape) count *= d;
+  const Tensor stored = weights_.require(scale_name, info->shape);
+  // Scales as [rows, cols] of blocks: a scalar or [1] is per tensor, [out] or [out, 1] per channel.
+  const int64_t rows = count == 1 ? 1 : info->shape[0];
+  const int64_t cols = count == 1 ? 1 : count / rows;
+  const int64_t block_rows = block_edge(out, rows, quantization_.block_rows);
+  const int64_t block_cols = block_edge(in, cols, quantization_.block_cols);
+  RS_CHECK(block_rows > 0 && block_cols > 0,
+           "'{}' has shape [{}, {}] of scales for a [{}, {}] FP8 weight: not a block grid", scale_name, rows, cols, out,
+           in);
+  Buffer buffer = Buffer::host(count * sizeof(float));
+  for (int64_t i = 0; i < count; ++i) static_cast<float*>(buffer.data())[i] = load_float(stored, i);
+  LinearWeight w{LinearWeight::Format::kFp8, weight, keep(std::move(buffer), DType::kF32, {rows, cols}), out, in};
+  w.scale_block_rows = block_rows;
+  w.scale_block_cols = block_cols;
+  return w;
+}
+
+LinearWeight LinearLoader::quantize_fp8(const Tensor& weight) {
+  // One scale per output channel, amax / 448, as vLLM's and llm-compressor's FP8_DYNAMIC weights.
+  const int64_t out = weight.dim(0), in = weight.dim(1);
+  Buffer codes = Buffer::host(out * in);
+  Buffer scales = Buffer::host(out * sizeof(float));
+  uint8_t* q = static_cast<uint8_t*>(codes.data());
+  float* s = static_cast<float*>(scales.data());
+  if (!pool_) pool_ = std::make_shared<ThreadPool>(hardware_threads());  // billions of values in a large model
+  pool_->parallel_for(out, [&](int64_t begin, int64_t end) {
+    std::vector<float> row(in);
+    for (int64_t r = begin; r < end; ++r) {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < in; ++i) amax = std::max(amax, std::fabs(row[i] = load_float(weight, r * in + i)));
+      const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+      s[r] = scale;
+      for (int64_t i = 0; i < in; ++i) q[r * in + i] = f32_to_fp8_e4m3(row[i] / scale);
+    }
+  });
+  LinearWeight w{LinearWeight::Format::kFp8, keep(std::move(codes), DType::kF8E4M3, {out, in}),
+                 keep(std::move(scales), DType::kF32, {out, 1}), out, in};
+  w.scale_block_rows = 1;
+  w.scale_block_cols = in;
+  return w;
+}
+
+LinearWeight LinearLoader::fp8_row_scales(const LinearWeight& w) {
+  if (w.scale_block_rows == 1) return w;
+  const int64_t cols = w.scales.dim(1);
+  Buffer buffer = Buffer::host(w.out_features * cols * sizeof(float));
+  float* dst = static_cast<float*>(buffer.data());
+  for (int64_t r = 0; r < w.out_features; ++r)
+    std::memcpy(dst + r * cols, w.scales.data_as<float>() + (r / w.scale_block_rows) * cols, cols * sizeof(float));
+  LinearWeight rows = w;
+  rows.scales = keep(std::move(buffer), DType::kF32, {w.out_features, cols});
+  rows.scale_block_rows = 1;
+  return rows;
+}
+
+LinearWeight LinearLoader::stack_rows(std::span<const LinearWeight> parts) {
+  RS_CHECK(!parts.empty(), "stack_rows of no weights");
+  const LinearWeight& first = parts.front();
+  RS_CHECK(first.format == LinearWeight::Format::kDense || is_fp8(first), "only dense and FP8 weights can be fused");
+  int64_t rows = 0;
+  size_t bytes = 0;
+  bool same_blocks = true;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const LinearWeight& p = parts[i];
+    RS_CHECK(p.format == first.format && p.weight.dtype() == first.weight.dtype() && p.in_features == first.in_features,
+             "cannot fuse weights {} and {} of different formats or widths", first.weight.shape_string(),
+             p.weight.shape_string());
+    rows += p.out_features;
+    bytes += p.weight.bytes();
+    if (is_fp8(p)) {
+      RS_CHECK(p.scale_block_cols == first.scale_block_cols, "cannot fuse FP8 weights with scale blocks {} and {} wide",
+               first.scale_block_cols, p.scale_block_cols);
+      // Blocks stack where no block straddles two parts: every part but the last fills whole blocks.
+      same_blocks = same_blocks && p.scale_block_rows == first.scale_block_rows &&
+                    (i + 1 == parts.size() || p.out_features % p.scale_block_rows == 0);
+    }
+  }
+  const int64_t in = first.in_features;
+  Buffer buffer = Buffer::host(bytes);
+  char* cursor = static_cast<char*>(buffer.data());
+  for (const LinearWeight& p : parts) {
+    std::memcpy(cursor, p.weight.data(), p.weight.bytes());
+    cursor += p.weight.bytes();
+  }
+  LinearWeight fused{first.format, keep(std::move(buffer), first.weight.dtype(), {rows, in}), Tensor(), rows, in};
+  if (!is_fp8(first)) return fused;
+  std::vector<LinearWeight> scaled;
+  for (const LinearWeight& p : parts) scaled.push_back(same_blocks ? p : fp8_row_scales(p));
+  const int64_t cols = scaled.front().scales.dim(1);
+  int64_t scale_rows = 0;
+  for (const LinearWeight& p : scaled) scale_rows += p.scales.dim(0);
+  Buffer scales = Buffer::host(scale_rows * cols * sizeof(float));
+  cursor = static_cast<char*>(scales.data());
+  for (const LinearWeight& p : scaled) {
+    std::memcpy(cursor, p.scales.data(), p.scales.bytes());
+    cursor += p.scales.bytes();
+  }
+  fused.scales = keep(std::move(scales), DType::kF32, {scale_rows, cols});
+  fused.scale_block_rows = scaled.front().scale_block_rows;
+  fused.scale_block_cols = first.scale_block_cols;
+  return fused;
+}
+
+LinearWeight LinearLoader::select_rows(const LinearWeight& w, const std::vector<int64_t>& rows) {
+  RS_CHECK(w.format == LinearWeight::Format::kDense || is_fp8(w), "only dense and FP8 weights can be split by rows");
+  const LinearWeight source = is_fp8(w) ? fp8_row_scales(w) : w;
+  const size_t row_bytes = source.weight.bytes() / source.out_features;
+  const int64_t count = static_cast<int64_t>(rows.size());
+  Buffer buffer = Buffer::host(count * row_bytes);
+  for (int64_t r = 0; r < count; ++r) {
+    RS_CHECK(rows[r] >= 0 && rows[r] < source.out_features, "row {} of a {} weight", rows[r],
+             source.weight.shape_string());
+    std::memcpy(static_cast<char*>(buffer.data()) + r * row_bytes,
+                static_cast<const char*>(source.weight.data()) + rows[r] * row_bytes, row_bytes);
+  }
+  LinearWeight picked = source;
+  picked.weight = keep(std::move(buffer), source.weight.dtype(), {count, source.in_features});
+  picked.out_features = count;
+  picked.packed = Tensor();
+  if (!is_fp8(source)) return picked;
+  const int64_t cols = source.scales.dim(1);
+  Buffer scales = Buffer::host(count * cols * sizeof(float));
+  for (int64_t r = 0; r < count; ++r)
+    std::memcpy(static_cast<float*>(scales.data()) + r * cols, source.scales.data_as<float>() + rows[r] * cols,
+                cols * sizeof(float));
+  picked.scales = keep(std::move(scales), DType::kF32, {count, cols});
+  return picked;
+}
+
+}  // namespace rs::model

@@ -1,0 +1,175 @@
+// Quantized checkpoints (tools/make_fp8_fixtures.py) against their exactly dequantized f32 twins: run through the
+// same engine in exact mode, the quantized folder must give the twin's logits (up to summation order) and its greedy
+// tokens, whole-prompt and chunked, so the format's loading and kernels are exactly the format's arithmetic. The fast
+// path's agreement with the twin and the quantization's distance from transformers' unquantized model are reported.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "engine/engine.h"
+#include "engine/single_sequence.h"
+
+namespace rs {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr float kLogitTolerance = 5e-4f;     // same f32 weights, other summation order
+constexpr float kAmbiguousMargin = 1e-3f;    // a twin top-2 gap under which a greedy flip is tolerated
+constexpr float kFastLogitTolerance = 0.5f;  // bf16 activations and products (fast path) against the f32 twin
+
+fs::path fixture(const std::string& name) { return fs::path(RS_SOURCE_DIR) / "tests/data/models" / name; }
+
+const engine::SamplingParams kGreedy{.temperature = 0.0f};
+engine::SamplingRow greedy_row() { return engine::SamplingRow{&kGreedy, {}, {}, 0}; }
+
+engine::EngineConfig test_config(bool exact) {
+  engine::EngineConfig config;
+  if (const char* backend = std::getenv("RS_TEST_BACKEND")) config.backend = backend;
+  config.num_threads = 2;
+  config.exact_f32 = exact;
+  config.kv_cache_gb = 0.02;
+  config.max_running_requests = 2;
+  config.context_length = 1024;
+  config.max_step_tokens = 512;
+  return config;
+}
+
+struct GreedyRun {
+  std::vector<std::vector<float>> logits;  // after the prompt, then after each greedy token
+  std::vector<int32_t> tokens;
+};
+
+// The prompt, then `steps` greedy tokens fed back one at a time.
+GreedyRun greedy_run(engine::Engine& engine, const std::vector<int32_t>& prompt, int chunk, int steps) {
+  engine::SingleSequence runner(engine);
+  GreedyRun run;
+  std::vector<float> logits;
+  runner.prefill(prompt, greedy_row(), chunk, &logits);
+  for (int step = 0; step < steps; ++step) {
+    run.logits.push_back(logits);
+    const int32_t token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    run.tokens.push_back(token);
+    if (step + 1 < steps) runner.feed(std::span(&token, 1), greedy_row(), &logits);
+  }
+  return run;
+}
+
+float top2_margin(std::vector<float> logits) {
+  std::partial_sort(logits.begin(), logits.begin() + 2, logits.end(), std::greater<float>());
+  return logits[0] - logits[1];
+}
+
+struct Comparison {
+  float max_logit_diff = 0;  // over the steps both runs took on the same tokens
+  int identical = 0;         // leading greedy tokens equal
+  bool near_tie = false;     // the first divergence came at a twin near-tie
+};
+
+Comparison compare(const GreedyRun& got, const GreedyRun& twin) {
+  Comparison c;
+  for (size_t step = 0; step < twin.tokens.size(); ++step) {
+    for (size_t i = 0; i < twin.logits[step].size(); ++i)
+      c.max_logit_diff = std::max(c.max_logit_diff, std::abs(got.logits[step][i] - twin.logits[step][i]));
+    if (got.tokens[step] != twin.tokens[step]) {
+      c.near_tie = top2_margin(twin.logits[step]) < kAmbiguousMargin;
+      break;
+    }
+    ++c.identical;
+  }
+  return c;
+}
+
+struct Case {
+  std::string name;  // fixture folder (its twin is <name>/dequantized)
+  std::string base;  // the unquantized fixture whose golden.json gives prompts and transformers' logits
+  bool cuda_ready;   // false: the format's kernels for this model (MoE experts) run on CPU only so far
+};
+
+class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuantizedCheckpoint, GreedyEqualsTheDequantizedTwin) {
+  const Case& param = GetParam();
+  const char* backend = std::getenv("RS_TEST_BACKEND");
+  if (backend && std::string(backend).starts_with("cuda") && !param.cuda_ready)
+    GTEST_SKIP() << param.name << ": FP8 MoE experts run on CPU only so far";
+  const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
+  engine::Engine quantized(fixture(param.name), test_config(true));
+  engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
+  for (int chunk : {1 << 20, 7}) {
+    for (const auto& c : ref["cases"]) {
+      const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+      const int steps = static_cast<int>(c["greedy_ids"].size());
+      const GreedyRun want = greedy_run(twin, prompt, chunk, steps);
+      const Comparison r = compare(greedy_run(quantized, prompt, chunk, steps), want);
+      // How far the format itself moves the model: the first logits against transformers' unquantized ones.
+      const auto hf = c["last_logits"].get<std::vector<float>>();
+      float quantization_error = 0;
+      for (size_t i = 0; i < hf.size(); ++i)
+        quantization_error = std::max(quantization_error, std::abs(want.logits[0][i] - hf[i]));
+      std::printf(
+          "[%s] prompt %zu, chunk %d: max |logit diff| vs twin %.2e, greedy %d/%d identical%s; "
+          "twin vs unquantized transformers %.3f\n",
+          param.name.c_str(), prompt.size(), std::min(chunk, 9999), r.max_logit_diff, r.identical, steps,
+          r.near_tie ? " (then a near-tie)" : "", quantization_error);
+      EXPECT_LT(r.max_logit_diff, kLogitTolerance);
+      EXPECT_TRUE(r.identical == steps || r.near_tie) << "greedy diverged at step " << r.identical;
+    }
+  }
+}
+
+TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
+  const Case& param = GetParam();
+  const char* backend = std::getenv("RS_TEST_BACKEND");
+  if (backend && std::string(backend).starts_with("cuda") && !param.cuda_ready)
+    GTEST_SKIP() << param.name << ": FP8 MoE experts run on CPU only so far";
+  const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
+  engine::Engine fast(fixture(param.name), test_config(false));
+  engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
+  for (const auto& c : ref["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const int steps = static_cast<int>(c["greedy_ids"].size());
+    const Comparison r = compare(greedy_run(fast, prompt, 7, steps), greedy_run(twin, prompt, 7, steps));
+    std::printf("[%s, fast path] prompt %zu: max |logit diff| vs exact twin %.3f, greedy %d/%d identical\n",
+                param.name.c_str(), prompt.size(), r.max_logit_diff, r.identical, steps);
+    EXPECT_LT(r.max_logit_diff, kFastLogitTolerance);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, QuantizedCheckpoint,
+                         ::testing::Values(Case{"qwen3_fp8", "qwen3", true}, Case{"qwen3_fp8_channel", "qwen3", true},
+                                           Case{"qwen3_moe_fp8_ct", "qwen3_moe", false}),
+                         [](const auto& info) { return info.param.name; });
+
+// --quantization fp8 on the unquantized qwen3 fixture makes exactly the checkpoint numpy made of it by the same rule
+// (qwen3_fp8_channel: per-channel amax / 448 in f32, codes rounded to nearest even): the same logits and tokens.
+TEST(QuantizeOnLoad, Fp8EqualsTheSameQuantizationMadeOffline) {
+  const json ref = json::parse(std::ifstream(fixture("qwen3") / "golden.json"));
+  engine::EngineConfig config = test_config(true);
+  config.quantization = "fp8";
+  engine::Engine on_load(fixture("qwen3"), config);
+  engine::Engine offline(fixture("qwen3_fp8_channel"), test_config(true));
+  for (const auto& c : ref["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const Comparison r = compare(greedy_run(on_load, prompt, 7, 16), greedy_run(offline, prompt, 7, 16));
+    std::printf("[qwen3 --quantization fp8] vs qwen3_fp8_channel: max |logit diff| %.2e, greedy %d/16 identical\n",
+                r.max_logit_diff, r.identical);
+    EXPECT_LT(r.max_logit_diff, kLogitTolerance);
+    EXPECT_EQ(r.identical, 16);
+  }
+  // A checkpoint that is already quantized refuses the flag with the reason.
+  try {
+    engine::Engine twice(fixture("qwen3_fp8"), config);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already quantized"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rs
