@@ -1,47 +1,71 @@
 #!/usr/bin/env bash
 # One device call for the FP8 weight kind: builds (tools/device_test_cuda.sh's environment), runs the FP8 parity
 # tests and the quantized-checkpoint goldens on CUDA, checks the dense goldens did not move, then times Qwen3-8B
-# (dummy weights) in bf16 and with --quantization fp8 in the same binary on the same card: batch-1/8/32 decode and a
-# 4,096-token prefill. Logs under $OUT; a summary table last.
+# (dummy weights) in bf16 and with --quantization fp8 in the same binary on the same card: decode at several batch
+# sizes and a 4,096-token prefill. Logs in $OUT/fp8.tar.gz (the device tool returns few files); a summary last.
 #
-#   device run, carry [".devdeps"]:  tools/device_fp8.sh            (env: SKIP_BENCH=1, SKIP_TESTS=1)
+#   device run, carry [".devdeps"]:  tools/device_fp8.sh
+#   env: TESTS (gtest filter of cuda_backend_test; default every test), SKIP_TESTS=1, SKIP_BENCH=1, BATCHES (1,8,32),
+#        LAB=1 (run bench/cuda/fp8_scale_layouts.cu first), NO_PREFILL=1,
+#        THROUGHPUT=N (also bench throughput, N prompts of 1000 + 1000, N running), SKIP_BUILD=1 (a warm machine)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-/tmp/rs-fp8}
-mkdir -p "$out"
+logs=$out/logs
+mkdir -p "$logs"
 build=/tmp/rs-cuda-build
 status=0
-OUT="$out" ONLY_BUILD=1 tools/device_test_cuda.sh radixserve cuda_backend_test model_quantized_test model_golden_test \
-  cpu_kernels_test model_test || status=1
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  OUT="$logs" ONLY_BUILD=1 tools/device_test_cuda.sh radixserve cuda_backend_test model_quantized_test model_golden_test \
+    fp8_scale_layouts || status=1
+fi
 export LD_LIBRARY_PATH="/tmp/rs-devdeps/usr/lib/x86_64-linux-gnu:/tmp/rs-devdeps/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/gpu.txt"
+if [[ -n "${LAB:-}" ]]; then
+  echo "== bench/cuda/fp8_scale_layouts.cu"
+  timeout 120 "$build/bin/fp8_scale_layouts" 2>&1 | tee "$logs/lab.log" || status=1
+fi
 if [[ -z "${SKIP_TESTS:-}" ]]; then
-  echo "== parity: every CUDA op (FP8 linears included)"
-  RS_REQUIRE_CUDA=1 timeout 300 "$build/tests/cuda_backend_test" --gtest_filter="${TESTS:-*}" > "$out/parity.log" 2>&1 ||
+  echo "== parity (${TESTS:-every CUDA op})"
+  RS_REQUIRE_CUDA=1 timeout 300 "$build/tests/cuda_backend_test" --gtest_filter="${TESTS:-*}" > "$logs/parity.log" 2>&1 ||
     status=1
-  grep -E "^\[  (PASSED|FAILED)|^\[       OK|FAILED|err " "$out/parity.log" | grep -v "^\[       OK" | head -40
+  grep -E "fp8|FAILED|PASSED|FP8" "$logs/parity.log" | grep -vE "^\[ +(RUN|OK) " | head -60
   echo "== quantized checkpoints on CUDA vs their dequantized twins"
-  RS_TEST_BACKEND=cuda "$build/tests/model_quantized_test" > "$out/quantized.log" 2>&1 || status=1
-  grep -E "^\[|FAILED|PASSED|SKIPPED" "$out/quantized.log" | grep -v "^\[ RUN\|^\[       OK" | head -40
-  echo "== dense goldens on CUDA (unchanged path)"
-  RS_TEST_BACKEND=cuda "$build/tests/model_golden_test" --gtest_filter='Architectures/*' > "$out/golden.log" 2>&1 ||
+  RS_TEST_BACKEND=cuda "$build/tests/model_quantized_test" > "$logs/quantized.log" 2>&1 || status=1
+  grep -E "^\[(qwen|  FAILED|  PASSED)|Failure|FP8" "$logs/quantized.log" | head -40
+  echo "== dense goldens on CUDA"
+  RS_TEST_BACKEND=cuda "$build/tests/model_golden_test" --gtest_filter='Architectures/*' > "$logs/golden.log" 2>&1 ||
     status=1
-  grep -E "PASSED|FAILED" "$out/golden.log" | head
+  grep -E "PASSED|FAILED" "$logs/golden.log" | head
 fi
 if [[ -z "${SKIP_BENCH:-}" ]]; then
   app="$build/bin/radixserve"
-  for quant in "" "--quantization fp8"; do
-    tag=${quant:+fp8}; tag=${tag:-bf16}
-    echo "== Qwen3-8B $tag: bench one-batch b1/8/32"
-    timeout 240 "$app" bench one-batch --model configs/Qwen3-8B --load-format dummy --backend cuda $quant \
-      --batch-size 1,8,32 --input-len 512 --output-len 64 --json "$out/one_batch_$tag.json" \
-      > "$out/one_batch_$tag.log" 2>&1 || { status=1; tail -5 "$out/one_batch_$tag.log"; }
-    grep -E "^\s*[0-9]+ |batch|bound" "$out/one_batch_$tag.log" | tail -8
-    echo "== Qwen3-8B $tag: prefill 4096"
-    timeout 180 "$app" bench --model configs/Qwen3-8B --load-format dummy --backend cuda $quant --prompt-tokens 4096 \
-      --decode-tokens 4 --repeats 2 > "$out/prefill_$tag.log" 2>&1 || { status=1; tail -5 "$out/prefill_$tag.log"; }
-    grep -iE "prefill|decode" "$out/prefill_$tag.log" | tail -4
+  # tag:model folder:extra flags. The same dummy bf16 values, as bf16, quantized per channel on load, and in the
+  # 128 x 128 blocks of Qwen's FP8 releases (configs/Qwen3-8B-FP8: dummy weights of an FP8 config quantize so).
+  for variant in "bf16:configs/Qwen3-8B:" "fp8-channel:configs/Qwen3-8B:--quantization fp8" \
+                 "fp8-block:configs/Qwen3-8B-FP8:"; do
+    IFS=: read -r tag model flags <<< "$variant"
+    echo "== $tag: bench one-batch ${BATCHES:-1,8,32}"
+    timeout 240 "$app" bench one-batch --model "$model" --load-format dummy --backend cuda $flags \
+      --batch-size "${BATCHES:-1,8,32}" --input-len 512 --output-len 64 --json "$logs/one_batch_$tag.json" \
+      > "$logs/one_batch_$tag.log" 2>&1 || { status=1; tail -5 "$logs/one_batch_$tag.log"; }
+    grep -E "FP8 GEMM|^ +[0-9]+ |batch  prefill" "$logs/one_batch_$tag.log" | sort -u | tail -14
+    [[ -n "${NO_PREFILL:-}" ]] || {
+      echo "== $tag: prefill 4096"
+      timeout 180 "$app" bench --model "$model" --load-format dummy --backend cuda $flags --prompt-tokens 4096 \
+        --decode-tokens 4 --repeats 2 > "$logs/prefill_$tag.log" 2>&1 || { status=1; tail -5 "$logs/prefill_$tag.log"; }
+      grep -E "prefill_tokens_per_s|decode_tokens_per_s" "$logs/prefill_$tag.log" | tail -2
+    }
+    if [[ -n "${THROUGHPUT:-}" ]]; then
+      echo "== $tag: bench throughput ${THROUGHPUT} x (1000 + 1000)"
+      timeout 300 "$app" bench throughput --model "$model" --load-format dummy --backend cuda $flags \
+        --num-prompts "$THROUGHPUT" --input-len 1000 --output-len 1000 --max-running-requests "$THROUGHPUT" \
+        --json "$logs/throughput_$tag.json" > "$logs/throughput_$tag.log" 2>&1 || status=1
+      grep -iE "tok/s|req/s" "$logs/throughput_$tag.log" | tail -3
+    fi
   done
 fi
+tar -C "$out" -czf "$out/fp8.tar.gz" logs --exclude='*.o' 2>/dev/null
+rm -rf "$logs"
 echo "== done (status $status)"
 exit $status

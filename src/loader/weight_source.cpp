@@ -133,6 +133,15 @@ Tensor WeightSource::make_dummy(const std::string& name, const std::vector<int64
   return Tensor(buffer->data(), dtype, shape.data(), static_cast<int>(shape.size()));
 }
 
+void WeightSource::note_stored_as(const std::string& name, size_t bytes) {
+  for (auto& [loaded_name, size] : loaded_) {
+    if (loaded_name != name) continue;
+    bytes_loaded_ = bytes_loaded_ - size + bytes;
+    size = bytes;
+    return;
+  }
+}
+
 size_t WeightSource::bytes_loaded_if(const std::function<bool(std::string_view)>& pred) const {
   size_t bytes = 0;
   for (const auto& [name, size] : loaded_)

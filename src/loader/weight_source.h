@@ -41,7 +41,10 @@ class WeightSource {
   Tensor require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype = {});
   Tensor require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype = {});
   bool is_dummy() const { return checkpoint_ == nullptr; }
+  // Bytes of the weights handed out, as the model keeps them: a tensor quantized as it loads counts at its quantized
+  // size once note_stored_as() says so (decode bandwidth bounds divide by these).
   size_t bytes_loaded() const { return bytes_loaded_; }
+  void note_stored_as(const std::string& name, size_t bytes);
   // Bytes of the tensors loaded so far whose names satisfy `pred` (e.g. MoE experts, for bandwidth bounds).
   size_t bytes_loaded_if(const std::function<bool(std::string_view)>& pred) const;
 

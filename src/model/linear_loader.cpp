@@ -47,13 +47,16 @@ LinearWeight LinearLoader::load(const std::string& module, int64_t out, int64_t 
     return load_fp8(module, weights_.require(name, {out, in}, DType::kF8E4M3), out, in);
   const Tensor weight = weights_.require(name, {out, in});
   // Dummy weights of an FP8 config (a configs/ folder) are quantized like --quantization fp8, to time the format.
-  if (weights_.is_dummy() && quantization_.is_fp8() && quantizable) return quantize_fp8(weight);
-  return from_dense(weight, quantizable);
+  if (weights_.is_dummy() && quantization_.is_fp8() && quantizable) {
+    const bool blocks = quantization_.block_rows > 0 && quantization_.block_cols > 0;
+    return quantize_fp8(weight, name, blocks ? quantization_.block_rows : 1, blocks ? quantization_.block_cols : in);
+  }
+  return from_dense(weight, quantizable, name);
 }
 
-LinearWeight LinearLoader::from_dense(const Tensor& weight, bool quantizable) {
+LinearWeight LinearLoader::from_dense(const Tensor& weight, bool quantizable, const std::string& name) {
   RS_CHECK(weight.ndim() == 2, "linear weight {} must be 2-D", weight.shape_string());
-  if (quantization_.fp8_on_load && quantizable) return quantize_fp8(weight);
+  if (quantization_.fp8_on_load && quantizable) return quantize_fp8(weight, name, 1, weight.dim(1));
   return LinearWeight{LinearWeight::Format::kDense, weight, Tensor(), weight.dim(0), weight.dim(1)};
 }
 
@@ -84,28 +87,41 @@ LinearWeight LinearLoader::load_fp8(const std::string& module, const Tensor& wei
   return w;
 }
 
-LinearWeight LinearLoader::quantize_fp8(const Tensor& weight) {
-  // One scale per output channel, amax / 448, as vLLM's and llm-compressor's FP8_DYNAMIC weights.
+LinearWeight LinearLoader::quantize_fp8(const Tensor& weight, const std::string& name, int64_t block_rows,
+                                        int64_t block_cols) {
+  // One scale per [block_rows, block_cols] block, amax / 448, codes rounded to nearest even: per output channel
+  // ([1, in]) as vLLM's and llm-compressor's FP8_DYNAMIC weights, or the checkpoint's blocks for dummy weights of an
+  // FP8 config.
   const int64_t out = weight.dim(0), in = weight.dim(1);
+  block_rows = std::min(block_rows, out), block_cols = std::min(block_cols, in);
+  const int64_t grid_rows = (out + block_rows - 1) / block_rows, grid_cols = (in + block_cols - 1) / block_cols;
   Buffer codes = Buffer::host(out * in);
-  Buffer scales = Buffer::host(out * sizeof(float));
+  Buffer scales = Buffer::host(grid_rows * grid_cols * sizeof(float));
   uint8_t* q = static_cast<uint8_t*>(codes.data());
   float* s = static_cast<float*>(scales.data());
   if (!pool_) pool_ = std::make_shared<ThreadPool>(hardware_threads());  // billions of values in a large model
-  pool_->parallel_for(out, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(in);
-    for (int64_t r = begin; r < end; ++r) {
-      float amax = 0.0f;
-      for (int64_t i = 0; i < in; ++i) amax = std::max(amax, std::fabs(row[i] = load_float(weight, r * in + i)));
-      const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
-      s[r] = scale;
-      for (int64_t i = 0; i < in; ++i) q[r * in + i] = f32_to_fp8_e4m3(row[i] / scale);
+  pool_->parallel_for(grid_rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> rows(block_rows * in);
+    for (int64_t br = begin; br < end; ++br) {
+      const int64_t r0 = br * block_rows, r1 = std::min(out, r0 + block_rows);
+      for (int64_t i = 0; i < (r1 - r0) * in; ++i) rows[i] = load_float(weight, r0 * in + i);
+      for (int64_t bc = 0; bc < grid_cols; ++bc) {
+        const int64_t c0 = bc * block_cols, c1 = std::min(in, c0 + block_cols);
+        float amax = 0.0f;
+        for (int64_t r = 0; r < r1 - r0; ++r)
+          for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(rows[r * in + c]));
+        const float scale = amax > 0.0f ? amax / kFp8E4M3Max : 1.0f;
+        s[br * grid_cols + bc] = scale;
+        for (int64_t r = 0; r < r1 - r0; ++r)
+          for (int64_t c = c0; c < c1; ++c) q[(r0 + r) * in + c] = f32_to_fp8_e4m3(rows[r * in + c] / scale);
+      }
     }
   });
   LinearWeight w{LinearWeight::Format::kFp8, keep(std::move(codes), DType::kF8E4M3, {out, in}),
-                 keep(std::move(scales), DType::kF32, {out, 1}), out, in};
-  w.scale_block_rows = 1;
-  w.scale_block_cols = in;
+                 keep(std::move(scales), DType::kF32, {grid_rows, grid_cols}), out, in};
+  w.scale_block_rows = block_rows;
+  w.scale_block_cols = block_cols;
+  if (!name.empty()) weights_.note_stored_as(name, w.weight.bytes() + w.scales.bytes());
   return w;
 }
 

@@ -31,8 +31,9 @@ class LinearLoader {
   // scales beside it) as a [out, in] weight. `quantizable`: whether --quantization may quantize it (routers and
   // one-row gates stay as stored, as in vLLM).
   LinearWeight load(const std::string& module, int64_t out, int64_t in, bool quantizable = true);
-  // A stored dense [out, in] tensor as a handle (quantized on load where --quantization asks).
-  LinearWeight from_dense(const Tensor& weight, bool quantizable = true);
+  // A stored dense [out, in] tensor as a handle (quantized on load where --quantization asks; `name`, when given, is
+  // the tensor whose loaded size then shrinks to the quantized one).
+  LinearWeight from_dense(const Tensor& weight, bool quantizable = true, const std::string& name = "");
   // The rows of several weights of one format stacked into one [sum rows, in] weight (fused q|k|v, gate|up).
   LinearWeight stack_rows(std::span<const LinearWeight> parts);
   // The given rows of `w`, in that order.
@@ -41,7 +42,7 @@ class LinearLoader {
  private:
   Tensor keep(Buffer buffer, DType dtype, std::vector<int64_t> shape);
   LinearWeight load_fp8(const std::string& module, const Tensor& weight, int64_t out, int64_t in);
-  LinearWeight quantize_fp8(const Tensor& weight);
+  LinearWeight quantize_fp8(const Tensor& weight, const std::string& name, int64_t block_rows, int64_t block_cols);
   // `w` (FP8) with one scale row per weight row: stacking and row selection then never split a scale block.
   LinearWeight fp8_row_scales(const LinearWeight& w);
 

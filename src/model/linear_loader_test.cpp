@@ -142,6 +142,30 @@ TEST(LinearLoader, QuantizesOnLoadPerChannel) {
             LinearWeight::Format::kDense);
 }
 
+TEST(LinearLoader, DummyWeightsOfAnFp8ConfigTakeItsBlocks) {
+  loader::QuantizationConfig quantization;
+  quantization.method = loader::QuantMethod::kFp8;
+  quantization.block_rows = quantization.block_cols = 128;
+  auto weights = loader::WeightSource::dummy(3, DType::kBF16);
+  auto reference = loader::WeightSource::dummy(3, DType::kBF16);  // same seed: the same values before quantizing
+  std::vector<Buffer> owned;
+  LinearLoader loader(weights, quantization, owned);
+  const LinearWeight w = loader.load("model.layers.0.mlp.up_proj", 300, 256);
+  ASSERT_EQ(w.format, LinearWeight::Format::kFp8);
+  EXPECT_EQ(w.scale_block_rows, 128);
+  EXPECT_EQ(w.scale_block_cols, 128);
+  EXPECT_EQ(w.scales.dim(0), 3);  // 300 rows: two whole blocks and a partial one
+  EXPECT_EQ(w.scales.dim(1), 2);
+  EXPECT_EQ(weights.bytes_loaded(), 300u * 256 + 6 * sizeof(float));  // counted as stored, not as the bf16 source
+  const Tensor values = reference.require("model.layers.0.mlp.up_proj.weight", {300, 256});
+  for (int64_t r = 0; r < 300; ++r)
+    for (int64_t c = 0; c < 256; ++c) {
+      const float x = bf16_to_f32(values.data_as<uint16_t>()[r * 256 + c]), y = element(w, r, c);
+      const float scale = w.scales.data_as<float>()[(r / 128) * 2 + c / 128];
+      ASSERT_LE(std::fabs(x - y), std::max(std::fabs(x) / 16, std::ldexp(1.0f, -10) * scale)) << r << "," << c;
+    }
+}
+
 TEST(LinearLoader, RefusesAShapeTheConfigDoesNotGive) {
   auto weights = loader::WeightSource::checkpoint(fixture("qwen3_fp8"));
   loader::QuantizationConfig quantization;

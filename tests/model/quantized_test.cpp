@@ -22,6 +22,9 @@ using nlohmann::json;
 constexpr float kLogitTolerance = 5e-4f;     // same f32 weights, other summation order
 constexpr float kAmbiguousMargin = 1e-3f;    // a twin top-2 gap under which a greedy flip is tolerated
 constexpr float kFastLogitTolerance = 0.5f;  // bf16 activations and products (fast path) against the f32 twin
+// CUDA's fast path quantizes activations to E4M3 for its W8A8 GEMMs (past 2 rows): 3 mantissa bits instead of bf16's 7,
+// on these random-weight fixtures a few logits (their kernels are pinned exactly by cuda_backend_fp8_test).
+constexpr float kW8A8LogitTolerance = 4.0f;
 
 fs::path fixture(const std::string& name) { return fs::path(RS_SOURCE_DIR) / "tests/data/models" / name; }
 
@@ -129,6 +132,7 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
   if (backend && std::string(backend).starts_with("cuda") && !param.cuda_ready)
     GTEST_SKIP() << param.name << ": FP8 MoE experts run on CPU only so far";
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
+  const bool cuda = backend && std::string(backend).starts_with("cuda");
   engine::Engine fast(fixture(param.name), test_config(false));
   engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
   for (const auto& c : ref["cases"]) {
@@ -137,7 +141,7 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
     const Comparison r = compare(greedy_run(fast, prompt, 7, steps), greedy_run(twin, prompt, 7, steps));
     std::printf("[%s, fast path] prompt %zu: max |logit diff| vs exact twin %.3f, greedy %d/%d identical\n",
                 param.name.c_str(), prompt.size(), r.max_logit_diff, r.identical, steps);
-    EXPECT_LT(r.max_logit_diff, kFastLogitTolerance);
+    EXPECT_LT(r.max_logit_diff, cuda ? kW8A8LogitTolerance : kFastLogitTolerance);
   }
 }
 

@@ -1,12 +1,15 @@
 // FP8 W8A8 GEMMs on Hopper's tensor cores through cuBLASLt: activations are quantized to E4M3 on the fly (one scale
 // per token, or per token and 128-column group), multiplied with the FP8 weight at f32 accumulation, and both scales
-// applied inside the GEMM (cuBLASLt's outer-vector or 1x128 / 128x128 block scaling modes, CUDA 12.9+ on sm_90).
+// applied inside the GEMM where cuBLASLt offers the scaling (outer-vector, or 1x128 / 128x128 blocks: CUDA 12.9+ on
+// sm_90). Per-channel weights otherwise run the GEMM unscaled (the tensor-wide mode every FP8 cuBLASLt has) and apply
+// the two scale vectors in one pass over the output: the same arithmetic, one more pass.
 #pragma once
 
 #include <cublasLt.h>
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "backend/backend.h"
@@ -34,18 +37,22 @@ class Fp8Gemm {
   enum class Scaling : int { kChannel, kBlock128 };
   struct Plan {
     bool ok = false;
-    bool bf16_out = false;  // the algorithm found writes bf16 (widened to f32 after)
+    bool bf16_out = false;      // the algorithm found writes bf16 (widened to f32 after)
+    bool scaled_after = false;  // tensor-wide mode at scale 1: the outer scales are applied to the output after
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  Plan& plan(int64_t m, int64_t n, int64_t k, Scaling scaling);
-  bool try_plan(Plan& plan, int64_t m, int64_t n, int64_t k, Scaling scaling, bool bf16_out);
+  // The plan of a shape; `a_scale` and `b_scale` are set before cuBLASLt's heuristic is asked (it may check them).
+  Plan& plan(int64_t m, int64_t n, int64_t k, Scaling scaling, const void* a_scale, const void* b_scale);
+  bool try_plan(Plan& plan, int64_t m, int64_t n, int64_t k, Scaling scaling, bool bf16_out, bool scaled_after,
+                const void* a_scale, const void* b_scale);
   static void destroy(Plan& plan);
 
   DeviceContext& ctx_;
   cublasLtHandle_t handle_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int>, Plan> plans_;
+  std::set<std::tuple<int, bool, bool>> logged_;  // the kinds of plan found so far (each logged once)
 };
 
 }  // namespace rs::cuda

@@ -133,18 +133,16 @@ LinearArgs dense_args(const DeviceContext& ctx, const Tensor& x, const LinearWei
 // rows no longer fit L1 and a tensor-core GEMM reading the weights once is faster. Exact mode keeps the GEMV's f32
 // products for up to kGemvMaxRows rows.
 bool gemv_applies(const DeviceContext& ctx, const LinearArgs& args) {
-  // FP8 weights: the GEMV reads a quarter of an f32 row's bytes, and its alternative dequantizes first.
-  const bool narrow = ctx.exact_f32() || args.format == WeightFormat::kFp8;
-  const int64_t gemv_rows = narrow ? kGemvMaxRows : kGemvFastMaxRows;
+  const int64_t gemv_rows = ctx.exact_f32() ? kGemvMaxRows : kGemvFastMaxRows;
   return args.rows.total_rows <= gemv_rows &&
          gemv_supported(args.format, args.in_features, args.x, args.x_stride, args.w.weight);
 }
 
-// FP8: the GEMV for up to kGemvMaxRows rows (weights read once as FP8, f32 products); beyond, exact mode runs the
-// GEMV in chunks of that many rows (exact, weights re-read per chunk) and the fast path runs a W8A8 GEMM on the FP8
-// tensor cores (activations quantized per token or 1 x 128 group; Fp8Gemm) where cuBLASLt takes the weight's scaling,
-// else dequantizes the weight to bf16 for one cuBLAS GEMM. Batch-invariant numerics would need one kernel for every
-// row count: refused.
+// FP8: exact mode runs the GEMV (f32 products of the exactly decoded weights) in chunks of up to kGemvMaxRows rows.
+// The fast path runs the GEMV for up to kGemvFastMaxRows rows (weights read once as FP8), past that a W8A8 GEMM on the
+// FP8 tensor cores (activations quantized per token or 1 x 128 group; Fp8Gemm) where cuBLASLt takes the weight's
+// scaling, else the GEMV up to kGemvMaxRows rows and a bf16 GEMM on the weight dequantized for this call beyond.
+// Batch-invariant numerics would need one kernel for every row count: refused.
 void run_fp8_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, LinearArgs& args) {
   RS_CHECK(!ctx.batch_invariant(),
            "FP8 weights with --enable-deterministic-inference are not supported on CUDA yet (use --backend cpu, or a "
@@ -152,15 +150,16 @@ void run_fp8_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, 
   RS_CHECK(gemv_supported(args.format, args.in_features, args.x, args.x_stride, args.w.weight),
            "FP8 linear [{}, {}]: the input must be 16-byte aligned with in % 16 == 0", w.out_features, w.in_features);
   const int64_t tokens = x.rows();
-  if (tokens <= kGemvMaxRows || ctx.exact_f32()) {
+  const auto gemv = [&] {
     args.rows.chunk_rows = static_cast<int32_t>(std::min<int64_t>(tokens, kGemvMaxRows));
     launch_gemv(args, args.rows.chunk_rows, ctx.stream());
-    return;
-  }
-  if (ctx.fp8_gemm().run(args.x, tokens, w, args.out)) {  // W8A8 on the FP8 tensor cores
+  };
+  if (ctx.exact_f32() || tokens <= kGemvFastMaxRows) return gemv();
+  if (ctx.fp8_gemm().run(args.x, tokens, w, args.out)) {
     if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
     return;
   }
+  if (tokens <= kGemvMaxRows) return gemv();
   void* dequantized = ctx.scratch(ScratchSlot::kFp8Weight, static_cast<size_t>(w.out_features) * w.in_features * 2);
   launch_dequantize_fp8(w.weight.data_as<uint8_t>(), args.w.fp8, w.out_features, w.in_features, dequantized,
                         ctx.stream());

@@ -227,8 +227,9 @@ void launch_rows(const LinearArgs& a, unsigned chunks, cudaStream_t stream) {
   const bool gated = a.glu_offset > 0 || a.pair_act != PairActivation::kNone;
   const int64_t units = gated ? a.out_features : ceil_div(a.out_features, kRowsPerWarp);
   if constexpr (NT <= 2 && F != WeightFormat::kMxfp4) {
-    // batch: 128 vectors per row (the split rule predates double buffering; small models keep their K split).
-    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = 32LL * 4;
+    // batch: 128 vectors per row (the split rule predates double buffering; small models keep their K split). FP8
+    // rows hold twice bf16's elements per vector: half the vectors per row, split at the same row width.
+    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = F == WeightFormat::kFp8 ? 64 : 32LL * 4;
     const int64_t wave = resident_blocks<F, NT, 2>();
     if (ceil_div(units, kWarpsPerBlock / 4) * chunks <= wave && vecs >= 4 * batch)
       return launch_split<F, NT, 4>(a, units, chunks, stream);

@@ -223,11 +223,14 @@ void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
 // out [out, in] bf16 = the FP8 weight's values times their block scales, rounded once (cuBLAS reads it for many rows).
 void launch_dequantize_fp8(const uint8_t* codes, const Fp8Scales& scales, int64_t out_features, int64_t in_features,
                            void* out_bf16, cudaStream_t stream);
-// x [rows, cols] f32 -> E4M3 codes [rows, cols] and scales [rows, cols / group] (row-major): each group of `group`
-// columns of a row is scaled by amax / 448 (1 for an all-zero group) and rounded to nearest, saturating.
-// cols % group == 0, group % 4 == 0.
+// x [rows, cols] f32 -> E4M3 codes [rows, cols] and a scale per row and group of `group` columns, at
+// scales[row * row_pitch + group_index * group_pitch]: amax / 448 (1 for an all-zero group), codes rounded to nearest,
+// saturating. cols % group == 0, group % 4 == 0.
 void launch_quantize_fp8_groups(const float* x, int64_t rows, int64_t cols, int64_t group, uint8_t* codes,
-                                float* scales, cudaStream_t stream);
+                                float* scales, int64_t row_pitch, int64_t group_pitch, cudaStream_t stream);
+// out [rows, cols] f32 = raw [rows, cols] (f32, may alias out, or bf16) * row_scales[r] * col_scales[c].
+void launch_scale_outer(const void* raw, bool raw_bf16, int64_t rows, int64_t cols, const float* row_scales,
+                        const float* col_scales, float* out, cudaStream_t stream);
 // out [count] f32 = in [count] bf16.
 void launch_widen_bf16(const void* in, int64_t count, float* out, cudaStream_t stream);
 

@@ -25,8 +25,7 @@ __device__ __forceinline__ void decode_word(uint32_t word, float (&w)[WeightTrai
   } else if constexpr (F == WeightFormat::kF16) {
     unpack_f16x2(word, w[0], w[1]);
   } else if constexpr (F == WeightFormat::kFp8) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = fp8_e4m3_to_float(word >> (8 * i));
+    unpack_fp8x4(word, w);
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = fp4_e2m1_to_float(word >> (4 * i));
