@@ -6,7 +6,8 @@
 #
 #   device run, carry [".devdeps"]:  tools/device_fp8.sh
 #   env: TESTS (gtest filter of cuda_backend_test; default every test), SKIP_TESTS=1, SKIP_BENCH=1, BATCHES (1,8,32),
-#        LAB=1 (run bench/cuda/fp8_scale_layouts.cu first), NO_PREFILL=1,
+#        LAB=1 (run bench/cuda/fp8_scale_layouts.cu first), NO_PREFILL=1, BATCHES=none (no one-batch),
+#        VARIANTS ("bf16 fp8-channel fp8-block"),
 #        THROUGHPUT=N (also bench throughput, N prompts of 1000 + 1000, N running), SKIP_BUILD=1 (a warm machine)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -42,14 +43,17 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   app="$build/bin/radixserve"
   # tag:model folder:extra flags. The same dummy bf16 values, as bf16, quantized per channel on load, and in the
   # 128 x 128 blocks of Qwen's FP8 releases (configs/Qwen3-8B-FP8: dummy weights of an FP8 config quantize so).
-  for variant in "bf16:configs/Qwen3-8B:" "fp8-channel:configs/Qwen3-8B:--quantization fp8" \
-                 "fp8-block:configs/Qwen3-8B-FP8:"; do
+  for variant in "fp8-block:configs/Qwen3-8B-FP8:" "bf16:configs/Qwen3-8B:" \
+                 "fp8-channel:configs/Qwen3-8B:--quantization fp8"; do
     IFS=: read -r tag model flags <<< "$variant"
+    [[ " ${VARIANTS:-bf16 fp8-channel fp8-block} " == *" $tag "* ]] || continue
+    if [[ "${BATCHES:-}" != none ]]; then
     echo "== $tag: bench one-batch ${BATCHES:-1,8,32}"
     timeout 240 "$app" bench one-batch --model "$model" --load-format dummy --backend cuda $flags \
       --batch-size "${BATCHES:-1,8,32}" --input-len 512 --output-len 64 --json "$logs/one_batch_$tag.json" \
       > "$logs/one_batch_$tag.log" 2>&1 || { status=1; tail -5 "$logs/one_batch_$tag.log"; }
     grep -E "FP8 GEMM|^ +[0-9]+ |batch  prefill" "$logs/one_batch_$tag.log" | sort -u | tail -14
+    fi
     [[ -n "${NO_PREFILL:-}" ]] || {
       echo "== $tag: prefill 4096"
       timeout 180 "$app" bench --model "$model" --load-format dummy --backend cuda $flags --prompt-tokens 4096 \

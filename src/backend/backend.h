@@ -148,6 +148,10 @@ class Backend {
   // Called once per linear weight after loading: may set w.packed to a layout this backend's linear() prefers
   // (memory appended to keep_alive). `weight` stays valid. Default: nothing.
   virtual void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) {}
+  // Called once per MoE layer while its expert weights are still on the host (before they are uploaded): may replace
+  // experts stored in a format this backend's expert kernels do not read with a form they do (host memory appended
+  // to keep_alive). Default: nothing.
+  virtual void prepare_experts(MoeWeights& experts, std::vector<Buffer>& keep_alive) {}
 
   // ---- ops. Activations are f32 [rows, features] unless stated. ----
   // The dtype in which a model may hand this backend the inputs of a step's linears with bf16 weights, for `rows`

@@ -156,6 +156,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     else
       load_gated_delta_net(prefix, weights, lw.gdn);
     load_ffn(layer, prefix, weights, lw.ffn);
+    if (lw.ffn.is_moe) backend.prepare_experts(lw.ffn.experts, owned_);
     if (progress) progress("loading weights", static_cast<double>(layer + 1) / config_.num_layers);
   }
   final_norm_ = norm_weight(weights, root + "norm.weight", hidden);

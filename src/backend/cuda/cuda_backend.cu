@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.cuh"
+#include "base/log.h"
+#include "base/thread_pool.h"
 #include "backend/cuda/device_context.cuh"
 #include "backend/cuda/kernels/launch.cuh"
 
@@ -167,6 +169,29 @@ class CudaBackend final : public Backend {
     return Tensor(data, host.dtype(), shape, host.ndim(), device());
   }
 
+  // An FP8 weight on the host as a dense f32 or bf16 one: each code's value times its block's scale, in f32, rounded once.
+  static LinearWeight dequantize_fp8_on_host(ThreadPool& pool, const LinearWeight& w, DType dtype,
+                                             std::vector<Buffer>& keep_alive) {
+    RS_CHECK(w.weight.device().is_cpu() && w.scales.device().is_cpu(), "FP8 experts are dequantized before upload");
+    const int64_t out = w.out_features, in = w.in_features, cols = w.scales.dim(1);
+    keep_alive.push_back(Buffer::host(out * in * dtype_size(dtype)));
+    void* data = keep_alive.back().data();
+    const uint8_t* codes = w.weight.data_as<uint8_t>();
+    const float* scales = w.scales.data_as<float>();
+    pool.parallel_for(out, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r)
+        for (int64_t i = 0; i < in; ++i) {
+          const float value = fp8_e4m3_to_f32(codes[r * in + i]) *
+                              scales[(r / w.scale_block_rows) * cols + i / w.scale_block_cols];
+          if (dtype == DType::kF32)
+            static_cast<float*>(data)[r * in + i] = value;
+          else
+            static_cast<uint16_t*>(data)[r * in + i] = f32_to_bf16(value);
+        }
+    });
+    return LinearWeight{LinearWeight::Format::kDense, Tensor(data, dtype, {out, in}), Tensor(), out, in};
+  }
+
   // A per-tensor FP8 scale becomes one scale per output channel (the same number in every row): the layout the W8A8
   // GEMM scales by (fp8_gemm.cu), read the same way by the GEMV.
   void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override {
@@ -186,6 +211,21 @@ class CudaBackend final : public Backend {
     }
     w.scale_block_rows = 1;
     w.scale_block_cols = w.in_features;
+  }
+
+  // The expert kernels read bf16, f32 and MXFP4: FP8 experts become bf16 (f32 in exact mode, the exact values) on the
+  // host before they are uploaded, at that format's memory and speed. An FP8 grouped GEMM is not built yet.
+  void prepare_experts(MoeWeights& experts, std::vector<Buffer>& keep_alive) override {
+    for (auto* list : {&experts.gate, &experts.up, &experts.gate_up, &experts.down})
+      for (LinearWeight& w : *list) {
+        if (w.format != LinearWeight::Format::kFp8) continue;
+        if (!logged_fp8_experts_) {
+          RS_LOG_INFO("FP8 MoE experts run as {} on CUDA (dequantized at load)", ctx_->exact_f32() ? "f32" : "bf16");
+          logged_fp8_experts_ = true;
+        }
+        if (!host_pool_) host_pool_ = std::make_unique<ThreadPool>(hardware_threads());
+        w = dequantize_fp8_on_host(*host_pool_, w, ctx_->exact_f32() ? DType::kF32 : DType::kBF16, keep_alive);
+      }
   }
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override {
@@ -597,6 +637,8 @@ class CudaBackend final : public Backend {
 
   std::shared_ptr<DeviceContext> ctx_;
   bool flash_ = true;
+  bool logged_fp8_experts_ = false;
+  std::unique_ptr<ThreadPool> host_pool_;  // dequantizes FP8 experts at load
   PinnedBuffer sample_host_;
 };
 

@@ -253,7 +253,7 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
                                          : expert_format(experts.gate, inter, hidden, num_experts);
   if (!gpt_oss) RS_CHECK(expert_format(experts.up, inter, hidden, num_experts) == up_format, "gate/up formats differ");
   RS_CHECK(up_format != WeightFormat::kFp8 && down_format != WeightFormat::kFp8,
-           "FP8 MoE experts are not supported on CUDA yet (they run on --backend cpu)");
+           "FP8 MoE experts reach CUDA's expert kernels through prepare_experts (dequantized at load)");
 
   const int64_t slots = tokens * top_k;
   // Three paths by rows per expert: the GEMV (few rows: decode), the tensor-core grouped GEMM (the fast path), or the
