@@ -166,32 +166,38 @@ def is_projection(name):
     return name.endswith("_proj.weight")
 
 
-def make_fine_grained(root):
-    src = os.path.join(root, "qwen3")
+def make_fixture(root, src_name, out_name, quantization_config, quantize):
+    """Copies fixture `src_name` to `out_name` with every projection replaced by quantize(name, w) -> (the tensors to
+    store under their names, the exactly dequantized weight); other tensors stay f32."""
+    src = os.path.join(root, src_name)
     weights = read_safetensors(os.path.join(src, "model.safetensors"))
     config = json.load(open(os.path.join(src, "config.json")))
-    block = [32, 32]
-    config["quantization_config"] = {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
-                                     "weight_block_size": block}
+    config["quantization_config"] = quantization_config
     tensors, dequantized = {}, {}
     for name, w in weights.items():
         if is_projection(name):
-            codes, scales, deq = quantize_blocks(w, block)
-            tensors[name] = ("F8_E4M3", codes)
-            tensors[name.replace(".weight", ".weight_scale_inv")] = ("F32", scales)
-            dequantized[name] = deq
+            stored, dequantized[name] = quantize(name, w)
+            tensors.update(stored)
         else:
             tensors[name] = ("F32", w)
             dequantized[name] = w
-    save(os.path.join(root, "qwen3_fp8"), config, tensors, dequantized, src)
+    save(os.path.join(root, out_name), config, tensors, dequantized, src)
+
+
+def make_fine_grained(root):
+    block = [32, 32]
+
+    def quantize(name, w):
+        codes, scales, deq = quantize_blocks(w, block)
+        return {name: ("F8_E4M3", codes), name.replace(".weight", ".weight_scale_inv"): ("F32", scales)}, deq
+
+    make_fixture(root, "qwen3", "qwen3_fp8", {"quant_method": "fp8", "activation_scheme": "dynamic", "fmt": "e4m3",
+                                              "weight_block_size": block}, quantize)
 
 
 def make_compressed_tensors(root):
-    src = os.path.join(root, "qwen3_moe")
-    weights = read_safetensors(os.path.join(src, "model.safetensors"))
-    config = json.load(open(os.path.join(src, "config.json")))
     fp8 = {"num_bits": 8, "type": "float", "symmetric": True, "dynamic": False}
-    config["quantization_config"] = {
+    config = {
         "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
         "ignore": ["lm_head", "re:.*mlp.gate$"],
         "config_groups": {
@@ -201,45 +207,33 @@ def make_compressed_tensors(root):
                         "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}},
         },
     }
-    tensors, dequantized = {}, {}
-    for name, w in weights.items():
-        if is_projection(name):
-            per_tensor = ".o_proj." in name
-            codes, scale_bits, deq = quantize_rows(w, per_tensor, bf16_scales=True)
-            tensors[name] = ("F8_E4M3", codes)
-            tensors[name.replace(".weight", ".weight_scale")] = ("BF16", scale_bits)
-            if per_tensor:  # a static activation scale, as FP8 (static) checkpoints carry; W8A16 paths ignore it
-                tensors[name.replace(".weight", ".input_scale")] = ("BF16", bf16_round(np.float32([0.05]))[1])
-            dequantized[name] = deq
-        else:
-            tensors[name] = ("F32", w)
-            dequantized[name] = w
-    save(os.path.join(root, "qwen3_moe_fp8_ct"), config, tensors, dequantized, src)
+
+    def quantize(name, w):
+        per_tensor = ".o_proj." in name
+        codes, scale_bits, deq = quantize_rows(w, per_tensor, bf16_scales=True)
+        stored = {name: ("F8_E4M3", codes), name.replace(".weight", ".weight_scale"): ("BF16", scale_bits)}
+        if per_tensor:  # a static activation scale, as FP8 (static) checkpoints carry; W8A16 paths ignore it
+            stored[name.replace(".weight", ".input_scale")] = ("BF16", bf16_round(np.float32([0.05]))[1])
+        return stored, deq
+
+    make_fixture(root, "qwen3_moe", "qwen3_moe_fp8_ct", config, quantize)
 
 
 def make_channel(root):
     """qwen3 with every projection per channel, f32 scales (an f32 model's llm-compressor FP8_DYNAMIC): what
     `--quantization fp8` must produce from the unquantized qwen3 fixture, bit for bit."""
-    src = os.path.join(root, "qwen3")
-    weights = read_safetensors(os.path.join(src, "model.safetensors"))
-    config = json.load(open(os.path.join(src, "config.json")))
-    config["quantization_config"] = {
+    config = {
         "quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
         "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
             "num_bits": 8, "type": "float", "symmetric": True, "dynamic": False, "strategy": "channel"},
             "input_activations": {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}}},
     }
-    tensors, dequantized = {}, {}
-    for name, w in weights.items():
-        if is_projection(name):
-            codes, scales, deq = quantize_rows(w, per_tensor=False, bf16_scales=False)
-            tensors[name] = ("F8_E4M3", codes)
-            tensors[name.replace(".weight", ".weight_scale")] = ("F32", scales)
-            dequantized[name] = deq
-        else:
-            tensors[name] = ("F32", w)
-            dequantized[name] = w
-    save(os.path.join(root, "qwen3_fp8_channel"), config, tensors, dequantized, src)
+
+    def quantize(name, w):
+        codes, scales, deq = quantize_rows(w, per_tensor=False, bf16_scales=False)
+        return {name: ("F8_E4M3", codes), name.replace(".weight", ".weight_scale"): ("F32", scales)}, deq
+
+    make_fixture(root, "qwen3", "qwen3_fp8_channel", config, quantize)
 
 
 def self_check():

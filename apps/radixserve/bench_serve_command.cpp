@@ -88,7 +88,16 @@ void run_serve_bench(ServeBenchOptions options) {
   for (size_t i = 0; i < num_levels; ++i) levels.push_back(run_level(options, *url, i));
   const bool with_slo = options.slo_ttft_ms > 0 || options.slo_itl_ms > 0;
   print_serve_tables(std::cout, levels, with_slo);
-  if (options.json_path.empty()) return;
+  // A run whose requests failed is a failed benchmark (after its report): scripts must not take it for a measurement.
+  int64_t failed = 0, total = 0;
+  for (const ServeLevel& level : levels) {
+    failed += level.summary.error_count();
+    total += static_cast<int64_t>(level.run.results.size());
+  }
+  const auto check_failures = [&] {
+    RS_CHECK(failed == 0, "{} of {} requests failed (errors by kind above)", failed, total);
+  };
+  if (options.json_path.empty()) return check_failures();
 
   nlohmann::json level_json = nlohmann::json::array();
   for (const ServeLevel& level : levels) level_json.push_back(serve_level_json(level));
@@ -112,6 +121,7 @@ void run_serve_bench(ServeBenchOptions options) {
                                  {"timeout_s", options.timeout_s},
                                  {"levels", level_json}};
   write_json_report(options.json_path, report);
+  check_failures();
 }
 
 }  // namespace

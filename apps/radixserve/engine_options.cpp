@@ -38,7 +38,9 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
                   "budget)")
       ->check(CLI::Range(0, 65536))
       ->capture_default_str();
-  command.add_option("--context-length", config.context_length, "Max tokens per sequence (0 = the model's)")
+  command
+      .add_option("--context-length,--max-model-len", config.context_length,
+                  "Max tokens per sequence (0 = the model's)")
       ->check(non_negative_number());
   command
       .add_option_function<std::string>(
@@ -52,7 +54,7 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->check(CLI::IsMember({"auto", "bf16", "f32"}))
       ->default_str("auto");
   command
-      .add_option("--mem-fraction-static", config.mem_fraction_static,
+      .add_option("--mem-fraction-static,--gpu-memory-utilization", config.mem_fraction_static,
                   "GPU: fraction of device memory for weights and the KV cache (the rest: activations, graphs)")
       ->check(number_in(0.05, 0.99))
       ->capture_default_str();

@@ -261,6 +261,9 @@ void add_limit_options(CLI::App& cmd, ServeOptions& options) {
                  "Open client connections; past this a new one gets 503 (streams waiting for tokens hold no thread)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  cmd.add_flag("--strict-request-params", options.limits.strict_fields,
+               "Answer unknown request fields with 400 unknown_parameter (as OpenAI) instead of ignoring them with a "
+               "log line (as vLLM and SGLang)");
   cmd.add_option("--max-json-depth", options.limits.max_json_depth, "Deepest nesting of a request body")
       ->check(CLI::Range(1, server::kMaxJsonDepth))
       ->capture_default_str();
@@ -295,9 +298,22 @@ void add_limit_options(CLI::App& cmd, ServeOptions& options) {
 void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  cmd->add_option("--model", options->model_dir, "Model folder (config.json, safetensors, tokenizer.json)")
+  cmd->add_option("model,--model", options->model_dir,
+                  "Model folder (config.json, safetensors, tokenizer.json); `serve DIR` as vLLM's `serve MODEL`")
       ->required()
       ->check(CLI::ExistingDirectory);
+  // vLLM flags with no setting of their own here: accepted where their meaning holds.
+  cmd->add_flag_callback(
+      "--enable-auto-tool-choice", [] {},
+      "Accepted for vLLM command lines: tool calls are parsed whenever --tool-call-parser names a format");
+  cmd->add_option_function<int>(
+         "--tensor-parallel-size,--tp",
+         [](int size) {
+           RS_CHECK(size == 1, "--tensor-parallel-size {}: tensor parallelism is not built yet (one GPU per server)",
+                    size);
+         },
+         "GPUs per model (1; accepted for vLLM and SGLang command lines)")
+      ->check(CLI::Range(1, 64));
   cmd->add_option("--served-model-name", options->served_model_names,
                   "Model name(s) in the API: the first is reported, all are accepted (default: folder name)")
       ->delimiter(',');
@@ -317,7 +333,7 @@ void add_serve_command(CLI::App& app) {
                   "port); /health stays on the API port too")
       ->check(CLI::Range(0, 65535));
   cmd->add_flag("--protect-metrics", options->http.protect_metrics,
-                "Require the API key on /metrics and /health too (default: public)");
+                "Require the API key on /metrics too (default: public; /health stays open for probes)");
   cmd->add_flag_callback(
       "--no-web-ui", [options] { options->http.web_ui = false; }, "Do not serve the chat page at GET /");
   cmd->add_flag("--log-requests", options->http.log_requests,

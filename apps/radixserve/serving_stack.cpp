@@ -112,10 +112,11 @@ void ServingStack::stop() {
 }
 
 void add_scheduler_options(CLI::App& cmd, sched::SchedulerConfig& config) {
-  cmd.add_option("--max-running-requests", config.max_running_requests, "Sequences in the running batch")
+  // Second names are vLLM's spellings of the same settings (drop-in command lines).
+  cmd.add_option("--max-running-requests,--max-num-seqs", config.max_running_requests, "Sequences in the running batch")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  cmd.add_option("--max-prefill-tokens", config.max_prefill_tokens, "Prefill tokens per step")
+  cmd.add_option("--max-prefill-tokens,--max-num-batched-tokens", config.max_prefill_tokens, "Prefill tokens per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd.add_option("--chunked-prefill-size", config.chunked_prefill_size, "Prefill tokens of one request per step")
@@ -126,8 +127,10 @@ void add_scheduler_options(CLI::App& cmd, sched::SchedulerConfig& config) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd.add_flag_callback(
-      "--disable-radix-cache", [&config] { config.prefix_cache = false; },
+      "--disable-radix-cache,--no-enable-prefix-caching", [&config] { config.prefix_cache = false; },
       "Reuse no cached prompt prefix: every prompt is prefilled in full (for A/B runs of the prefix cache)");
+  cmd.add_flag_callback(
+      "--enable-prefix-caching", [&config] { config.prefix_cache = true; }, "The default (vLLM's flag, accepted)");
   cmd.add_option("--state-snapshot-interval", config.state_snapshot_interval,
                  "Hybrid (gated-delta-net) models: keep the recurrent state for the prefix cache every this many "
                  "tokens, besides each prompt's last page boundary and every 64 output tokens (0 = only there)")

@@ -7,11 +7,33 @@ namespace {
 
 using nlohmann::json;
 
+// A string or integer field of a JSON object, `fallback` when absent or null; any other type is an rs::Error naming it.
+std::string text(const json& object, const char* key, const std::string& fallback, const std::string& source) {
+  if (!object.contains(key) || object[key].is_null()) return fallback;
+  RS_CHECK(object[key].is_string(), "{}: quantization field '{}' must be a string, got {}", source, key,
+           object[key].dump());
+  return object[key].get<std::string>();
+}
+int64_t integer(const json& object, const char* key, int64_t fallback, const std::string& source) {
+  if (!object.contains(key) || object[key].is_null()) return fallback;
+  RS_CHECK(object[key].is_number_integer(), "{}: quantization field '{}' must be an integer, got {}", source, key,
+           object[key].dump());
+  return object[key].get<int64_t>();
+}
+// A [rows, cols] block shape of positive integers.
+void block_shape(const json& value, const std::string& source, const char* what, int64_t& rows, int64_t& cols) {
+  RS_CHECK(value.is_array() && value.size() == 2 && value[0].is_number_integer() && value[1].is_number_integer() &&
+               value[0].get<int64_t>() > 0 && value[1].get<int64_t>() > 0,
+           "{}: {} must be two positive integers, got {}", source, what, value.dump());
+  rows = value[0].get<int64_t>();
+  cols = value[1].get<int64_t>();
+}
+
 // compressed-tensors: every config group must quantize weights as 8-bit floats (the FP8 schemes: FP8, FP8_DYNAMIC,
 // FP8_BLOCK). Activations may be dynamic per token or static (input_scale): W8A16 paths ignore them and W8A8 paths
 // quantize activations their own way, so neither changes how the weights load.
 void check_compressed_tensors(const json& q, const std::string& source, QuantizationConfig& out) {
-  const std::string format = q.value("format", "float-quantized");
+  const std::string format = text(q, "format", "float-quantized", source);
   RS_CHECK(format == "float-quantized" || format == "naive-quantized",
            "{}: compressed-tensors format '{}' is not supported (FP8 'float-quantized' is)", source, format);
   RS_CHECK(q.contains("config_groups") && q["config_groups"].is_object() && !q["config_groups"].empty(),
@@ -20,20 +42,17 @@ void check_compressed_tensors(const json& q, const std::string& source, Quantiza
     RS_CHECK(group.is_object() && group.contains("weights") && group["weights"].is_object(),
              "{}: compressed-tensors group '{}' has no weights scheme", source, name);
     const json& w = group["weights"];
-    const std::string type = w.value("type", "");
-    const int64_t bits = w.value("num_bits", int64_t{0});
+    const std::string type = text(w, "type", "", source);
+    const int64_t bits = integer(w, "num_bits", 0, source);
     RS_CHECK(type == "float" && bits == 8,
              "{}: compressed-tensors group '{}' quantizes weights as {}-bit '{}'; only 8-bit float (FP8) is supported",
              source, name, bits, type);
-    const std::string strategy = w.value("strategy", "tensor");
+    const std::string strategy = text(w, "strategy", "tensor", source);
     RS_CHECK(strategy == "tensor" || strategy == "channel" || strategy == "block",
              "{}: compressed-tensors weight strategy '{}' is not supported (tensor, channel or block)", source,
              strategy);
-    if (strategy == "block" && w.contains("block_structure") && w["block_structure"].is_array() &&
-        w["block_structure"].size() == 2) {
-      out.block_rows = w["block_structure"][0].get<int64_t>();
-      out.block_cols = w["block_structure"][1].get<int64_t>();
-    }
+    if (strategy == "block" && w.contains("block_structure"))
+      block_shape(w["block_structure"], source, "compressed-tensors block_structure", out.block_rows, out.block_cols);
   }
 }
 
@@ -49,20 +68,15 @@ QuantizationConfig parse_quantization_config(const json& config, const std::stri
     return out;
   }
   const json& q = config[key];
-  out.method_name = q.value("quant_method", std::string("unknown"));
+  out.method_name = text(q, "quant_method", "unknown", source);
   if (out.method_name == "mxfp4") {
     out.method = QuantMethod::kMxfp4;
   } else if (out.method_name == "fp8") {
     out.method = QuantMethod::kFp8;
-    if (q.contains("weight_block_size") && q["weight_block_size"].is_array()) {
-      const json& block = q["weight_block_size"];
-      RS_CHECK(block.size() == 2 && block[0].is_number_integer() && block[1].is_number_integer() &&
-                   block[0].get<int64_t>() > 0 && block[1].get<int64_t>() > 0,
-               "{}: quantization_config.weight_block_size must be two positive integers, got {}", source, block.dump());
-      out.block_rows = block[0].get<int64_t>();
-      out.block_cols = block[1].get<int64_t>();
-    }
-    const std::string fmt = q.value("fmt", std::string("e4m3"));
+    if (q.contains("weight_block_size") && !q["weight_block_size"].is_null())
+      block_shape(q["weight_block_size"], source, "quantization_config.weight_block_size", out.block_rows,
+                  out.block_cols);
+    const std::string fmt = text(q, "fmt", "e4m3", source);
     RS_CHECK(fmt == "e4m3", "{}: FP8 format '{}' is not supported (e4m3)", source, fmt);
   } else if (out.method_name == "compressed-tensors") {
     out.method = QuantMethod::kCompressedTensors;

@@ -58,6 +58,16 @@ TEST(QuantizationConfig, RefusesWhatItCannotLoad) {
   EXPECT_NE(message(R"({"quantization_config": {"quant_method": "fp8"}})", "fp8").find("already quantized"),
             std::string::npos);
   EXPECT_NE(message(R"({})", "int4").find("--quantization 'int4'"), std::string::npos);
+  // Wrong JSON types are rs::Errors naming the field, never a JSON library exception.
+  EXPECT_NE(message(R"({"quantization_config": {"quant_method": 7}})").find("'quant_method' must be a string"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, "x"]}})")
+                .find("weight_block_size must be two positive integers"),
+            std::string::npos);
+  EXPECT_NE(message(R"({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g":
+      {"weights": {"num_bits": "8", "type": "float"}}}}})")
+                .find("'num_bits' must be an integer"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -42,6 +43,27 @@ const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) 
 }
 
 bool is_observability(const std::string& path) { return path == "/health" || path == "/metrics"; }
+
+// A client's X-Request-Id comes back on the answer (tracing across a gateway) when it is a plain token of at most 256
+// characters; anything else is dropped rather than echoed into a header.
+void echo_request_id(const http::Request& req, http::Response& res) {
+  const std::string_view id = req.header("X-Request-Id");
+  if (id.empty() || id.size() > 256) return;
+  for (const char c : id)
+    if (c < 0x21 || c > 0x7e) return;
+  res.set_header("X-Request-Id", std::string(id));
+}
+
+// What a preflight allows: our own request headers plus whatever the browser says the request will carry (SDKs add
+// their own, e.g. the OpenAI SDK's x-stainless-*), when that list holds only header-name characters (at most 2 KiB).
+std::string preflight_allowed_headers(const http::Request& req) {
+  std::string allowed = "Authorization, Content-Type";
+  const std::string_view asked = req.header("Access-Control-Request-Headers");
+  if (asked.empty() || asked.size() > 2048) return allowed;
+  for (const char c : asked)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != ',' && c != ' ') return allowed;
+  return allowed + ", " + std::string(asked);
+}
 
 }  // namespace
 
@@ -100,8 +122,10 @@ void HttpServer::start() {
   }
   bound_port_ = http_->port();
   if (metrics_http_) metrics_bound_port_ = metrics_http_->port();
-  RS_LOG_INFO("listening on http://{}:{}", config_.host, bound_port_);
-  if (metrics_http_) RS_LOG_INFO("/metrics and /health on http://{}:{}", config_.host, metrics_bound_port_);
+  // An IPv6 address goes in brackets in a URL ([::]:8000), as clients must write it.
+  const std::string host = config_.host.find(':') != std::string::npos ? "[" + config_.host + "]" : config_.host;
+  RS_LOG_INFO("listening on http://{}:{}", host, bound_port_);
+  if (metrics_http_) RS_LOG_INFO("/metrics and /health on http://{}:{}", host, metrics_bound_port_);
 }
 
 void HttpServer::stop() {
@@ -116,6 +140,8 @@ void HttpServer::allow_origin(const http::Request& req, http::Response& res) con
   const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
   if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return;
   res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  // Response headers a browser client may read besides the CORS-safelisted ones.
+  res.set_header("Access-Control-Expose-Headers", "Retry-After, Allow, X-Request-Id");
   if (!any) res.set_header("Vary", "Origin");
 }
 
@@ -176,7 +202,8 @@ http::Response HttpServer::observe(const http::Request& req) {
 }
 
 http::Response HttpServer::route_metrics_port(const http::Request& req) {
-  if (config_.protect_metrics)
+  // /health stays open for orchestrators' probes (Kubernetes sends no key); the key guards /metrics.
+  if (config_.protect_metrics && req.path == "/metrics")
     if (auto refused = refuse_without_key(req)) return *refused;
   if (req.method == "GET" && is_observability(req.path)) return observe(req);
   http::Response res;
@@ -195,13 +222,13 @@ http::Response HttpServer::route(const http::Request& req) {
     if (methods) res.set_header("Allow", std::string(methods) + ", OPTIONS");
     if (methods && res.has_header("Access-Control-Allow-Origin")) {
       res.set_header("Access-Control-Allow-Methods", std::string(methods) + ", OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Allow-Headers", preflight_allowed_headers(req));
       res.set_header("Access-Control-Max-Age", "600");
     }
     return res;
   }
   const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache" || req.path == "/tokenize" ||
-                              req.path == "/detokenize" || (config_.protect_metrics && is_observability(req.path));
+                              req.path == "/detokenize" || (config_.protect_metrics && req.path == "/metrics");
   if (protected_path)
     if (auto refused = refuse_without_key(req)) {
       refused->headers.insert(refused->headers.begin(), res.headers.begin(), res.headers.end());
@@ -210,6 +237,7 @@ http::Response HttpServer::route(const http::Request& req) {
   http::Response answer = route_model(req);
   for (const auto& [name, value] : res.headers)  // the CORS headers
     if (!answer.has_header(name)) answer.headers.emplace_back(name, value);
+  echo_request_id(req, answer);
   return answer;
 }
 

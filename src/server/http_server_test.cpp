@@ -106,17 +106,17 @@ TEST(HttpServer, MetricsOnTheirOwnPortLeaveTheApiPort) {
   holder.stop();
 }
 
-TEST(HttpServer, ProtectedMetricsNeedTheKeyOnEitherPort) {
+TEST(HttpServer, ProtectedMetricsNeedTheKeyOnEitherPortAndHealthStaysOpen) {
   for (const int metrics_port : {-1, 0}) {
     HttpServer server(
         ServerConfig{.port = 0, .api_key = "sk-test", .metrics_port = metrics_port, .protect_metrics = true});
     server.start();
     httplib::Client client("127.0.0.1", metrics_port < 0 ? server.port() : server.metrics_port());
     EXPECT_EQ(client.Get("/metrics")->status, 401) << "metrics port " << metrics_port;
-    EXPECT_EQ(client.Get("/health")->status, 401);
+    EXPECT_EQ(client.Get("/health")->status, 503);  // loading; probes carry no key
     const httplib::Headers key = {{"Authorization", "Bearer sk-test"}};
     EXPECT_EQ(client.Get("/metrics", key)->status, 200);
-    EXPECT_EQ(client.Get("/health", key)->status, 503);  // loading
+    EXPECT_EQ(client.Get("/health", key)->status, 503);
     server.stop();
   }
   // Without protect_metrics they stay public beside a key.

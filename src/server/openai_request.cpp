@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <mutex>
 #include <set>
 
+#include "base/log.h"
 #include "server/chat_messages.h"
 
 namespace rs::server {
@@ -110,7 +112,8 @@ struct FieldReader {
   }
 };
 
-// Known top-level fields; anything else is rejected as OpenAI does ("Unrecognized request argument").
+// Known top-level fields. Anything else is ignored with a log line (vLLM, SGLang), or rejected as OpenAI does
+// ("Unrecognized request argument") with RequestLimits::strict_fields.
 const std::set<std::string, std::less<>> kCommonFields = {
     "model", "n", "max_tokens", "stop", "stream", "stream_options", "temperature", "top_p", "presence_penalty",
     "frequency_penalty", "seed", "logit_bias", "logprobs", "user", "metadata", "store", "service_tier",
@@ -120,7 +123,10 @@ const std::set<std::string, std::less<>> kCommonFields = {
     "return_tokens_as_token_ids", "priority",
     // Structured output: OpenAI's response_format, SGLang's regex/ebnf, vLLM's guided_* and structured_outputs.
     "response_format", "regex", "ebnf", "guided_json", "guided_regex", "guided_grammar", "guided_choice",
-    "structured_outputs"};
+    "structured_outputs",
+    // Accepted without effect here: OpenAI's prompt-cache routing and abuse-monitoring keys, vLLM's request_id and
+    // llama-server's cache_prompt (the radix cache always reuses prefixes).
+    "prompt_cache_key", "prompt_cache_retention", "safety_identifier", "request_id", "cache_prompt"};
 const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "max_completion_tokens",
                                                         "top_logprobs",
@@ -136,13 +142,27 @@ const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "web_search_options",
                                                         "chat_template_kwargs",
                                                         "add_generation_prompt",
-                                                        "continue_final_message"};
+                                                        "continue_final_message",
+                                                        "verbosity"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "suffix", "best_of"};
 
-std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields) {
+// Field names already logged as ignored: each once per process, however many requests carry it (bounded, as names
+// come from clients).
+std::mutex logged_fields_mutex;
+std::set<std::string, std::less<>> logged_fields;
+constexpr size_t kMaxLoggedFields = 1024;
+
+std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields,
+                                     bool strict) {
   for (const auto& [key, value] : body.items()) {
     if (kCommonFields.contains(key) || endpoint_fields.contains(key)) continue;
-    return invalid_param(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_parameter");
+    if (strict)
+      return invalid_param(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_parameter");
+    std::lock_guard lock(logged_fields_mutex);
+    if (logged_fields.size() < kMaxLoggedFields && logged_fields.insert(key).second)
+      RS_LOG_WARN(
+          "ignoring the unknown request field '{}' (logged once; --strict-request-params refuses such requests)",
+          key.substr(0, 64));
   }
   return std::nullopt;
 }
@@ -339,7 +359,7 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
   auto parsed = parse_body(body, limits.max_json_depth);
   if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
   const json& object = std::get<json>(parsed);
-  if (auto error = check_fields(object, kChatFields)) return *error;
+  if (auto error = check_fields(object, kChatFields, limits.strict_fields)) return *error;
   FieldReader reader{object, std::nullopt};
   ChatRequest request;
   request.model = read_model(reader).value_or("");
@@ -398,7 +418,7 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
   auto parsed = parse_body(body, limits.max_json_depth);
   if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
   const json& object = std::get<json>(parsed);
-  if (auto error = check_fields(object, kCompletionFields)) return *error;
+  if (auto error = check_fields(object, kCompletionFields, limits.strict_fields)) return *error;
   FieldReader reader{object, std::nullopt};
   CompletionRequest request;
   request.model = read_model(reader).value_or("");
@@ -442,6 +462,11 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
     reader.fail(invalid_param("best_of", "'best_of' must equal 'n' when given", "unsupported_parameter"));
   if (reader.error) return *reader.error;
   return request;
+}
+
+bool unknown_field_logged(std::string_view name) {
+  std::lock_guard lock(logged_fields_mutex);
+  return logged_fields.contains(name);
 }
 
 }  // namespace rs::server

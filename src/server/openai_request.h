@@ -72,7 +72,13 @@ struct RequestLimits {
   int32_t max_top_logprobs = 20;           // chat top_logprobs; completions logprobs take min(5, this)
   int64_t max_prompt_tokens = 0;           // per prompt, after the chat template; 0 = only the context length
   int32_t max_tokens = 0;                  // max_tokens a request may ask for (and the default); 0 = the context's room
+  // Unknown top-level fields: false (the default, as vLLM and SGLang) accepts and ignores them, logging each field name
+  // once; true (--strict-request-params) answers 400 unknown_parameter, as OpenAI does.
+  bool strict_fields = false;
 };
+
+// Whether check_unknown_field has logged `name` already (process-wide; for tests).
+bool unknown_field_logged(std::string_view name);
 
 // `defaults` carries the model's generation_config.json sampling values, used where the request is silent.
 Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::SamplingParams& defaults,

@@ -120,6 +120,12 @@ test('CORS for allowed origins only, and the API key from the environment', asyn
     assert.equal(preflight.headers.get('access-control-allow-origin'), origin);
     assert.match(preflight.headers.get('access-control-allow-methods'), /POST/);
     assert.match(preflight.headers.get('access-control-allow-headers'), /Authorization/);
+    // The OpenAI SDK in a browser sends its own headers: the preflight allows what the browser says it will send.
+    const sdkPreflight = await fetch(`${server.baseURL}/v1/chat/completions`, { method: 'OPTIONS',
+      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'authorization, content-type, x-stainless-os, x-stainless-lang' } });
+    assert.equal(sdkPreflight.status, 204);
+    assert.match(sdkPreflight.headers.get('access-control-allow-headers'), /x-stainless-os, x-stainless-lang/);
 
     const body = { model: server.model, prompt: [1, 2, 3], max_tokens: 2 };
     const allowed = await post(server.baseURL, '/v1/completions', body,
@@ -162,9 +168,12 @@ test('--chat-template replaces the model template; --served-model-name aliases',
 });
 
 test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_token_ids, continue_final_message, ' +
-  'logit_bias, min_tokens, priority',
+  'logit_bias, min_tokens, priority; vLLM flag names',
   async () => {
-  const server = await startServer({ model: MODEL_DIR, args: DUMMY });
+  // vLLM's spellings of our flags start the same server.
+  const server = await startServer({ model: MODEL_DIR, args: [...DUMMY, '--max-num-seqs', '8', '--max-model-len', '2048',
+    '--max-num-batched-tokens', '2048', '--enable-prefix-caching', '--tensor-parallel-size', '1',
+    '--enable-auto-tool-choice'] });
   try {
     const client = server.client();
     const base = { model: server.model, prompt: 'hello world', temperature: 0, max_tokens: 24, ignore_eos: true };
@@ -173,6 +182,17 @@ test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_to
 
     const echoed = (await client.completions.create({ ...base, echo: true })).choices[0].text;
     assert.equal(echoed, 'hello world' + plain);
+
+    // Fields today's SDKs and other servers' clients send are accepted and ignored (vLLM and SGLang do the same);
+    // an unknown one is logged once by name (--strict-request-params refuses it, as OpenAI does).
+    const tolerant = await post(server.baseURL, '/v1/chat/completions', { model: server.model,
+      messages: [{ role: 'user', content: 'hello world' }], max_tokens: 2, prompt_cache_key: 'user-7',
+      safety_identifier: 'h1', verbosity: 'low', cache_prompt: true, frobnicate: { x: 1 } });
+    assert.equal(tolerant.status, 200, tolerant.text);
+    await server.waitForLog("ignoring the unknown request field 'frobnicate'");
+    const traced = await post(server.baseURL, '/v1/completions', { ...base, max_tokens: 1 }, { 'X-Request-Id': 'trace-42' });
+    assert.equal(traced.headers.get('x-request-id'), 'trace-42');
+    assert.equal((await client.completions.create({ ...base, request_id: 'r-1' })).choices[0].text, plain);
 
     // A stop string taken from the greedy output itself: cut before it, or after it when it is to be included.
     const stop = plain.slice(4, 7);

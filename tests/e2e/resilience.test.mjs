@@ -55,7 +55,6 @@ test('bad input gets 4xx while a stream beside it completes', async () => {
       ['not an object', '/v1/chat/completions', '[1, 2]', 400],
       ['wrong type', '/v1/chat/completions', { ...ok, temperature: 'warm' }, 400, 'temperature'],
       ['wrong type for messages', '/v1/chat/completions', { ...ok, messages: 'hi' }, 400, 'messages'],
-      ['unknown field', '/v1/chat/completions', { ...ok, frobnicate: true }, 400, 'frobnicate'],
       ['unknown model', '/v1/chat/completions', { ...ok, model: 'gpt-9' }, 404, 'model'],
       ['model of the wrong type', '/v1/chat/completions', { ...ok, model: 7 }, 400, 'model'],
       ['empty messages', '/v1/chat/completions', { ...ok, messages: [] }, 400, 'messages'],

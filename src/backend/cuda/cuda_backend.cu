@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.cuh"
-#include "base/log.h"
-#include "base/thread_pool.h"
 #include "backend/cuda/device_context.cuh"
 #include "backend/cuda/kernels/launch.cuh"
+#include "base/log.h"
+#include "base/thread_pool.h"
 
 namespace rs::cuda {
 namespace {
@@ -169,7 +169,8 @@ class CudaBackend final : public Backend {
     return Tensor(data, host.dtype(), shape, host.ndim(), device());
   }
 
-  // An FP8 weight on the host as a dense f32 or bf16 one: each code's value times its block's scale, in f32, rounded once.
+  // An FP8 weight on the host as a dense f32 or bf16 one: each code's value times its block's scale, in f32, rounded
+  // once.
   static LinearWeight dequantize_fp8_on_host(ThreadPool& pool, const LinearWeight& w, DType dtype,
                                              std::vector<Buffer>& keep_alive) {
     RS_CHECK(w.weight.device().is_cpu() && w.scales.device().is_cpu(), "FP8 experts are dequantized before upload");
@@ -181,8 +182,8 @@ class CudaBackend final : public Backend {
     pool.parallel_for(out, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r)
         for (int64_t i = 0; i < in; ++i) {
-          const float value = fp8_e4m3_to_f32(codes[r * in + i]) *
-                              scales[(r / w.scale_block_rows) * cols + i / w.scale_block_cols];
+          const float value =
+              fp8_e4m3_to_f32(codes[r * in + i]) * scales[(r / w.scale_block_rows) * cols + i / w.scale_block_cols];
           if (dtype == DType::kF32)
             static_cast<float*>(data)[r * in + i] = value;
           else
