@@ -70,6 +70,7 @@ LinearWeight LinearLoader::load_fp8(const std::string& module, const Tensor& wei
   RS_CHECK(info.has_value(), "FP8 weight '{}.weight' has no weight_scale_inv or weight_scale beside it", module);
   int64_t count = 1;
   for (int64_t d : info->shape) count *= d;
+  RS_CHECK(count > 0, "'{}' holds no scales", scale_name);
   const Tensor stored = weights_.require(scale_name, info->shape);
   // Scales as [rows, cols] of blocks: a scalar or [1] is per tensor, [out] or [out, 1] per channel.
   const int64_t rows = count == 1 ? 1 : info->shape[0];
