@@ -159,10 +159,15 @@ std::optional<ApiError> check_fields(const json& body, const std::set<std::strin
     if (strict)
       return invalid_param(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_parameter");
     std::lock_guard lock(logged_fields_mutex);
-    if (logged_fields.size() < kMaxLoggedFields && logged_fields.insert(key).second)
+    if (logged_fields.size() < kMaxLoggedFields && logged_fields.insert(key).second) {
+      // The name is the client's: at most 64 bytes of it, printable ASCII only, so it cannot forge log lines.
+      std::string shown = key.substr(0, 64);
+      for (char& c : shown)
+        if (c < 0x20 || c > 0x7e) c = '?';
       RS_LOG_WARN(
           "ignoring the unknown request field '{}' (logged once; --strict-request-params refuses such requests)",
-          key.substr(0, 64));
+          shown);
+    }
   }
   return std::nullopt;
 }

@@ -30,6 +30,8 @@ TEST(OpenAiRequest, UnknownFieldsAreIgnoredUnlessStrict) {
     EXPECT_TRUE(std::holds_alternative<ChatRequest>(parse_chat_request(body, kDefaults))) << body;
   }
   EXPECT_TRUE(unknown_field_logged("frobnicate_chat"));
+  EXPECT_TRUE(std::holds_alternative<ChatRequest>(parse_chat_request(chat + R"(, "line\nbreak": 1})", kDefaults)));
+  EXPECT_TRUE(unknown_field_logged("line\nbreak"));
   EXPECT_FALSE(unknown_field_logged("prompt_cache_key"));  // known: accepted quietly
   EXPECT_TRUE(std::holds_alternative<CompletionRequest>(
       parse_completion_request(R"({"prompt": "a", "messages": [], "request_id": "r1"})", kDefaults)));
