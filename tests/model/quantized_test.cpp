@@ -91,16 +91,12 @@ Comparison compare(const GreedyRun& got, const GreedyRun& twin) {
 struct Case {
   std::string name;  // fixture folder (its twin is <name>/dequantized)
   std::string base;  // the unquantized fixture whose golden.json gives prompts and transformers' logits
-  bool cuda_ready;   // false: the format's kernels for this model run on CPU only so far
 };
 
 class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
 
 TEST_P(QuantizedCheckpoint, GreedyEqualsTheDequantizedTwin) {
   const Case& param = GetParam();
-  const char* backend = std::getenv("RS_TEST_BACKEND");
-  if (backend && std::string(backend).starts_with("cuda") && !param.cuda_ready)
-    GTEST_SKIP() << param.name << ": runs on CPU only so far";
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
   engine::Engine quantized(fixture(param.name), test_config(true));
   engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
@@ -129,8 +125,6 @@ TEST_P(QuantizedCheckpoint, GreedyEqualsTheDequantizedTwin) {
 TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
   const Case& param = GetParam();
   const char* backend = std::getenv("RS_TEST_BACKEND");
-  if (backend && std::string(backend).starts_with("cuda") && !param.cuda_ready)
-    GTEST_SKIP() << param.name << ": runs on CPU only so far";
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
   const bool cuda = backend && std::string(backend).starts_with("cuda");
   engine::Engine fast(fixture(param.name), test_config(false));
@@ -146,8 +140,8 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fp8, QuantizedCheckpoint,
-                         ::testing::Values(Case{"qwen3_fp8", "qwen3", true}, Case{"qwen3_fp8_channel", "qwen3", true},
-                                           Case{"qwen3_moe_fp8_ct", "qwen3_moe", true}),
+                         ::testing::Values(Case{"qwen3_fp8", "qwen3"}, Case{"qwen3_fp8_channel", "qwen3"},
+                                           Case{"qwen3_moe_fp8_ct", "qwen3_moe"}),
                          [](const auto& info) { return info.param.name; });
 
 // --quantization fp8 on the unquantized qwen3 fixture makes exactly the checkpoint numpy made of it by the same rule
