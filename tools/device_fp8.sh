@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# One device call for the FP8 weight kind: builds (tools/device_test_cuda.sh's environment), runs the FP8 parity
-# tests and the quantized-checkpoint goldens on CUDA, checks the dense goldens did not move, then times Qwen3-8B
-# (dummy weights) in bf16 and with --quantization fp8 in the same binary on the same card: decode at several batch
-# sizes and a 4,096-token prefill. Logs in $OUT/fp8.tar.gz (the device tool returns few files); a summary last.
+# One device call for the quantized weight kinds (FP8, integers): builds (tools/device_test_cuda.sh's environment),
+# runs the parity tests and the quantized-checkpoint goldens on CUDA, checks the dense goldens did not move, then times
+# Qwen3-8B (dummy weights) in bf16, FP8 and int4 in the same binary on the same card: decode at several batch sizes and
+# a 4,096-token prefill. Logs in $OUT/fp8.tar.gz (the device tool returns few files); a summary last.
 #
 #   device run, carry [".devdeps"]:  tools/device_fp8.sh
 #   env: TESTS (gtest filter of cuda_backend_test; default every test), SKIP_TESTS=1, SKIP_BENCH=1, BATCHES (1,8,32),
 #        LAB=1 (run bench/cuda/fp8_scale_layouts.cu first), NO_PREFILL=1, BATCHES=none (no one-batch),
-#        VARIANTS ("bf16 fp8-channel fp8-block"),
+#        VARIANTS ("bf16 fp8-channel fp8-block"; also int4-mlx (4-bit g64, LM head too), int4-awq (g128)),
 #        THROUGHPUT=N (also bench throughput, N prompts of 1000 + 1000, N running), SKIP_BUILD=1 (a warm machine)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -44,7 +44,8 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   # tag:model folder:extra flags. The same dummy bf16 values, as bf16, quantized per channel on load, and in the
   # 128 x 128 blocks of Qwen's FP8 releases (configs/Qwen3-8B-FP8: dummy weights of an FP8 config quantize so).
   for variant in "fp8-block:configs/Qwen3-8B-FP8:" "bf16:configs/Qwen3-8B:" \
-                 "fp8-channel:configs/Qwen3-8B:--quantization fp8"; do
+                 "fp8-channel:configs/Qwen3-8B:--quantization fp8" "int4-mlx:configs/Qwen3-8B-MLX4:" \
+                 "int4-awq:configs/Qwen3-8B-AWQ:"; do
     IFS=: read -r tag model flags <<< "$variant"
     [[ " ${VARIANTS:-bf16 fp8-channel fp8-block} " == *" $tag "* ]] || continue
     if [[ "${BATCHES:-}" != none ]]; then

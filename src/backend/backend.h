@@ -19,21 +19,32 @@ namespace rs {
 // arrives here, in the loader and in the backends.
 struct LinearWeight {
   enum class Format : uint8_t {
-    kDense,  // f32/bf16/f16 values
-    kMxfp4,  // FP4 E2M1 in blocks of 32 along `in`, one E8M0 scale per block (gpt-oss experts)
-    kFp8,    // FP8 E4M3 values times an f32 scale per [scale_block_rows, scale_block_cols] block (below)
+    kDense,   // f32/bf16/f16 values
+    kMxfp4,   // FP4 E2M1 in blocks of 32 along `in`, one E8M0 scale per block (gpt-oss experts)
+    kFp8,     // FP8 E4M3 values times an f32 scale per [scale_block_rows, scale_block_cols] block (below)
+    kAffine,  // unsigned `bits`-bit integers q, w = scale * q + bias per group of scale_block_cols inputs (below)
   };
   Format format = Format::kDense;
-  Tensor weight;  // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]. kFp8: F8_E4M3 [out, in]
-  Tensor scales;  // kMxfp4: u8 E8M0 [out, in/32]. kFp8: f32 [ceil(out / block rows), ceil(in / block cols)]
+  // kDense: [out, in] f32/bf16/f16. kMxfp4: u8 blocks [out, in/32, 16]. kFp8: F8_E4M3 [out, in]. kAffine: u8
+  // [out, in * bits / 8], element i of a row at bit i * bits (little-endian: MLX's u32 words read as bytes).
+  Tensor weight;
+  // kMxfp4: u8 E8M0 [out, in/32]. kFp8: f32 [ceil(out / block rows), ceil(in / block cols)]. kAffine: f32
+  // [out, in / group, 2] (scale, bias) pairs.
+  Tensor scales;
   int64_t out_features = 0;
   int64_t in_features = 0;
   Tensor packed;  // optional backend-specific copy made by Backend::prepare_linear (CPU: bf16 VNNI panels), or empty
   // kFp8: element (o, i) is fp8(weight[o, i]) * scales[o / scale_block_rows, i / scale_block_cols]. One block of
   // [out, in] is a per-tensor scale, [1, in] per output channel, [128, 128] the block scaling of Qwen's and
   // DeepSeek's FP8 checkpoints.
+  // kAffine: scale_block_rows is 1 and scale_block_cols the group size. MLX stores (scale, bias); AWQ and GPTQ store
+  // (scale, zero) and load as bias = -scale * zero, exact in f32 (a 16-bit scale times a small integer).
   int64_t scale_block_rows = 0;
   int64_t scale_block_cols = 0;
+  int32_t bits = 0;  // kAffine: 2, 4 or 8
+  // Empty, or i32 [in]: column i of the weight multiplies input input_order[i] (GPTQ act-order checkpoints, whose
+  // groups are contiguous only in that order). Backends gather the activations in this order before the product.
+  Tensor input_order;
 };
 
 // Per-layer attention facts (never one global setting: gpt-oss alternates windows per layer).

@@ -56,20 +56,87 @@ void check_compressed_tensors(const json& q, const std::string& source, Quantiza
   }
 }
 
+// Bits the integer kernels read: whole codes per byte.
+void check_bits(int64_t bits, const std::string& source, const std::string& what) {
+  RS_CHECK(bits == 2 || bits == 4 || bits == 8, "{}: {} quantizes to {} bits; supported: 2, 4 and 8", source, what,
+           bits);
+}
+void check_group(int64_t group, const std::string& source, const std::string& what) {
+  RS_CHECK(group >= 16 && (group & (group - 1)) == 0,
+           "{}: {} has group size {}; supported: a power of two of at least 16 (32, 64, 128, ...)", source, what,
+           group);
+}
+
+// mlx_lm: {"group_size": 64, "bits": 4, "mode": "affine", "<module path>": {"group_size", "bits"} or false, ...}.
+void parse_mlx(const json& q, const std::string& source, QuantizationConfig& out) {
+  const std::string mode = text(q, "mode", "affine", source);
+  RS_CHECK(mode == "affine", "{}: MLX quantization mode '{}' is not supported (affine)", source, mode);
+  out.bits = static_cast<int32_t>(integer(q, "bits", 4, source));
+  out.group_size = integer(q, "group_size", 64, source);
+  check_bits(out.bits, source, "MLX quantization");
+  check_group(out.group_size, source, "MLX quantization");
+  for (const auto& [path, value] : q.items()) {
+    if (!value.is_object()) continue;  // false (left unquantized), or a global field
+    const int64_t bits = integer(value, "bits", out.bits, source);
+    check_bits(bits, source, "module '" + path + "'");
+    check_group(integer(value, "group_size", out.group_size, source), source, "module '" + path + "'");
+  }
+}
+
+void parse_awq(const json& q, const std::string& source, QuantizationConfig& out) {
+  out.bits = static_cast<int32_t>(integer(q, "bits", integer(q, "w_bit", 4, source), source));
+  out.group_size = integer(q, "group_size", integer(q, "q_group_size", 128, source), source);
+  RS_CHECK(out.bits == 4, "{}: AWQ with {} bits is not supported (4)", source, out.bits);
+  check_group(out.group_size, source, "AWQ");
+  const std::string version = text(q, "version", "gemm", source);
+  RS_CHECK(version == "gemm" || version == "GEMM",
+           "{}: AWQ version '{}' is not supported (the GEMM layout, which AutoAWQ writes by default)", source, version);
+  RS_CHECK(!q.contains("zero_point") || q["zero_point"].is_null() || q["zero_point"].is_boolean(),
+           "{}: quantization field 'zero_point' must be a boolean", source);
+}
+
+void parse_gptq(const json& q, const std::string& source, QuantizationConfig& out) {
+  out.bits = static_cast<int32_t>(integer(q, "bits", 4, source));
+  out.group_size = integer(q, "group_size", 128, source);
+  RS_CHECK(out.bits == 4 || out.bits == 8, "{}: GPTQ with {} bits is not supported (4 or 8)", source, out.bits);
+  RS_CHECK(out.group_size != -1, "{}: GPTQ without groups (group_size -1) is not supported yet", source);
+  check_group(out.group_size, source, "GPTQ");
+  for (const char* key : {"desc_act", "sym"})
+    RS_CHECK(!q.contains(key) || q[key].is_null() || q[key].is_boolean(),
+             "{}: quantization field '{}' must be a boolean", source, key);
+  const std::string format = text(q, "checkpoint_format", "gptq", source);
+  RS_CHECK(format == "gptq" || format == "gptq_v2", "{}: GPTQ checkpoint_format '{}' is not supported (gptq, gptq_v2)",
+           source, format);
+  out.gptq_zero_minus_one = format == "gptq";
+}
+
 }  // namespace
 
 QuantizationConfig parse_quantization_config(const json& config, const std::string& source,
                                              const std::string& on_load) {
   QuantizationConfig out;
   RS_CHECK(on_load.empty() || on_load == "fp8", "--quantization '{}' is not supported (fp8)", on_load);
-  const char* key = config.contains("quantization_config") ? "quantization_config" : nullptr;
+  const char* key = config.contains("quantization_config") ? "quantization_config"
+                    : config.contains("quantization")      ? "quantization"
+                                                           : nullptr;
   if (key == nullptr || !config[key].is_object()) {
     out.fp8_on_load = on_load == "fp8";
     return out;
   }
   const json& q = config[key];
-  out.method_name = text(q, "quant_method", "unknown", source);
-  if (out.method_name == "mxfp4") {
+  // mlx_lm writes {group_size, bits} under `quantization` (and again under quantization_config) with no quant_method.
+  const bool mlx = !q.contains("quant_method") && (q.contains("bits") || q.contains("group_size"));
+  out.method_name = mlx ? "mlx" : text(q, "quant_method", "unknown", source);
+  if (mlx) {
+    out.method = QuantMethod::kMlxAffine;
+    parse_mlx(q, source, out);
+  } else if (out.method_name == "awq") {
+    out.method = QuantMethod::kAwq;
+    parse_awq(q, source, out);
+  } else if (out.method_name == "gptq") {
+    out.method = QuantMethod::kGptq;
+    parse_gptq(q, source, out);
+  } else if (out.method_name == "mxfp4") {
     out.method = QuantMethod::kMxfp4;
   } else if (out.method_name == "fp8") {
     out.method = QuantMethod::kFp8;
@@ -82,8 +149,10 @@ QuantizationConfig parse_quantization_config(const json& config, const std::stri
     out.method = QuantMethod::kCompressedTensors;
     check_compressed_tensors(q, source, out);
   } else {
-    RS_FAIL("{}: quantization '{}' is not supported yet (supported: fp8, compressed-tensors FP8, mxfp4)", source,
-            out.method_name);
+    RS_FAIL(
+        "{}: quantization '{}' is not supported yet (supported: fp8, compressed-tensors FP8, mxfp4, MLX affine, "
+        "awq, gptq)",
+        source, out.method_name);
   }
   // A checkpoint that is already quantized loads as stored; --quantization applies to unquantized checkpoints only.
   RS_CHECK(on_load.empty() || out.method == QuantMethod::kNone,

@@ -54,6 +54,12 @@ LinearWeight DecoderModel::dense(loader::WeightSource& weights, const std::strin
   return linears(weights).load(name.substr(0, name.size() - kSuffix.size()), out, in, quantizable);
 }
 
+LinearWeight DecoderModel::expert(loader::WeightSource& weights, const std::string& mlp, int64_t e, int64_t count,
+                                  const std::string& proj, int64_t out, int64_t in) {
+  if (auto stacked = linears(weights).load_expert(mlp + "switch_mlp." + proj, e, count, out, in)) return *stacked;
+  return dense(weights, mlp + "experts." + std::to_string(e) + "." + proj + ".weight", out, in);
+}
+
 LinearWeight DecoderModel::concat(std::initializer_list<LinearWeight> parts) {
   return concat(std::span<const LinearWeight>(parts.begin(), parts.size()));
 }
@@ -143,7 +149,8 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
            config_.architecture, backend.name());
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
   const std::string& root = config_.weight_prefix;
-  embed_tokens_ = weights.require(root + "embed_tokens.weight", {vocab, hidden});
+  LinearWeight embedding_as_head;
+  embed_tokens_ = linears(weights).embedding(root + "embed_tokens", vocab, hidden, &embedding_as_head);
   layers_.resize(config_.num_layers);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     const std::string prefix = root + "layers." + std::to_string(layer) + ".";
@@ -160,8 +167,10 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     if (progress) progress("loading weights", static_cast<double>(layer + 1) / config_.num_layers);
   }
   final_norm_ = norm_weight(weights, root + "norm.weight", hidden);
+  // A tied head is the embedding as stored: the table itself, or its quantized codes where lookups read an f32 copy.
+  const bool shared_table = config_.tie_word_embeddings && embedding_as_head.format == LinearWeight::Format::kDense;
   if (config_.tie_word_embeddings) {
-    lm_head_ = LinearWeight{LinearWeight::Format::kDense, embed_tokens_, Tensor(), vocab, hidden};
+    lm_head_ = embedding_as_head;
   } else {
     lm_head_ = dense(weights, "lm_head.weight", vocab, hidden, /*quantizable=*/false);
   }
@@ -173,12 +182,14 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   Buffer host = Buffer::host(table.size() * sizeof(float));
   std::memcpy(host.data(), table.data(), host.bytes());
   rope_table_ = keep(std::move(host), DType::kF32, {positions, rotary_dim_});
-  // Devices other than the host get copies of every weight tensor.
+  // Devices other than the host get copies of every weight tensor (a head that shares the table, one copy).
   if (!backend.device().is_cpu()) {
-    for (Tensor* t : {&embed_tokens_, &final_norm_, &lm_head_.weight, &lm_head_.scales, &rope_table_})
+    if (shared_table) lm_head_.weight = Tensor();
+    for (Tensor* t :
+         {&embed_tokens_, &final_norm_, &lm_head_.weight, &lm_head_.scales, &lm_head_.input_order, &rope_table_})
       if (!t->empty()) *t = backend.upload_weight(*t, owned_);
     for (auto& lw : layers_) upload_layer(lw, owned_);
-    if (config_.tie_word_embeddings) lm_head_.weight = embed_tokens_;
+    if (shared_table) lm_head_.weight = embed_tokens_;
   }
   // Dense projections may be repacked for the backend's GEMM. So is the LM head: decode streams all of it every step
   // (a quarter of Qwen3-0.6B's bytes), and the packed GEMV reads faster than row dots. A tied head keeps the
@@ -210,6 +221,7 @@ void DecoderModel::upload_layer(LayerWeights& lw, std::vector<Buffer>& keep_aliv
   auto up_linear = [&](LinearWeight& w) {
     up(w.weight);
     up(w.scales);
+    up(w.input_order);
   };
   auto& a = lw.attention;
   up(lw.input_norm), up(lw.post_attention_norm);

@@ -78,6 +78,10 @@ class DecoderModel : public Model {
   // `quantizable`: whether --quantization may quantize it (false for routers and one-row gates).
   LinearWeight dense(loader::WeightSource& weights, const std::string& name, int64_t out, int64_t in,
                      bool quantizable = true);
+  // Projection `proj` ("gate_proj") of expert `e` of `count` in the MoE block at `mlp` ("...mlp."): per-expert modules
+  // (mlp.experts.{e}.gate_proj, Hugging Face) or one stacked module (mlp.switch_mlp.gate_proj, mlx_lm).
+  LinearWeight expert(loader::WeightSource& weights, const std::string& mlp, int64_t e, int64_t count,
+                      const std::string& proj, int64_t out, int64_t in);
   // Stacks the rows of weights of one format into a new [sum rows, in] weight (owned here), already prepared for the
   // backend (a repacking backend keeps only its packed copy of a dense weight).
   LinearWeight concat(std::initializer_list<LinearWeight> parts);

@@ -32,6 +32,19 @@ int64_t block_edge(int64_t extent, int64_t count, int64_t configured) {
 }
 
 bool is_fp8(const LinearWeight& w) { return w.format == LinearWeight::Format::kFp8; }
+bool is_affine(const LinearWeight& w) { return w.format == LinearWeight::Format::kAffine; }
+bool has_scales(const LinearWeight& w) { return is_fp8(w) || is_affine(w); }
+
+// Two weights of the same storage (format, dtype, and for integers the same bits and group).
+bool same_storage(const LinearWeight& a, const LinearWeight& b) {
+  const auto same_order = [&] {
+    return a.input_order.numel() == b.input_order.numel() &&
+           (a.input_order.empty() ||
+            std::memcmp(a.input_order.data(), b.input_order.data(), a.input_order.bytes()) == 0);
+  };
+  return a.format == b.format && a.weight.dtype() == b.weight.dtype() && a.bits == b.bits &&
+         (!is_affine(a) || a.scale_block_cols == b.scale_block_cols) && same_order();
+}
 
 }  // namespace
 
@@ -40,18 +53,58 @@ Tensor LinearLoader::keep(Buffer buffer, DType dtype, std::vector<int64_t> shape
   return Tensor(owned_.back().data(), dtype, shape.data(), static_cast<int>(shape.size()));
 }
 
+ThreadPool& LinearLoader::pool() {
+  if (!pool_) pool_ = std::make_shared<ThreadPool>(hardware_threads());  // billions of values in a large model
+  return *pool_;
+}
+
 LinearWeight LinearLoader::load(const std::string& module, int64_t out, int64_t in, bool quantizable) {
   const std::string name = module + ".weight";
+  if (weights_.contains(module + ".qweight")) {
+    RS_CHECK(quantization_.method == loader::QuantMethod::kAwq || quantization_.method == loader::QuantMethod::kGptq,
+             "'{}.qweight' is an AWQ/GPTQ tensor but config.json declares no awq or gptq quantization_config", module);
+    return quantization_.method == loader::QuantMethod::kAwq ? load_awq(module, out, in) : load_gptq(module, out, in);
+  }
   const auto info = weights_.info(name);
   if (info && info->dtype == DType::kF8E4M3)
     return load_fp8(module, weights_.require(name, {out, in}, DType::kF8E4M3), out, in);
+  if (info && info->dtype == DType::kU32) return load_mlx(module, TensorSlice{}, out, in);
   const Tensor weight = weights_.require(name, {out, in});
-  // Dummy weights of an FP8 config (a configs/ folder) are quantized like --quantization fp8, to time the format.
+  // Dummy weights of an FP8 or integer config (a configs/ folder) are quantized as they load, to time the format.
   if (weights_.is_dummy() && quantization_.is_fp8() && quantizable) {
     const bool blocks = quantization_.block_rows > 0 && quantization_.block_cols > 0;
     return quantize_fp8(weight, name, blocks ? quantization_.block_rows : 1, blocks ? quantization_.block_cols : in);
   }
+  // mlx_lm quantizes every linear (the LM head and routers too); AWQ and GPTQ leave those as stored.
+  const bool mlx = quantization_.method == loader::QuantMethod::kMlxAffine;
+  if (weights_.is_dummy() && quantization_.is_integer() && (quantizable || mlx) && in % quantization_.group_size == 0)
+    return quantize_affine(weight, name, quantization_.bits, quantization_.group_size);
   return from_dense(weight, quantizable, name);
+}
+
+std::optional<LinearWeight> LinearLoader::load_expert(const std::string& module, int64_t index, int64_t count,
+                                                      int64_t out, int64_t in) {
+  const std::string name = module + ".weight";
+  const auto info = weights_.info(name);
+  if (!info) return std::nullopt;
+  if (info->dtype == DType::kU32) return load_mlx(module, TensorSlice{count, index}, out, in);
+  RS_CHECK(index < count, "expert {} of {} in '{}'", index, count, name);
+  const Tensor stack = weights_.require(name, {count, out, in});
+  const size_t bytes = static_cast<size_t>(out * in) * dtype_size(stack.dtype());
+  return from_dense(Tensor(static_cast<char*>(stack.data()) + index * bytes, stack.dtype(), {out, in}));
+}
+
+Tensor LinearLoader::embedding(const std::string& module, int64_t rows, int64_t width, LinearWeight* as_linear) {
+  const auto info = weights_.info(module + ".weight");
+  if (!info || info->dtype != DType::kU32) {
+    const Tensor table = weights_.require(module + ".weight", {rows, width});
+    if (as_linear) *as_linear = LinearWeight{LinearWeight::Format::kDense, table, Tensor(), rows, width};
+    return table;
+  }
+  // Lookups read an exact f32 copy (4 bytes a value: a quantized lookup kernel would keep the codes only).
+  const LinearWeight quantized = load_mlx(module, TensorSlice{}, rows, width);
+  if (as_linear) *as_linear = quantized;
+  return dequantize_to_f32(quantized, owned_);
 }
 
 LinearWeight LinearLoader::from_dense(const Tensor& weight, bool quantizable, const std::string& name) {
@@ -100,8 +153,7 @@ LinearWeight LinearLoader::quantize_fp8(const Tensor& weight, const std::string&
   Buffer scales = Buffer::host(grid_rows * grid_cols * sizeof(float));
   uint8_t* q = static_cast<uint8_t*>(codes.data());
   float* s = static_cast<float*>(scales.data());
-  if (!pool_) pool_ = std::make_shared<ThreadPool>(hardware_threads());  // billions of values in a large model
-  pool_->parallel_for(grid_rows, [&](int64_t begin, int64_t end) {
+  pool().parallel_for(grid_rows, [&](int64_t begin, int64_t end) {
     std::vector<float> rows(block_rows * in);
     for (int64_t br = begin; br < end; ++br) {
       const int64_t r0 = br * block_rows, r1 = std::min(out, r0 + block_rows);
@@ -142,15 +194,30 @@ LinearWeight LinearLoader::fp8_row_scales(const LinearWeight& w) {
 LinearWeight LinearLoader::stack_rows(std::span<const LinearWeight> parts) {
   RS_CHECK(!parts.empty(), "stack_rows of no weights");
   const LinearWeight& first = parts.front();
-  RS_CHECK(first.format == LinearWeight::Format::kDense || is_fp8(first), "only dense and FP8 weights can be fused");
+  RS_CHECK(first.format != LinearWeight::Format::kMxfp4, "MXFP4 weights cannot be fused");
+  bool uniform = true;
+  for (const LinearWeight& p : parts) {
+    RS_CHECK(p.in_features == first.in_features, "cannot fuse weights {} and {} of different widths",
+             first.weight.shape_string(), p.weight.shape_string());
+    uniform = uniform && same_storage(p, first);
+  }
+  if (!uniform) {
+    // MLX lets each module choose its bits (mixed recipes, modules left unquantized): fused parts that differ become
+    // exact f32, correct but as wide as f32.
+    for (const LinearWeight& p : parts)
+      RS_CHECK(p.format == LinearWeight::Format::kDense || is_affine(p),
+               "cannot fuse FP8 weights with weights of another format or scale shape");
+    std::vector<LinearWeight> wide;
+    for (const LinearWeight& p : parts)
+      wide.push_back(LinearWeight{LinearWeight::Format::kDense, dequantize_to_f32(p, owned_), Tensor(), p.out_features,
+                                  p.in_features});
+    return stack_rows(wide);
+  }
   int64_t rows = 0;
   size_t bytes = 0;
   bool same_blocks = true;
   for (size_t i = 0; i < parts.size(); ++i) {
     const LinearWeight& p = parts[i];
-    RS_CHECK(p.format == first.format && p.weight.dtype() == first.weight.dtype() && p.in_features == first.in_features,
-             "cannot fuse weights {} and {} of different formats or widths", first.weight.shape_string(),
-             p.weight.shape_string());
     rows += p.out_features;
     bytes += p.weight.bytes();
     if (is_fp8(p)) {
@@ -161,34 +228,39 @@ LinearWeight LinearLoader::stack_rows(std::span<const LinearWeight> parts) {
                     (i + 1 == parts.size() || p.out_features % p.scale_block_rows == 0);
     }
   }
-  const int64_t in = first.in_features;
   Buffer buffer = Buffer::host(bytes);
   char* cursor = static_cast<char*>(buffer.data());
   for (const LinearWeight& p : parts) {
     std::memcpy(cursor, p.weight.data(), p.weight.bytes());
     cursor += p.weight.bytes();
   }
-  LinearWeight fused{first.format, keep(std::move(buffer), first.weight.dtype(), {rows, in}), Tensor(), rows, in};
-  if (!is_fp8(first)) return fused;
+  LinearWeight fused = first;
+  fused.weight = keep(std::move(buffer), first.weight.dtype(), {rows, first.weight.dim(1)});
+  fused.out_features = rows;
+  fused.packed = Tensor();
+  if (!has_scales(first)) return fused;
   std::vector<LinearWeight> scaled;
-  for (const LinearWeight& p : parts) scaled.push_back(same_blocks ? p : fp8_row_scales(p));
-  const int64_t cols = scaled.front().scales.dim(1);
-  int64_t scale_rows = 0;
-  for (const LinearWeight& p : scaled) scale_rows += p.scales.dim(0);
-  Buffer scales = Buffer::host(scale_rows * cols * sizeof(float));
+  for (const LinearWeight& p : parts) scaled.push_back(same_blocks || is_affine(p) ? p : fp8_row_scales(p));
+  // Scales stack as their rows (integer groups and FP8 row scales are per row; FP8 blocks only where none straddles).
+  std::vector<int64_t> shape;
+  for (int axis = 0; axis < scaled.front().scales.ndim(); ++axis) shape.push_back(scaled.front().scales.dim(axis));
+  shape[0] = 0;
+  for (const LinearWeight& p : scaled) shape[0] += p.scales.dim(0);
+  size_t scale_bytes = 0;
+  for (const LinearWeight& p : scaled) scale_bytes += p.scales.bytes();
+  Buffer scales = Buffer::host(scale_bytes);
   cursor = static_cast<char*>(scales.data());
   for (const LinearWeight& p : scaled) {
     std::memcpy(cursor, p.scales.data(), p.scales.bytes());
     cursor += p.scales.bytes();
   }
-  fused.scales = keep(std::move(scales), DType::kF32, {scale_rows, cols});
+  fused.scales = keep(std::move(scales), DType::kF32, shape);
   fused.scale_block_rows = scaled.front().scale_block_rows;
-  fused.scale_block_cols = first.scale_block_cols;
   return fused;
 }
 
 LinearWeight LinearLoader::select_rows(const LinearWeight& w, const std::vector<int64_t>& rows) {
-  RS_CHECK(w.format == LinearWeight::Format::kDense || is_fp8(w), "only dense and FP8 weights can be split by rows");
+  RS_CHECK(w.format != LinearWeight::Format::kMxfp4, "MXFP4 weights cannot be split by rows");
   const LinearWeight source = is_fp8(w) ? fp8_row_scales(w) : w;
   const size_t row_bytes = source.weight.bytes() / source.out_features;
   const int64_t count = static_cast<int64_t>(rows.size());
@@ -200,16 +272,20 @@ LinearWeight LinearLoader::select_rows(const LinearWeight& w, const std::vector<
                 static_cast<const char*>(source.weight.data()) + rows[r] * row_bytes, row_bytes);
   }
   LinearWeight picked = source;
-  picked.weight = keep(std::move(buffer), source.weight.dtype(), {count, source.in_features});
+  picked.weight = keep(std::move(buffer), source.weight.dtype(), {count, source.weight.dim(1)});
   picked.out_features = count;
   picked.packed = Tensor();
-  if (!is_fp8(source)) return picked;
-  const int64_t cols = source.scales.dim(1);
-  Buffer scales = Buffer::host(count * cols * sizeof(float));
+  if (!has_scales(source)) return picked;
+  // Per-row scales (FP8 after fp8_row_scales, integer groups): pick the same rows.
+  const size_t scale_row_bytes = source.scales.bytes() / source.scales.dim(0);
+  Buffer scales = Buffer::host(count * scale_row_bytes);
   for (int64_t r = 0; r < count; ++r)
-    std::memcpy(static_cast<float*>(scales.data()) + r * cols, source.scales.data_as<float>() + rows[r] * cols,
-                cols * sizeof(float));
-  picked.scales = keep(std::move(scales), DType::kF32, {count, cols});
+    std::memcpy(static_cast<char*>(scales.data()) + r * scale_row_bytes,
+                static_cast<const char*>(source.scales.data()) + rows[r] * scale_row_bytes, scale_row_bytes);
+  std::vector<int64_t> shape;
+  for (int axis = 0; axis < source.scales.ndim(); ++axis) shape.push_back(source.scales.dim(axis));
+  shape[0] = count;
+  picked.scales = keep(std::move(scales), DType::kF32, shape);
   return picked;
 }
 

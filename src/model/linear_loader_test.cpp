@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "base/error.h"
 #include "loader/hf_config.h"
@@ -19,6 +20,13 @@ namespace fs = std::filesystem;
 fs::path fixture(const std::string& name) { return fs::path(RS_SOURCE_DIR) / "tests/data/models" / name; }
 
 float element(const LinearWeight& w, int64_t row, int64_t col) {
+  if (w.format == LinearWeight::Format::kAffine) {
+    const int64_t bit = col * w.bits, row_bytes = w.in_features * w.bits / 8;
+    const uint32_t q = (w.weight.data_as<uint8_t>()[row * row_bytes + (bit >> 3)] >> (bit & 7)) & ((1u << w.bits) - 1);
+    const float* pair =
+        w.scales.data_as<float>() + (row * (w.in_features / w.scale_block_cols) + col / w.scale_block_cols) * 2;
+    return pair[0] * static_cast<float>(q) + pair[1];
+  }
   if (w.format == LinearWeight::Format::kDense) {
     return w.weight.dtype() == DType::kF32 ? w.weight.data_as<float>()[row * w.in_features + col]
                                            : bf16_to_f32(w.weight.data_as<uint16_t>()[row * w.in_features + col]);
@@ -164,6 +172,101 @@ TEST(LinearLoader, DummyWeightsOfAnFp8ConfigTakeItsBlocks) {
       const float scale = w.scales.data_as<float>()[(r / 128) * 2 + c / 128];
       ASSERT_LE(std::fabs(x - y), std::max(std::fabs(x) / 16, std::ldexp(1.0f, -10) * scale)) << r << "," << c;
     }
+}
+
+// Integer fixtures (tools/make_int_fixtures.py): every format's unpacking (MLX words, AWQ's interleaved nibbles, GPTQ's
+// columns and v1 zero points) gives the twin's values exactly.
+TEST(LinearLoader, IntegerFormatsMatchTheDequantizedTwin) {
+  for (const char* name : {"qwen3_mlx4", "qwen3_awq", "qwen3_gptq", "qwen3_gptq8"}) {
+    Fixture f(name);
+    ASSERT_TRUE(f.config.quantization.is_integer()) << name;
+    for (int layer = 0; layer < 3; ++layer) {
+      const std::string p = "model.layers." + std::to_string(layer) + ".";
+      for (const auto& [module, out, in] : {std::tuple{"self_attn.q_proj", 128, 64},
+                                            {"self_attn.k_proj", 64, 64},
+                                            {"self_attn.o_proj", 64, 128},
+                                            {"mlp.up_proj", 128, 64},
+                                            {"mlp.down_proj", 64, 128}}) {
+        const LinearWeight w = f.loader.load(p + module, out, in);
+        expect_equals_twin(w, f.twin_of(p + module, out, in), std::string(name) + " " + p + module);
+      }
+    }
+  }
+  // MLX: the override gives layer 1's down_proj 8 bits in groups of 64; layer 2's o_proj is stored unquantized.
+  Fixture mlx("qwen3_mlx4");
+  const LinearWeight down = mlx.loader.load("model.layers.1.mlp.down_proj", 64, 128);
+  EXPECT_EQ(down.bits, 8);
+  EXPECT_EQ(down.scale_block_cols, 64);
+  EXPECT_EQ(mlx.loader.load("model.layers.2.self_attn.o_proj", 64, 128).format, LinearWeight::Format::kDense);
+  // The quantized embedding: lookups read exact f32, the tied head reads the codes.
+  LinearWeight head;
+  const Tensor table = mlx.loader.embedding("model.embed_tokens", 512, 64, &head);
+  EXPECT_EQ(table.dtype(), DType::kF32);
+  EXPECT_EQ(head.format, LinearWeight::Format::kAffine);
+  expect_equals_twin(head, mlx.twin_of("model.embed_tokens", 512, 64), "embed_tokens as head");
+  expect_equals_twin(LinearWeight{LinearWeight::Format::kDense, table, Tensor(), 512, 64},
+                     mlx.twin_of("model.embed_tokens", 512, 64), "embed_tokens table");
+}
+
+// GPTQ act-order: columns sorted into contiguous groups, input_order naming each column's input; q|k|v share one
+// order (one input) and stay integer when fused; the exact f32 form puts every column back.
+TEST(LinearLoader, GptqActOrderKeepsGroupsByReorderingInputs) {
+  Fixture f("qwen3_gptq_actorder");
+  const std::string p = "model.layers.1.self_attn.";
+  const LinearWeight q = f.loader.load(p + "q_proj", 128, 64), k = f.loader.load(p + "k_proj", 64, 64);
+  const LinearWeight o = f.loader.load(p + "o_proj", 64, 128);
+  ASSERT_EQ(q.input_order.numel(), 64);
+  ASSERT_EQ(o.input_order.numel(), 128);
+  std::vector<Buffer> owned;
+  for (const auto& [w, module] : {std::pair{q, "q_proj"}, {k, "k_proj"}, {o, "o_proj"}}) {
+    const Tensor exact = dequantize_to_f32(w, owned);
+    expect_equals_twin(LinearWeight{LinearWeight::Format::kDense, exact, Tensor(), w.out_features, w.in_features},
+                       f.twin_of(p + module, w.out_features, w.in_features), module);
+  }
+  const LinearWeight parts[] = {q, k};
+  const LinearWeight qk = f.loader.stack_rows(parts);
+  EXPECT_EQ(qk.format, LinearWeight::Format::kAffine);
+  EXPECT_EQ(qk.input_order.data(), q.input_order.data());
+  // Different orders (o_proj's input is another tensor) cannot share columns: fused as exact f32.
+  const LinearWeight gate = f.loader.load("model.layers.1.mlp.gate_proj", 128, 64);
+  const LinearWeight mixed_parts[] = {q, gate};
+  EXPECT_EQ(f.loader.stack_rows(mixed_parts).format, LinearWeight::Format::kDense);
+}
+
+TEST(LinearLoader, StackedMlxExpertsAndMixedFusion) {
+  Fixture f("qwen3_moe_mlx4");
+  const std::string p = "model.layers.1.mlp.";
+  for (int64_t e : {0, 5, 7}) {
+    const auto gate = f.loader.load_expert(p + "switch_mlp.gate_proj", e, 8, 32, 64);
+    ASSERT_TRUE(gate.has_value());
+    expect_equals_twin(*gate, f.twin_of(p + "experts." + std::to_string(e) + ".gate_proj", 32, 64), "expert gate");
+    const auto down = f.loader.load_expert(p + "switch_mlp.down_proj", e, 8, 64, 32);
+    expect_equals_twin(*down, f.twin_of(p + "experts." + std::to_string(e) + ".down_proj", 64, 32), "expert down");
+  }
+  EXPECT_FALSE(f.loader.load_expert(p + "switch_mlp.no_such_proj", 0, 8, 32, 64).has_value());
+  // The 8-bit router fused with a 4-bit expert (different bits): both become exact f32 rows.
+  const LinearWeight router = f.loader.load(p + "gate", 8, 64);
+  EXPECT_EQ(router.bits, 8);
+  const LinearWeight gate = *f.loader.load_expert(p + "switch_mlp.gate_proj", 2, 8, 32, 64);
+  const LinearWeight parts[] = {gate, router};
+  const LinearWeight mixed = f.loader.stack_rows(parts);
+  EXPECT_EQ(mixed.format, LinearWeight::Format::kDense);
+  EXPECT_EQ(mixed.weight.dtype(), DType::kF32);
+  for (int64_t c = 0; c < 64; ++c) {
+    EXPECT_EQ(element(mixed, 3, c), element(gate, 3, c));
+    EXPECT_EQ(element(mixed, 32 + 5, c), element(router, 5, c));
+  }
+  // Same storage stacks as codes; selected rows keep their groups.
+  const LinearWeight up = *f.loader.load_expert(p + "switch_mlp.up_proj", 2, 8, 32, 64);
+  const LinearWeight same[] = {gate, up};
+  const LinearWeight fused = f.loader.stack_rows(same);
+  ASSERT_EQ(fused.format, LinearWeight::Format::kAffine);
+  const LinearWeight picked = f.loader.select_rows(fused, {63, 1});
+  for (int64_t c = 0; c < 64; ++c) {
+    EXPECT_EQ(element(fused, 40, c), element(up, 8, c));
+    EXPECT_EQ(element(picked, 0, c), element(up, 31, c));
+    EXPECT_EQ(element(picked, 1, c), element(gate, 1, c));
+  }
 }
 
 TEST(LinearLoader, RefusesAShapeTheConfigDoesNotGive) {

@@ -21,10 +21,10 @@ class Qwen3MoeModel final : public DecoderModel {
     ffn.router = dense(weights, prefix + "mlp.gate.weight", experts, hidden, /*quantizable=*/false);
     ffn.experts.activation = MoeActivation::kSwiGlu;
     for (int32_t e = 0; e < experts; ++e) {
-      const std::string p = prefix + "mlp.experts." + std::to_string(e) + ".";
-      ffn.experts.gate.push_back(dense(weights, p + "gate_proj.weight", inter, hidden));
-      ffn.experts.up.push_back(dense(weights, p + "up_proj.weight", inter, hidden));
-      ffn.experts.down.push_back(dense(weights, p + "down_proj.weight", hidden, inter));
+      const std::string mlp = prefix + "mlp.";
+      ffn.experts.gate.push_back(expert(weights, mlp, e, experts, "gate_proj", inter, hidden));
+      ffn.experts.up.push_back(expert(weights, mlp, e, experts, "up_proj", inter, hidden));
+      ffn.experts.down.push_back(expert(weights, mlp, e, experts, "down_proj", hidden, inter));
     }
   }
 };

@@ -41,10 +41,9 @@ class HybridQwenModel final : public DecoderModel {
       }
     } else {
       for (int32_t e = 0; e < experts; ++e) {
-        const std::string ep = p + "experts." + std::to_string(e) + ".";
-        ffn.experts.gate.push_back(dense(weights, ep + "gate_proj.weight", inter, hidden));
-        ffn.experts.up.push_back(dense(weights, ep + "up_proj.weight", inter, hidden));
-        ffn.experts.down.push_back(dense(weights, ep + "down_proj.weight", hidden, inter));
+        ffn.experts.gate.push_back(expert(weights, p, e, experts, "gate_proj", inter, hidden));
+        ffn.experts.up.push_back(expert(weights, p, e, experts, "up_proj", inter, hidden));
+        ffn.experts.down.push_back(expert(weights, p, e, experts, "down_proj", hidden, inter));
       }
     }
     const int64_t shared = config_.shared_expert_intermediate_size;

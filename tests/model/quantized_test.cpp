@@ -1,7 +1,8 @@
-// Quantized checkpoints (tools/make_fp8_fixtures.py) against their exactly dequantized f32 twins: run through the
-// same engine in exact mode, the quantized folder must give the twin's logits (up to summation order) and its greedy
-// tokens, whole-prompt and chunked, so the format's loading and kernels are exactly the format's arithmetic. The fast
-// path's agreement with the twin and the quantization's distance from transformers' unquantized model are reported.
+// Quantized checkpoints (tools/make_fp8_fixtures.py, tools/make_int_fixtures.py) against their exactly dequantized f32
+// twins: run through the same engine in exact mode, the quantized folder must give the twin's logits (up to summation
+// order) and its greedy tokens, whole-prompt and chunked, so the format's loading and kernels are exactly the format's
+// arithmetic. The fast path's agreement with the twin and the quantization's distance from transformers' unquantized
+// model are reported.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -142,6 +143,15 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
 INSTANTIATE_TEST_SUITE_P(Fp8, QuantizedCheckpoint,
                          ::testing::Values(Case{"qwen3_fp8", "qwen3"}, Case{"qwen3_fp8_channel", "qwen3"},
                                            Case{"qwen3_moe_fp8_ct", "qwen3_moe"}),
+                         [](const auto& info) { return info.param.name; });
+
+// tools/make_int_fixtures.py: MLX affine (4-bit g32 with an 8-bit override and an unquantized module; quantized
+// embeddings, stacked switch_mlp experts, an 8-bit router), AutoAWQ GEMM, GPTQ v1 4-bit asymmetric (also act-order) and
+// 8-bit symmetric.
+INSTANTIATE_TEST_SUITE_P(Integer, QuantizedCheckpoint,
+                         ::testing::Values(Case{"qwen3_mlx4", "qwen3"}, Case{"qwen3_moe_mlx4", "qwen3_moe"},
+                                           Case{"qwen3_awq", "qwen3"}, Case{"qwen3_gptq", "qwen3"},
+                                           Case{"qwen3_gptq8", "qwen3"}, Case{"qwen3_gptq_actorder", "qwen3"}),
                          [](const auto& info) { return info.param.name; });
 
 // --quantization fp8 on the unquantized qwen3 fixture makes exactly the checkpoint numpy made of it by the same rule

@@ -47,16 +47,21 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   if (!bf16_gemm_ || !has_bf16_gemm()) return;
   const bool bf16 = w.format == LinearWeight::Format::kDense && w.weight.dtype() == DType::kBF16;
   const bool fp8 = w.format == LinearWeight::Format::kFp8;
-  if (!bf16 && !fp8) return;
-  // FP8 runs through the bf16 kernels on the fast path: its values rounded to bf16 once (8 significant bits hold
-  // e4m3's 4 exactly; the scale adds the rounding), at bf16's memory and speed. --exact-f32 decodes FP8 per call.
+  const bool affine = w.format == LinearWeight::Format::kAffine;
+  if (!bf16 && !fp8 && !affine) return;
+  // FP8 and integer weights run through the bf16 kernels on the fast path: their values rounded to bf16 once (8
+  // significant bits hold e4m3's 4 exactly; the scale adds the rounding), at bf16's memory and speed. --exact-f32
+  // decodes them per call.
   std::vector<uint16_t> dequantized;
-  if (fp8) {
+  if (fp8 || affine) {
     dequantized.resize(w.out_features * w.in_features);
     pool_.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {
       std::vector<float> row(w.in_features);
       for (int64_t r = begin; r < end; ++r) {
-        cpu::decode_fp8_row(w, r, row.data());
+        if (fp8)
+          cpu::decode_fp8_row(w, r, row.data());
+        else
+          cpu::decode_affine_row(w, r, row.data());
         for (int64_t i = 0; i < w.in_features; ++i) dequantized[r * w.in_features + i] = f32_to_bf16(row[i]);
       }
     });
@@ -64,7 +69,7 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   const int64_t elements = packed_elements(w.out_features, w.in_features);
   keep_alive.push_back(Buffer::host(elements * sizeof(uint16_t)));
   w.packed = Tensor(keep_alive.back().data(), DType::kBF16, {elements});
-  pack_bf16_weight(fp8 ? dequantized.data() : w.weight.data_as<uint16_t>(), w.out_features, w.in_features,
+  pack_bf16_weight(fp8 || affine ? dequantized.data() : w.weight.data_as<uint16_t>(), w.out_features, w.in_features,
                    w.packed.data_as<uint16_t>());
 }
 

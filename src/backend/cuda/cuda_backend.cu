@@ -169,25 +169,36 @@ class CudaBackend final : public Backend {
     return Tensor(data, host.dtype(), shape, host.ndim(), device());
   }
 
-  // An FP8 weight on the host as a dense f32 or bf16 one: each code's value times its block's scale, in f32, rounded
-  // once.
-  static LinearWeight dequantize_fp8_on_host(ThreadPool& pool, const LinearWeight& w, DType dtype,
-                                             std::vector<Buffer>& keep_alive) {
-    RS_CHECK(w.weight.device().is_cpu() && w.scales.device().is_cpu(), "FP8 experts are dequantized before upload");
+  // An FP8 or integer weight on the host as a dense f32 or bf16 one: each value (code times scale, plus bias for
+  // integers) in f32, rounded once.
+  static LinearWeight dequantize_on_host(ThreadPool& pool, const LinearWeight& w, DType dtype,
+                                         std::vector<Buffer>& keep_alive) {
+    RS_CHECK(w.weight.device().is_cpu() && w.scales.device().is_cpu(), "experts are dequantized before upload");
     const int64_t out = w.out_features, in = w.in_features, cols = w.scales.dim(1);
     keep_alive.push_back(Buffer::host(out * in * dtype_size(dtype)));
     void* data = keep_alive.back().data();
     const uint8_t* codes = w.weight.data_as<uint8_t>();
     const float* scales = w.scales.data_as<float>();
+    const bool fp8 = w.format == LinearWeight::Format::kFp8;
+    const int64_t row_bytes = fp8 ? in : in * w.bits / 8;
+    const uint32_t mask = (1u << w.bits) - 1;
+    const int32_t* order = w.input_order.empty() ? nullptr : w.input_order.data_as<int32_t>();
     pool.parallel_for(out, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r)
         for (int64_t i = 0; i < in; ++i) {
-          const float value =
-              fp8_e4m3_to_f32(codes[r * in + i]) * scales[(r / w.scale_block_rows) * cols + i / w.scale_block_cols];
+          float value;
+          if (fp8) {
+            value =
+                fp8_e4m3_to_f32(codes[r * in + i]) * scales[(r / w.scale_block_rows) * cols + i / w.scale_block_cols];
+          } else {
+            const float* pair = scales + (r * cols + i / w.scale_block_cols) * 2;
+            const int64_t bit = i * w.bits;
+            value = pair[0] * static_cast<float>((codes[r * row_bytes + (bit >> 3)] >> (bit & 7)) & mask) + pair[1];
+          }
           if (dtype == DType::kF32)
-            static_cast<float*>(data)[r * in + i] = value;
+            static_cast<float*>(data)[r * in + (order ? order[i] : i)] = value;  // act-order columns to their inputs
           else
-            static_cast<uint16_t*>(data)[r * in + i] = f32_to_bf16(value);
+            static_cast<uint16_t*>(data)[r * in + (order ? order[i] : i)] = f32_to_bf16(value);
         }
     });
     return LinearWeight{LinearWeight::Format::kDense, Tensor(data, dtype, {out, in}), Tensor(), out, in};
@@ -196,6 +207,37 @@ class CudaBackend final : public Backend {
   // A per-tensor FP8 scale becomes one scale per output channel (the same number in every row): the layout the W8A8
   // GEMM scales by (fp8_gemm.cu), read the same way by the GEMV.
   void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override {
+    if (w.format == LinearWeight::Format::kAffine && !affine_readable(w) &&
+        w.weight.device().kind == DeviceKind::kCuda) {
+      // 2-bit codes, or groups that split a 16-byte vector: dequantized once on the device (correct, bf16's speed).
+      const DType dtype = ctx_->exact_f32() ? DType::kF32 : DType::kBF16;
+      Buffer dense = alloc(static_cast<size_t>(w.out_features * w.in_features) * dtype_size(dtype));
+      launch_dequantize_affine(w.weight.data_as<uint8_t>(), w.scales.data_as<float>(), w.bits, w.scale_block_cols,
+                               w.out_features, w.in_features, dense.data(), dtype == DType::kF32, false,
+                               ctx_->stream());
+      synchronize();
+      LinearWeight dense_weight{LinearWeight::Format::kDense,
+                                Tensor(dense.data(), dtype, {w.out_features, w.in_features}, device()), Tensor(),
+                                w.out_features, w.in_features};
+      dense_weight.input_order = w.input_order;  // columns stay in the checkpoint's act-order
+      w = dense_weight;
+      keep_alive.push_back(std::move(dense));
+      return;
+    }
+    // Exact mode's SIMT GEMV reads int4 re-tiled (the fast path's tensor-core GEMV reads the plain layout).
+    if (ctx_->exact_f32() && w.format == LinearWeight::Format::kAffine && w.bits == 4 && w.packed.empty() &&
+        w.in_features % 1024 == 0 && std::has_single_bit(static_cast<uint64_t>(w.scale_block_cols)) &&
+        w.weight.device().kind == DeviceKind::kCuda) {
+      // int4 codes re-tiled in place for the GEMV (launch_tile_int4); `packed` aliases `weight` to say so.
+      Buffer tiled = alloc(w.weight.bytes());
+      launch_tile_int4(w.weight.data_as<uint8_t>(), w.out_features, w.in_features, static_cast<uint8_t*>(tiled.data()),
+                       ctx_->stream());
+      RS_CUDA_CHECK(
+          cudaMemcpyAsync(w.weight.data(), tiled.data(), w.weight.bytes(), cudaMemcpyDeviceToDevice, ctx_->stream()));
+      synchronize();
+      w.packed = w.weight;
+      return;
+    }
     if (w.format != LinearWeight::Format::kFp8 || w.scales.numel() != 1 || w.out_features <= 1) return;
     float value = 0.0f;
     copy(Tensor(&value, DType::kF32, {1}), w.scales.view({1}));
@@ -214,18 +256,20 @@ class CudaBackend final : public Backend {
     w.scale_block_cols = w.in_features;
   }
 
-  // The expert kernels read bf16, f32 and MXFP4: FP8 experts become bf16 (f32 in exact mode, the exact values) on the
-  // host before they are uploaded, at that format's memory and speed. An FP8 grouped GEMM is not built yet.
+  // The expert kernels read bf16, f32 and MXFP4: FP8 and integer experts become bf16 (f32 in exact mode, the exact
+  // values) on the host before they are uploaded, at that format's memory and speed. Grouped FP8 and integer GEMMs
+  // are not built yet.
   void prepare_experts(MoeWeights& experts, std::vector<Buffer>& keep_alive) override {
     for (auto* list : {&experts.gate, &experts.up, &experts.gate_up, &experts.down})
       for (LinearWeight& w : *list) {
-        if (w.format != LinearWeight::Format::kFp8) continue;
+        if (w.format != LinearWeight::Format::kFp8 && w.format != LinearWeight::Format::kAffine) continue;
         if (!logged_fp8_experts_) {
-          RS_LOG_INFO("FP8 MoE experts run as {} on CUDA (dequantized at load)", ctx_->exact_f32() ? "f32" : "bf16");
+          RS_LOG_INFO("{} MoE experts run as {} on CUDA (dequantized at load)",
+                      w.format == LinearWeight::Format::kFp8 ? "FP8" : "Integer", ctx_->exact_f32() ? "f32" : "bf16");
           logged_fp8_experts_ = true;
         }
         if (!host_pool_) host_pool_ = std::make_unique<ThreadPool>(hardware_threads());
-        w = dequantize_fp8_on_host(*host_pool_, w, ctx_->exact_f32() ? DType::kF32 : DType::kBF16, keep_alive);
+        w = dequantize_on_host(*host_pool_, w, ctx_->exact_f32() ? DType::kF32 : DType::kBF16, keep_alive);
       }
   }
 

@@ -33,6 +33,7 @@ enum class ScratchSlot : int {
   kFp8Act,        // activations quantized to FP8 for a W8A8 GEMM
   kFp8ActScales,  // their scales
   kFp8Out,        // a W8A8 GEMM's bf16 output before it widens to f32
+  kOrderedInput,  // activations gathered into a weight's input_order (GPTQ act-order)
   kCount
 };
 
@@ -120,6 +121,8 @@ ElemType elem_type(DType dtype);
 
 // Linear layers and MoE experts (linear.cu): GEMV, tiled GEMM or cuBLAS by shape and format.
 void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out);
+// Whether the kernels read an integer (kAffine) weight as it is: 4 bits in groups of 32k, 8 bits in groups of 16k.
+bool affine_readable(const LinearWeight& w);
 // out [T, I] = silu(x . gate^T) * (x . up^T) in one GEMV pass over gate_up [2I, in] when the GEMV applies (few rows);
 // returns false, doing nothing, otherwise.
 bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight& gate_up, Tensor out);

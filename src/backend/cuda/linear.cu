@@ -4,6 +4,7 @@
 // f16) by shape and format. MoE grouping stays on the device.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/device_context.cuh"
@@ -23,6 +24,14 @@ WeightFormat weight_format(const LinearWeight& w) {
                  w.scale_block_rows > 0 && w.scale_block_cols > 0,
              "FP8 weight [{}, {}] needs in % 16 == 0 and f32 block scales", w.out_features, w.in_features);
     return WeightFormat::kFp8;
+  }
+  if (w.format == LinearWeight::Format::kAffine) {
+    RS_CHECK(affine_readable(w),
+             "{}-bit integer weight [{}, {}] in groups of {}: CUDA reads 4 bits in groups of 32k or "
+             "8 bits in groups of 16k (prepare_linear dequantizes others)",
+             w.bits, w.out_features, w.in_features, w.scale_block_cols);
+    if (w.bits == 8) return WeightFormat::kInt8;
+    return w.packed.empty() ? WeightFormat::kInt4 : WeightFormat::kInt4Tiled;  // packed: re-tiled by prepare_linear
   }
   switch (w.weight.dtype()) {
     case DType::kF32: return WeightFormat::kF32;
@@ -47,6 +56,16 @@ Fp8Scales fp8_scales(const LinearWeight& w) {
   RS_CHECK(w.scale_block_cols % 16 == 0 && (vecs & (vecs - 1)) == 0,
            "FP8 scale blocks {} columns wide: CUDA reads blocks of 16 x 2^k columns", w.scale_block_cols);
   while ((int64_t{1} << scales.vec_shift) < vecs) ++scales.vec_shift;
+  return scales;
+}
+
+AffineScales affine_scales(const LinearWeight& w) {
+  AffineScales scales;
+  scales.pairs = static_cast<const float2*>(w.scales.data());
+  scales.groups = w.in_features / w.scale_block_cols;
+  const int64_t vecs = w.scale_block_cols / (w.bits == 4 ? 32 : 16);  // 16-byte vectors per group
+  while ((int64_t{1} << scales.vec_shift) < vecs) ++scales.vec_shift;
+  while ((int64_t{1} << scales.group_shift) < w.scale_block_cols) ++scales.group_shift;
   return scales;
 }
 
@@ -124,6 +143,8 @@ LinearArgs dense_args(const DeviceContext& ctx, const Tensor& x, const LinearWei
   args.w.weight = w.weight.data();
   args.w.scales = format == WeightFormat::kMxfp4 ? w.scales.data_as<uint8_t>() : nullptr;
   if (format == WeightFormat::kFp8) args.w.fp8 = fp8_scales(w);
+  if (format == WeightFormat::kInt4 || format == WeightFormat::kInt8 || format == WeightFormat::kInt4Tiled)
+    args.w.affine = affine_scales(w);
   set_bias(args.w, bias, 0);
   args.rows.total_rows = x.rows();
   return args;
@@ -170,10 +191,83 @@ void run_fp8_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, 
   if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
 }
 
+// Rows up to which the fast path runs int4 weights through the tensor-core GEMV (chunks of up to 8 rows, each chunk
+// reading the codes again, mostly from L2) rather than dequantizing the weight for cuBLAS. Measured on an H100
+// (Qwen3-8B 4-bit g64 decode, docs/notes/int4.md): 16 rows 9.9 ms per step vs 14.5 dequantized, 32 rows 17.6 vs 15.0.
+// RS_INT4_MMA_MAX_ROWS overrides it for measurements.
+int64_t int4_mma_max_rows() {
+  static const int64_t rows = [] {
+    const char* env = std::getenv("RS_INT4_MMA_MAX_ROWS");
+    return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t{16};
+  }();
+  return rows;
+}
+
+// The fast path's int4 GEMV on tensor cores (codes decoded to bf16 weights in registers, activations rounded to bf16,
+// f32 accumulation): the rows per chunk whose bf16 copy fits the kernel's shared memory (down_proj's 12,288 inputs
+// take 4), or 0 where it does not apply.
+int32_t int4_mma_rows(const DeviceContext& ctx, const LinearArgs& args, int64_t tokens) {
+  if (ctx.exact_f32() || args.format != WeightFormat::kInt4 || tokens > int4_mma_max_rows()) return 0;
+  for (auto rows = static_cast<int32_t>(std::min<int64_t>(tokens, kGemvMaxRows)); rows >= 1; --rows)
+    if (gemv_mma_supported(args.format, args.in_features, args.x, args.x_stride, rows)) return rows;
+  return 0;
+}
+
+// Integer weights: exact mode runs the SIMT GEMV (weights read as codes, f32 products) in chunks of kGemvMaxRows rows.
+// The fast path runs int4 on tensor cores up to int4_mma_max_rows() rows and int8 through the SIMT GEMV up to
+// kGemvMaxRows; larger batches run a bf16 GEMM on the weight dequantized for this call (cuBLAS on tensor cores; the
+// dequantization, ~2.5 bytes per weight, costs ~15% of a 4,096-token prefill).
+void run_affine_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias,
+                       LinearArgs& args) {
+  RS_CHECK(!ctx.batch_invariant(),
+           "integer (MLX/AWQ/GPTQ) weights with --enable-deterministic-inference are not supported on CUDA yet (use "
+           "--backend cpu)");
+  RS_CHECK(gemv_supported(args.format, args.in_features, args.x, args.x_stride, args.w.weight),
+           "integer linear [{}, {}]: the input must be 16-byte aligned", w.out_features, w.in_features);
+  const int64_t tokens = x.rows();
+  if (const int32_t rows = int4_mma_rows(ctx, args, tokens)) {
+    args.rows.chunk_rows = rows;
+    return launch_gemv_mma(args, rows, ctx.stream());
+  }
+  if (ctx.exact_f32() || tokens <= kGemvMaxRows) {
+    args.rows.chunk_rows = static_cast<int32_t>(std::min<int64_t>(tokens, kGemvMaxRows));
+    return launch_gemv(args, args.rows.chunk_rows, ctx.stream());
+  }
+  void* dequantized = ctx.scratch(ScratchSlot::kFp8Weight, static_cast<size_t>(w.out_features) * w.in_features * 2);
+  launch_dequantize_affine(w.weight.data_as<uint8_t>(), w.scales.data_as<float>(), w.bits, w.scale_block_cols,
+                           w.out_features, w.in_features, dequantized, false, args.format == WeightFormat::kInt4Tiled,
+                           ctx.stream());
+  LinearWeight bf16{LinearWeight::Format::kDense,
+                    Tensor(dequantized, DType::kBF16, {w.out_features, w.in_features}, w.weight.device()), Tensor(),
+                    w.out_features, w.in_features};
+  cublas_linear(ctx, x, tokens, bf16, args.out);
+  if (!bias.empty()) launch_add_bias(args.out, tokens, w.out_features, bias.data(), args.w.bias_type, ctx.stream());
+}
+
 }  // namespace
+
+bool affine_readable(const LinearWeight& w) {
+  return w.format == LinearWeight::Format::kAffine &&
+         ((w.bits == 4 && w.scale_block_cols % 32 == 0) || (w.bits == 8 && w.scale_block_cols % 16 == 0)) &&
+         w.scales.dtype() == DType::kF32;
+}
 
 void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) {
   const int64_t tokens = x.rows();
+  if (!w.input_order.empty()) {
+    // GPTQ act-order: the activations in the weight's column order, then the product as for any weight.
+    RS_CHECK(x.dtype() == DType::kF32 && x.dim(-1) == w.in_features && w.input_order.numel() == w.in_features,
+             "linear: x {} for a weight of {} ordered inputs", x.shape_string(), w.in_features);
+    check_on_device(ctx, x, "linear input"), check_on_device(ctx, w.input_order, "linear input order");
+    ctx.activate();
+    auto* ordered = static_cast<float*>(
+        ctx.scratch(ScratchSlot::kOrderedInput, static_cast<size_t>(tokens * w.in_features) * sizeof(float)));
+    launch_gather_columns(x.data_as<float>(), tokens, w.in_features, w.in_features, w.input_order.data_as<int32_t>(),
+                          ordered, ctx.stream());
+    LinearWeight plain = w;
+    plain.input_order = Tensor();
+    return run_linear(ctx, Tensor(ordered, DType::kF32, {tokens, w.in_features}, x.device()), plain, bias, out);
+  }
   RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
            "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
   if (x.dtype() == DType::kBF16) {  // inputs already rounded for cuBLAS (CudaBackend::linear_input_dtype)
@@ -193,6 +287,8 @@ void run_linear(DeviceContext& ctx, const Tensor& x, const LinearWeight& w, cons
   ctx.activate();
   const WeightFormat format = args.format;
   if (format == WeightFormat::kFp8) return run_fp8_linear(ctx, x, w, bias, args);
+  if (format == WeightFormat::kInt4 || format == WeightFormat::kInt8 || format == WeightFormat::kInt4Tiled)
+    return run_affine_linear(ctx, x, w, bias, args);
   if (ctx.batch_invariant()) {
     // One kernel whatever the row count: each output is summed over K in the same order (tiles of 64, no split-K) for
     // 1 row or 4,096. The tensor-core GEMM in the fast path; exact mode and f32/f16 weights take the SIMT one.
@@ -221,15 +317,18 @@ bool run_linear_silu_mul(DeviceContext& ctx, const Tensor& x, const LinearWeight
       x.dim(-1) == gate_up.in_features && gate_up.out_features % 2 == 0 && out.dim(-1) == inter && out.rows() == tokens,
       "linear_silu_mul: x {} . W [{}, {}] -> out {}", x.shape_string(), gate_up.out_features, gate_up.in_features,
       out.shape_string());
-  if (x.dtype() != DType::kF32) return false;  // bf16 rows go to cuBLAS (run_linear)
+  // bf16 rows go to cuBLAS; ordered inputs are gathered by run_linear.
+  if (x.dtype() != DType::kF32 || !gate_up.input_order.empty()) return false;
   LinearArgs args = dense_args(ctx, x, gate_up, Tensor(), out);
-  if (ctx.batch_invariant() || !gemv_applies(ctx, args)) return false;  // run_linear's one kernel, then silu_mul
+  const bool mma = !ctx.batch_invariant() && tokens <= kGemvMaxRows && int4_mma_rows(ctx, args, tokens) == tokens;
+  if (!mma && (ctx.batch_invariant() || !gemv_applies(ctx, args))) return false;  // run_linear, then silu_mul
   if (tokens == 0 || inter == 0) return true;
   ctx.activate();
   args.out_features = inter;
   args.glu_offset = inter;
   args.rows.chunk_rows = static_cast<int32_t>(tokens);
-  launch_gemv(args, args.rows.chunk_rows, ctx.stream());
+  mma ? launch_gemv_mma(args, args.rows.chunk_rows, ctx.stream())
+      : launch_gemv(args, args.rows.chunk_rows, ctx.stream());
   return true;
 }
 

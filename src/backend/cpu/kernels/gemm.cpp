@@ -37,6 +37,8 @@ void decode_row(const LinearWeight& w, int64_t row, float* out) {
     decode_mxfp4_row(w, row, out);
   } else if (w.format == LinearWeight::Format::kFp8) {
     decode_fp8_row(w, row, out);
+  } else if (w.format == LinearWeight::Format::kAffine) {
+    decode_affine_row(w, row, out);
   } else {
     load_row(w.weight, row, out, w.in_features);
   }
@@ -125,6 +127,23 @@ void decode_fp8_row(const LinearWeight& w, int64_t row, float* out) {
   }
 }
 
+void decode_affine_row(const LinearWeight& w, int64_t row, float* out) {
+  // scale * q is exact in f32 (a 16-bit scale times a code below 256); the bias is added with one rounding: the
+  // exactly dequantized weight.
+  const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
+  const int bits = w.bits;
+  const uint32_t mask = (1u << bits) - 1;
+  const uint8_t* codes = w.weight.data_as<uint8_t>() + row * (in * bits / 8);
+  const float* pairs = w.scales.data_as<float>() + row * groups * 2;
+  for (int64_t g = 0; g < groups; ++g) {
+    const float scale = pairs[2 * g], bias = pairs[2 * g + 1];
+    for (int64_t i = g * group; i < (g + 1) * group; ++i) {
+      const int64_t bit = i * bits;
+      out[i] = scale * static_cast<float>((codes[bit >> 3] >> (bit & 7)) & mask) + bias;
+    }
+  }
+}
+
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
                  int64_t out_stride, int64_t row_begin, int64_t row_end, bool row_invariant) {
   const int64_t in = w.in_features;
@@ -182,6 +201,21 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
   const int64_t tokens = x.rows();
   RS_CHECK(x.dim(-1) == w.in_features && out.dim(-1) == w.out_features && out.rows() == tokens,
            "linear: x {} . W [{}, {}] -> out {}", x.shape_string(), w.out_features, w.in_features, out.shape_string());
+  if (!w.input_order.empty()) {
+    // GPTQ act-order: the activations in the weight's column order, then the product as for any weight (worker threads
+    // read the caller's buffer while it waits).
+    thread_local std::vector<float> ordered;
+    ordered.resize(tokens * w.in_features);
+    const int32_t* order = w.input_order.data_as<int32_t>();
+    const float* xf = x.data_as<float>();
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t i = 0; i < w.in_features; ++i) ordered[t * w.in_features + i] = xf[t * w.in_features + order[i]];
+    LinearWeight plain = w;
+    plain.input_order = Tensor();
+    linear(pool, Tensor(ordered.data(), DType::kF32, {tokens, w.in_features}), plain, bias, out, bf16_activations,
+           row_invariant);
+    return;
+  }
   std::vector<float> bias_f32;
   if (!bias.empty()) {
     bias_f32.resize(w.out_features);

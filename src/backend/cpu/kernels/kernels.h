@@ -36,6 +36,8 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
 // Single-threaded variant over output rows [row_begin, row_end) (used inside already-parallel loops).
 // Row `row` of an FP8 weight [out, in] exactly dequantized into f32 (each code's value times its block's scale).
 void decode_fp8_row(const LinearWeight& w, int64_t row, float* out);
+// Row `row` of an integer weight (LinearWeight::kAffine), exactly dequantized to f32.
+void decode_affine_row(const LinearWeight& w, int64_t row, float* out);
 void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, const float* bias, float* out,
                  int64_t out_stride, int64_t row_begin, int64_t row_end, bool row_invariant = false);
 

@@ -142,6 +142,9 @@ void launch_gemm_tiled(const LinearArgs& a, cudaStream_t stream) {
     case WeightFormat::kF16: return launch_for_format<WeightFormat::kF16>(a, stream);
     case WeightFormat::kMxfp4: return launch_for_format<WeightFormat::kMxfp4>(a, stream);
     case WeightFormat::kFp8: RS_FAIL("the tiled GEMM does not read FP8 weights (the GEMV and cuBLAS do)");
+    case WeightFormat::kInt4:
+    case WeightFormat::kInt4Tiled:
+    case WeightFormat::kInt8: RS_FAIL("the tiled GEMM does not read integer weights (the GEMV and cuBLAS do)");
   }
 }
 

@@ -1,6 +1,7 @@
 // GEMV for few activation rows (decode): each warp streams two weight rows (a K-slice of them when the block splits K),
-// 16-byte vectors per lane, decoding f32/bf16/f16/MXFP4/FP8 in registers, and dots them with up to 8 activation rows of
-// its chunk. f32 accumulation. Memory-bound: the weight bytes are read once per chunk, activations come from L1/L2.
+// 16-byte vectors per lane, decoding f32/bf16/f16/MXFP4/FP8/int4/int8 in registers, and dots them with up to 8
+// activation rows of its chunk. f32 accumulation. Memory-bound: the weight bytes are read once per chunk, activations
+// come from L1/L2.
 #include <algorithm>
 #include <cstdint>
 
@@ -20,13 +21,16 @@ constexpr int kRowsPerWarp = 2;  // weight rows per warp: two output features, o
 // graphed with PDL (session 9 lab): 4 vectors single-buffered 3.76 ms per 36 layers, 4 double-buffered 5.06 (spills
 // at 64 registers), 2 double-buffered 3.59. MXFP4 (decoded in registers) and chunks of 4+ rows (MoE experts, whose
 // dot products dominate) keep a single buffer.
+// int4 packs MXFP4's 32 values per vector: the same single buffer (double buffering spilled at 64 registers).
+template <WeightFormat F>
+constexpr bool kWideVector = F == WeightFormat::kMxfp4 || F == WeightFormat::kInt4 || F == WeightFormat::kInt4Tiled;
 template <WeightFormat F, int NT>
-constexpr bool kDoubleBuffer = F != WeightFormat::kMxfp4&& NT <= 2;
+constexpr bool kDoubleBuffer = !kWideVector<F> && NT <= 2;
 template <WeightFormat F, int NT>
-constexpr int kUnroll = kDoubleBuffer<F, NT>        ? 2
-                        : F != WeightFormat::kMxfp4 ? 4
-                        : NT >= 4                   ? 1
-                                                    : 2;
+constexpr int kUnroll = kDoubleBuffer<F, NT> ? 2
+                        : !kWideVector<F>    ? 4
+                        : NT >= 4            ? 1
+                                             : 2;
 
 // KS warps of a block share the same rows, each reading one K-slice; their partial sums are added in slice order
 // (deterministic). Splitting K puts more warps (bytes in flight) on each SM and shortens each warp's serial chain of
@@ -56,6 +60,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
   const uint8_t* s1 = nullptr;
   const float* f0 = nullptr;  // FP8: the scale rows of rows 0 and 1 (one group: dense layers only)
   const float* f1 = nullptr;
+  const float2* a0 = nullptr;  // integers: the (scale, bias) rows of rows 0 and 1 (one group: dense layers only)
+  const float2* a1 = nullptr;
   const auto bind_rows = [&](int group) {
     w0 = static_cast<const uint4*>(group_weight(a.w, group)) + row0 * vecs;
     w1 = static_cast<const uint4*>(two_tables ? a.w.up_table[group] : group_weight(a.w, group)) + row1 * vecs;
@@ -66,6 +72,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
     if constexpr (F == WeightFormat::kFp8) {
       f0 = a.w.fp8.scales + (row0 / a.w.fp8.block_rows) * a.w.fp8.cols;
       f1 = a.w.fp8.scales + (row1 / a.w.fp8.block_rows) * a.w.fp8.cols;
+    }
+    if constexpr (kAffineFormat<F>) {
+      a0 = a.w.affine.pairs + row0 * a.w.affine.groups;
+      a1 = a.w.affine.pairs + row1 * a.w.affine.groups;
     }
   };
   uint4 ra0[kU], ra1[kU], rb0[kU], rb1[kU];  // rb: the second buffer (double buffering only)
@@ -111,37 +121,75 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, NT == 1 ? 4 : 0) gemv_ker
       if (v >= v_end) break;
       const uint32_t words0[4] = {r0[u].x, r0[u].y, r0[u].z, r0[u].w};
       const uint32_t words1[4] = {r1[u].x, r1[u].y, r1[u].z, r1[u].w};
-      float p0[NT], p1[NT];
+      if constexpr (F == WeightFormat::kInt4Tiled) {
+        // Lane (v % 32) of tile v / 32: word wi, half j holds inputs tile * 1024 + wi * 256 + j * 128 + lane * 4 + c.
+        const int base = (v >> 5) * 1024 + (v & 31) * 4;
 #pragma unroll
-      for (int t = 0; t < NT; ++t) p0[t] = p1[t] = 0.0f;
+        for (int wi = 0; wi < 4; ++wi) {
+          float wa[8], wb[8];
+          decode_word<F>(words0[wi], wa);
+          decode_word<F>(words1[wi], wb);
 #pragma unroll
-      for (int wi = 0; wi < 4; ++wi) {
-        float wa[kPerWord], wb[kPerWord];
-        decode_word<F>(words0[wi], wa);
-        decode_word<F>(words1[wi], wb);
+          for (int j = 0; j < 2; ++j) {
+            const int col = base + wi * 256 + j * 128;
+            const float2 g0 = a0[col >> a.w.affine.group_shift], g1 = a1[col >> a.w.affine.group_shift];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-          float xv[kPerWord];
-          load_floats<kPerWord>(xr[t] + v * kPerVec + wi * kPerWord, xv);
+            for (int t = 0; t < NT; ++t) {
+              float xv[4];
+              load_floats<4>(xr[t] + col, xv);
+              float q0 = 0.0f, q1 = 0.0f;
 #pragma unroll
-          for (int e = 0; e < kPerWord; ++e) {
-            p0[t] = fmaf(wa[e], xv[e], p0[t]);
-            p1[t] = fmaf(wb[e], xv[e], p1[t]);
+              for (int c = 0; c < 4; ++c) q0 = fmaf(wa[4 * j + c], xv[c], q0), q1 = fmaf(wb[4 * j + c], xv[c], q1);
+              const float xs = (xv[0] + xv[1]) + (xv[2] + xv[3]);
+              acc0[t] = fmaf(g0.x, q0, fmaf(g0.y, xs, acc0[t]));  // sum (s q + b) x = s (sum q x) + b (sum x)
+              acc1[t] = fmaf(g1.x, q1, fmaf(g1.y, xs, acc1[t]));
+            }
           }
         }
-      }
-      float sc0 = 1.0f, sc1 = 1.0f;
-      if constexpr (F == WeightFormat::kMxfp4) {
-        sc0 = e8m0_to_float(s0[v]);
-        sc1 = e8m0_to_float(s1[v]);
-      } else if constexpr (F == WeightFormat::kFp8) {
-        sc0 = f0[v >> a.w.fp8.vec_shift];
-        sc1 = f1[v >> a.w.fp8.vec_shift];
-      }
+      } else {
+        float p0[NT], p1[NT], xs[NT];  // xs: integers' sum of the vector's activations, which the bias multiplies
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        acc0[t] = fmaf(sc0, p0[t], acc0[t]);
-        acc1[t] = fmaf(sc1, p1[t], acc1[t]);
+        for (int t = 0; t < NT; ++t) p0[t] = p1[t] = xs[t] = 0.0f;
+#pragma unroll
+        for (int wi = 0; wi < 4; ++wi) {
+          float wa[kPerWord], wb[kPerWord];
+          decode_word<F>(words0[wi], wa);
+          decode_word<F>(words1[wi], wb);
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            float xv[kPerWord];
+            load_floats<kPerWord>(xr[t] + v * kPerVec + wi * kPerWord, xv);
+#pragma unroll
+            for (int e = 0; e < kPerWord; ++e) {
+              p0[t] = fmaf(wa[e], xv[e], p0[t]);
+              p1[t] = fmaf(wb[e], xv[e], p1[t]);
+              if constexpr (kAffineFormat<F>) xs[t] += xv[e];
+            }
+          }
+        }
+        float sc0 = 1.0f, sc1 = 1.0f;
+        if constexpr (F == WeightFormat::kMxfp4) {
+          sc0 = e8m0_to_float(s0[v]);
+          sc1 = e8m0_to_float(s1[v]);
+        } else if constexpr (F == WeightFormat::kFp8) {
+          sc0 = f0[v >> a.w.fp8.vec_shift];
+          sc1 = f1[v >> a.w.fp8.vec_shift];
+        }
+        if constexpr (kAffineFormat<F>) {
+          // sum (s q + b) x = s (sum q x) + b (sum x)
+          const float2 g0 = a0[v >> a.w.affine.vec_shift], g1 = a1[v >> a.w.affine.vec_shift];
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            acc0[t] = fmaf(g0.x, p0[t], fmaf(g0.y, xs[t], acc0[t]));
+            acc1[t] = fmaf(g1.x, p1[t], fmaf(g1.y, xs[t], acc1[t]));
+          }
+        } else {
+#pragma unroll
+          for (int t = 0; t < NT; ++t) {
+            acc0[t] = fmaf(sc0, p0[t], acc0[t]);
+            acc1[t] = fmaf(sc1, p1[t], acc1[t]);
+          }
+        }
       }
     }
   };
@@ -227,13 +275,21 @@ void launch_rows(const LinearArgs& a, unsigned chunks, cudaStream_t stream) {
   const bool gated = a.glu_offset > 0 || a.pair_act != PairActivation::kNone;
   const int64_t units = gated ? a.out_features : ceil_div(a.out_features, kRowsPerWarp);
   if constexpr (NT <= 2 && F != WeightFormat::kMxfp4) {
+    // kInt4Tiled: each K-slice must start on a tile (32 vectors), so that vector v sits in lane v % 32.
+    const auto tiles_split = [&](int64_t ks) {
+      return F != WeightFormat::kInt4Tiled || (a.in_features / WeightTraits<F>::kPerVec) % (32 * ks) == 0;
+    };
     // batch: 128 vectors per row (the split rule predates double buffering; small models keep their K split). FP8
-    // rows hold twice bf16's elements per vector: half the vectors per row, split at the same row width.
-    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec, batch = F == WeightFormat::kFp8 ? 64 : 32LL * 4;
+    // and int8 rows hold twice bf16's elements per vector, int4 four times: fewer vectors per row, split at the same
+    // row width.
+    const int64_t vecs = a.in_features / WeightTraits<F>::kPerVec,
+                  batch = F == WeightFormat::kFp8 || F == WeightFormat::kInt8 ? 64
+                          : kWideVector<F>                                    ? 32
+                                                                              : 128;
     const int64_t wave = resident_blocks<F, NT, 2>();
-    if (ceil_div(units, kWarpsPerBlock / 4) * chunks <= wave && vecs >= 4 * batch)
+    if (ceil_div(units, kWarpsPerBlock / 4) * chunks <= wave && vecs >= 4 * batch && tiles_split(4))
       return launch_split<F, NT, 4>(a, units, chunks, stream);
-    if (ceil_div(units, kWarpsPerBlock / 2) * chunks <= wave && vecs >= 2 * batch)
+    if (ceil_div(units, kWarpsPerBlock / 2) * chunks <= wave && vecs >= 2 * batch && tiles_split(2))
       return launch_split<F, NT, 2>(a, units, chunks, stream);
   }
   launch_split<F, NT, 1>(a, units, chunks, stream);
@@ -259,6 +315,9 @@ int elements_per_vector(WeightFormat format) {
     case WeightFormat::kF32: return WeightTraits<WeightFormat::kF32>::kPerVec;
     case WeightFormat::kMxfp4: return WeightTraits<WeightFormat::kMxfp4>::kPerVec;
     case WeightFormat::kFp8: return WeightTraits<WeightFormat::kFp8>::kPerVec;
+    case WeightFormat::kInt4: return WeightTraits<WeightFormat::kInt4>::kPerVec;
+    case WeightFormat::kInt8: return WeightTraits<WeightFormat::kInt8>::kPerVec;
+    case WeightFormat::kInt4Tiled: return 1024;  // whole tiles
     default: return WeightTraits<WeightFormat::kBF16>::kPerVec;
   }
 }
@@ -280,6 +339,9 @@ void launch_gemv(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t strea
     case WeightFormat::kF16: return launch_for_format<WeightFormat::kF16>(a, rows_per_chunk, stream);
     case WeightFormat::kMxfp4: return launch_for_format<WeightFormat::kMxfp4>(a, rows_per_chunk, stream);
     case WeightFormat::kFp8: return launch_for_format<WeightFormat::kFp8>(a, rows_per_chunk, stream);
+    case WeightFormat::kInt4: return launch_for_format<WeightFormat::kInt4>(a, rows_per_chunk, stream);
+    case WeightFormat::kInt8: return launch_for_format<WeightFormat::kInt8>(a, rows_per_chunk, stream);
+    case WeightFormat::kInt4Tiled: return launch_for_format<WeightFormat::kInt4Tiled>(a, rows_per_chunk, stream);
   }
 }
 

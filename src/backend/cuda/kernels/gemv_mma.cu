@@ -1,4 +1,5 @@
-// MXFP4 GEMV on tensor cores for chunks of 1-8 activation rows (decode of MoE experts, the bf16 fast path).
+// MXFP4 and int4 GEMV on tensor cores for chunks of 1-8 activation rows (decode of MoE experts and of integer
+// checkpoints, the bf16 fast path).
 //
 // Why not the SIMT GEMV: decoding an E2M1 code to f32 costs ~10 integer instructions, so that kernel issues ~20 per
 // weight byte and reads MXFP4 at ~0.7 TB/s (gpt-oss-20b batch 1: 1.95 of 3.8 ms per step). Here a code pair becomes a
@@ -67,6 +68,25 @@ __device__ __forceinline__ void decode_block(const uint4& v, uint32_t s, uint32_
   }
 }
 
+// int4 (kInt4: w = s q + b per group of at least 32, so one (scale, bias) pair per 16-byte block): a word's codes in
+// the same pair order as fp4x8_to_bf16x2, each pair 128 + q by the bf16 exponent trick (exact), less 128, times s plus
+// b in one fused bf16 multiply-add (s and b rounded to bf16: MLX stores them so). Four instructions per two weights.
+__device__ __forceinline__ void decode_int4_block(const uint4& v, float2 pair, uint32_t (&pairs)[4][4]) {
+  const __nv_bfloat162 scale = __float2bfloat162_rn(pair.x), bias = __float2bfloat162_rn(pair.y);
+  const __nv_bfloat162 offset = __float2bfloat162_rn(128.0f);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+#pragma unroll
+    for (int d = 0; d < 4; ++d) {
+      const uint32_t biased = (((words[w] << (4 * d)) >> 12) & 0x000F000Fu) | 0x43004300u;  // (128 + q_lo, 128 + q_hi)
+      const __nv_bfloat162 q = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&biased), offset);
+      const __nv_bfloat162 value = __hfma2(q, scale, bias);
+      pairs[w][d] = *reinterpret_cast<const uint32_t*>(&value);
+    }
+  }
+}
+
 // f32 activations (8 consecutive) -> the 4 bf16x2 pairs of one word in decode order.
 __device__ __forceinline__ uint4 pack_word_order(const float* x) {
   const float4 lo = *reinterpret_cast<const float4*>(x), hi = *reinterpret_cast<const float4*>(x + 4);
@@ -97,7 +117,7 @@ __device__ __forceinline__ TileRows tile_rows(const LinearArgs& a, int64_t f0, i
   return t;
 }
 
-template <int KS>
+template <WeightFormat F, int KS>
 __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* xs = reinterpret_cast<uint4*>(smem);  // [rows][in / 8] words of bf16 pairs in decode order
@@ -114,11 +134,15 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
   const TileRows rows = tile_rows(a, f0, g);
   const uint4* w[2];
   const uint8_t* s[2];
+  const float2* p[2];  // kInt4: the rows' (scale, bias) pairs (one weight group: dense layers only)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool up = rows.up_table[h];
     w[h] = static_cast<const uint4*>(up ? a.w.up_table[group] : group_weight(a.w, group)) + rows.row[h] * blocks;
-    s[h] = (up ? a.w.up_scale_table[group] : group_scales(a.w, group)) + rows.row[h] * blocks;
+    if constexpr (F == WeightFormat::kMxfp4)
+      s[h] = (up ? a.w.up_scale_table[group] : group_scales(a.w, group)) + rows.row[h] * blocks;
+    else
+      p[h] = a.w.affine.pairs + rows.row[h] * a.w.affine.groups;
   }
   // Stage the chunk's activation rows as bf16 in decode order.
   for (int i = threadIdx.x; i < count * words; i += kThreads) {
@@ -134,16 +158,28 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
     const bool in = blk < blocks;
     uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
     uint32_t sc[2] = {127u, 127u};
+    float2 pr[2] = {make_float2(0.0f, 0.0f), make_float2(0.0f, 0.0f)};
     if (in) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) v[h] = __ldg(w[h] + blk), sc[h] = __ldg(s[h] + blk);
+      for (int h = 0; h < 2; ++h) {
+        v[h] = __ldg(w[h] + blk);
+        if constexpr (F == WeightFormat::kMxfp4)
+          sc[h] = __ldg(s[h] + blk);
+        else
+          pr[h] = __ldg(p[h] + (blk >> a.w.affine.vec_shift));
+      }
     }
     uint4 xv[4];  // this thread's activation row g (the mma's column), zeros past the chunk
 #pragma unroll
     for (int k = 0; k < 4; ++k) xv[k] = in && g < count ? xs[g * words + 4 * blk + k] : make_uint4(0, 0, 0, 0);
     uint32_t pa[4][4], pb[4][4];
-    decode_block(v[0], sc[0], pa);
-    decode_block(v[1], sc[1], pb);
+    if constexpr (F == WeightFormat::kMxfp4) {
+      decode_block(v[0], sc[0], pa);
+      decode_block(v[1], sc[1], pb);
+    } else {
+      decode_int4_block(v[0], pr[0], pa);
+      decode_int4_block(v[1], pr[1], pb);
+    }
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const uint32_t a0[4] = {pa[k][0], pb[k][0], pa[k][1], pb[k][1]}, a1[4] = {pa[k][2], pb[k][2], pa[k][3], pb[k][3]};
@@ -189,10 +225,10 @@ size_t smem_bytes(const LinearArgs& a, int32_t rows_per_chunk) {
   return std::max<size_t>(static_cast<size_t>(rows_per_chunk) * static_cast<size_t>(a.in_features) * 2, kReduceBytes);
 }
 
-template <int KS>
+template <WeightFormat F, int KS>
 void launch_split(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
   static const bool opted_in = [] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(gemv_mma_kernel<KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    RS_CUDA_CHECK(cudaFuncSetAttribute(gemv_mma_kernel<F, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kGemvMmaMaxSmem)));
     return true;
   }();
@@ -202,7 +238,15 @@ void launch_split(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stre
   const auto chunks =
       static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows));
   const dim3 grid(static_cast<unsigned>(ceil_div(tiles, kWarps / KS)), chunks);
-  launch_kernel(gemv_mma_kernel<KS>, grid, kThreads, smem_bytes(a, rows_per_chunk), stream, a);
+  launch_kernel(gemv_mma_kernel<F, KS>, grid, kThreads, smem_bytes(a, rows_per_chunk), stream, a);
+}
+
+template <WeightFormat F>
+void launch_steps(const LinearArgs& a, int64_t steps, int32_t rows_per_chunk, cudaStream_t stream) {
+  if (steps >= 16) return launch_split<F, 8>(a, rows_per_chunk, stream);
+  if (steps >= 8) return launch_split<F, 4>(a, rows_per_chunk, stream);
+  if (steps >= 4) return launch_split<F, 2>(a, rows_per_chunk, stream);
+  launch_split<F, 1>(a, rows_per_chunk, stream);
 }
 
 }  // namespace
@@ -210,8 +254,8 @@ void launch_split(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stre
 bool gemv_mma_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride,
                         int32_t rows_per_chunk) {
   const bool aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0;
-  return format == WeightFormat::kMxfp4 && in_features % 32 == 0 && in_features <= INT32_MAX / 4 && aligned &&
-         rows_per_chunk >= 1 && rows_per_chunk <= kMaxRows &&
+  return (format == WeightFormat::kMxfp4 || format == WeightFormat::kInt4) && in_features % 32 == 0 &&
+         in_features <= INT32_MAX / 4 && aligned && rows_per_chunk >= 1 && rows_per_chunk <= kMaxRows &&
          static_cast<int64_t>(rows_per_chunk) * in_features * 2 <= kGemvMmaMaxSmem;
 }
 
@@ -224,10 +268,8 @@ void launch_gemv_mma(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t s
   // K split: as many slices as leave each warp at least two 4-block steps (gpt-oss, K = 2880: 8 slices of 3 steps;
   // the H200 lab measured 8 slices 0.67 ms, 4 slices 0.73, 2 slices 0.94 for the 48 launches of a step).
   const int64_t steps = ceil_div(a.in_features / 32, 4);
-  if (steps >= 16) return launch_split<8>(a, rows_per_chunk, stream);
-  if (steps >= 8) return launch_split<4>(a, rows_per_chunk, stream);
-  if (steps >= 4) return launch_split<2>(a, rows_per_chunk, stream);
-  launch_split<1>(a, rows_per_chunk, stream);
+  if (a.format == WeightFormat::kInt4) return launch_steps<WeightFormat::kInt4>(a, steps, rows_per_chunk, stream);
+  launch_steps<WeightFormat::kMxfp4>(a, steps, rows_per_chunk, stream);
 }
 
 }  // namespace rs::cuda

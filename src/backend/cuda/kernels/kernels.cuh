@@ -16,7 +16,10 @@ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 enum class ElemType : int32_t { kF32, kBF16, kF16 };
 
 // Storage format of a linear weight [out, in]. kFp8: E4M3 codes times f32 block scales (GroupedWeights::fp8).
-enum class WeightFormat : int32_t { kF32, kBF16, kF16, kMxfp4, kFp8 };
+// kInt4 / kInt8: unsigned codes packed little-endian along `in`, w = scale * q + bias per group
+// (GroupedWeights::affine; LinearWeight::kAffine: MLX, AWQ, GPTQ). kInt4Tiled: int4 codes re-tiled for the GEMV (see
+// launch_tile_int4).
+enum class WeightFormat : int32_t { kF32, kBF16, kF16, kMxfp4, kFp8, kInt4, kInt8, kInt4Tiled };
 
 // Bits of the device error word.
 enum ErrorFlag : uint32_t {
@@ -156,9 +159,20 @@ struct Fp8Scales {
   int32_t vec_shift = 0;
 };
 
+// Integer weights' (scale, bias) pairs [out, groups]: element (o, i) reads pairs[o * groups + (v >> vec_shift)], v
+// the index of i's 16-byte vector (a group holds 2^vec_shift whole vectors).
+// kInt4Tiled reads the pair of input i as pairs[o * groups + (i >> group_shift)] (power-of-two groups).
+struct AffineScales {
+  const float2* pairs = nullptr;
+  int64_t groups = 0;
+  int32_t vec_shift = 0;
+  int32_t group_shift = 0;
+};
+
 struct GroupedWeights {
   const void* weight = nullptr;               // single group: [out, in] (or MXFP4 blocks [out, in/32, 16])
   Fp8Scales fp8;                              // single group FP8
+  AffineScales affine;                        // single group kInt4 / kInt8
   const uint8_t* scales = nullptr;            // single group MXFP4 scales [out, in/32]
   const void* const* weight_table = nullptr;  // per-group device pointer arrays (MoE experts); override the above
   const uint8_t* const* scale_table = nullptr;
@@ -223,6 +237,21 @@ void launch_gemm_tiled(const LinearArgs& args, cudaStream_t stream);
 // out [out, in] bf16 = the FP8 weight's values times their block scales, rounded once (cuBLAS reads it for many rows).
 void launch_dequantize_fp8(const uint8_t* codes, const Fp8Scales& scales, int64_t out_features, int64_t in_features,
                            void* out_bf16, cudaStream_t stream);
+// out [out, in] (bf16, or f32 with out_f32) = scale * q + bias of an integer weight: `bits`-bit codes packed
+// little-endian along `in` ([out, in * bits / 8] bytes; with `tiled`, 4-bit codes in kInt4Tiled's layout), pairs f32
+// [out, in / group, 2]. in % group == 0, a group holds whole bytes.
+void launch_dequantize_affine(const uint8_t* codes, const float* pairs, int32_t bits, int64_t group,
+                              int64_t out_features, int64_t in_features, void* out, bool out_f32, bool tiled,
+                              cudaStream_t stream);
+// out [rows, cols] = x[r, order[c]] (x rows of x_stride floats): activations in a weight's input_order.
+void launch_gather_columns(const float* x, int64_t rows, int64_t cols, int64_t x_stride, const int32_t* order,
+                           float* out, cudaStream_t stream);
+// int4 codes [out, in / 2] -> kInt4Tiled's layout (in % 1024 == 0): in each 1,024-input tile, the 16 bytes of lane l
+// (0..31) hold inputs wi * 256 + j * 128 + l * 4 + c (word wi 0..3, half j 0..1, c 0..3) at byte wi * 4 + 2j + c / 2,
+// nibble c % 2. A warp's 32 lanes then read each activation float4 from 512 contiguous bytes (4 cache lines) instead
+// of 32 lines, 128 bytes apart. `tiled` must not alias `codes`.
+void launch_tile_int4(const uint8_t* codes, int64_t out_features, int64_t in_features, uint8_t* tiled,
+                      cudaStream_t stream);
 // x [rows, cols] f32 -> E4M3 codes [rows, cols] and a scale per row and group of `group` columns, at
 // scales[row * row_pitch + group_index * group_pitch]: amax / 448 (1 for an all-zero group), codes rounded to nearest,
 // saturating. cols % group == 0, group % 4 == 0.
@@ -234,7 +263,7 @@ void launch_scale_outer(const void* raw, bool raw_bf16, int64_t rows, int64_t co
 // out [count] f32 = in [count] bf16.
 void launch_widen_bf16(const void* in, int64_t count, float* out, cudaStream_t stream);
 
-// ---- gemv_mma.cu: MXFP4 GEMV on tensor cores (bf16 activations, f32 accumulation; the fast path) ----
+// ---- gemv_mma.cu: MXFP4 and int4 GEMV on tensor cores (bf16 activations, f32 accumulation; the fast path) ----
 // Chunks of 1-8 activation rows; plain, glu_offset or pair-activation outputs, like launch_gemv.
 constexpr int64_t kGemvMmaMaxSmem = 96 * 1024;  // the staged activation rows (rows x in_features bf16)
 bool gemv_mma_supported(WeightFormat format, int64_t in_features, const float* x, int64_t x_stride,

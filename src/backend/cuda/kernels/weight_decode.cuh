@@ -1,6 +1,8 @@
 // Decoding of linear-weight storage formats (f32, bf16, f16, MXFP4, FP8) one 32-bit word at a time, shared by the GEMV
 // and tiled GEMM kernels. MXFP4: 32 elements per 16-byte block, byte k holds element 2k (low nibble) and 2k+1 (high).
-// FP8: E4M3 codes, byte k of a word is element k; block scales are applied per 16-element vector.
+// FP8: E4M3 codes, byte k of a word is element k; block scales are applied per 16-element vector. kInt4 / kInt8: the
+// unsigned codes themselves (scale and bias are applied per vector by the kernels); int4 byte k holds element 2k in its
+// low nibble and 2k + 1 in its high one.
 #pragma once
 
 #include "backend/cuda/kernels/device_utils.cuh"
@@ -9,12 +11,22 @@ namespace rs::cuda {
 
 template <WeightFormat F>
 struct WeightTraits {
-  static constexpr int kPerWord = F == WeightFormat::kF32     ? 1
-                                  : F == WeightFormat::kMxfp4 ? 8
-                                  : F == WeightFormat::kFp8   ? 4
-                                                              : 2;  // elements per 32-bit word
+  static constexpr int kPerWord =
+      F == WeightFormat::kF32                                                                  ? 1
+      : F == WeightFormat::kMxfp4 || F == WeightFormat::kInt4 || F == WeightFormat::kInt4Tiled ? 8
+      : F == WeightFormat::kFp8 || F == WeightFormat::kInt8                                    ? 4
+                                                                                               : 2;  // per 32-bit word
   static constexpr int kPerVec = 4 * kPerWord;                    // elements per 16-byte vector
 };
+
+template <WeightFormat F>
+constexpr bool kAffineFormat = F == WeightFormat::kInt4 || F == WeightFormat::kInt8 || F == WeightFormat::kInt4Tiled;
+
+// Byte k of `word` (a value below 256) as a float: the byte becomes the low mantissa bits of 2^23, one PRMT and one
+// FADD (cheaper than an integer conversion).
+__device__ __forceinline__ float byte_to_float(uint32_t word, int k) {
+  return __uint_as_float(__byte_perm(word, 0x4B000000u, 0x7540u | static_cast<uint32_t>(k))) - 8388608.0f;
+}
 
 template <WeightFormat F>
 __device__ __forceinline__ void decode_word(uint32_t word, float (&w)[WeightTraits<F>::kPerWord]) {
@@ -26,6 +38,13 @@ __device__ __forceinline__ void decode_word(uint32_t word, float (&w)[WeightTrai
     unpack_f16x2(word, w[0], w[1]);
   } else if constexpr (F == WeightFormat::kFp8) {
     unpack_fp8x4(word, w);
+  } else if constexpr (F == WeightFormat::kInt8) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[k] = byte_to_float(word, k);
+  } else if constexpr (F == WeightFormat::kInt4 || F == WeightFormat::kInt4Tiled) {
+    const uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[2 * k] = byte_to_float(lo, k), w[2 * k + 1] = byte_to_float(hi, k);
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = fp4_e2m1_to_float(word >> (4 * i));
