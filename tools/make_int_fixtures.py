@@ -10,7 +10,8 @@ For every fixture it writes two folders, as tools/make_fp8_fixtures.py does:
                                           by its exact dequantization in f32, the reference its greedy tokens must equal
 
 Quantized modules: every attention / MLP linear projection (self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, the MoE
-experts' projections); for MLX also the embedding, an untied lm_head and the MoE router (mlp.gate). Norms stay f32.
+experts' projections); for MLX also the embedding, an untied lm_head, the MoE router (mlp.gate) and Qwen3-Next's other
+Linears (linear_attn.in_proj_*, mlp.shared_expert_gate). Norms stay f32.
 Every product below (an integer of at most 8 bits times a bf16 / f16 scale) is exact in f32, so the only rounding of a
 dequantized weight is MLX's one add of the bias; an FMA gives the same bits.
 
@@ -26,6 +27,18 @@ Layouts (W is a module's weight [out, in], g the group size along `in`, b the bi
                    stores them: `model.layers.N.mlp.switch_mlp.{gate,up,down}_proj.weight` U32 [E, out, in*b/32],
                    `.scales` / `.biases` BF16 [E, out, in/g]; the router `model.layers.N.mlp.gate` at b = 8, g = 32
                    (a per-module override in the config). Every `in` (64, 128, the experts' down_proj 32) divides 32.
+  qwen3_next_mlx4  the same from qwen3_next (Qwen3-Next: gated-delta-net layers 0 and 2, attention layers 1 and 3,
+                   layer 0 a dense MLP, layers 1-3 MoE with a shared expert; untied), stored as mlx_lm's Qwen3-Next
+                   sanitize() leaves it: the (1 + w) RMSNorms (input_layernorm, post_attention_layernorm,
+                   self_attn.q_norm / k_norm, model.norm; not the gated linear_attn.norm) hold f32(w + 1),
+                   linear_attn.conv1d.weight is [C, K, 1] (Hugging Face [C, 1, K]), experts stacked in switch_mlp.
+                   Quantized at g = 32, b = 4: every Linear (self_attn.{q,k,v,o}_proj, linear_attn.in_proj_qkvz /
+                   in_proj_ba / out_proj, the dense MLP, the experts, shared_expert.{gate,up}_proj), embed_tokens and
+                   lm_head; mlp.gate and mlp.shared_expert_gate (out 1) at b = 8, g = 32 (per-module overrides, as
+                   mlx_lm's Qwen3-Next quant_predicate gives both 8 bits). shared_expert.down_proj (in 48, not a
+                   multiple of 32) stays f32 with no config entry, as mlx_lm's quantize_model skips such a module.
+                   A_log, dt_bias, conv1d and the norms stay f32. The dequantized twin has the source's HF layout
+                   and values (per-expert names, conv [C, 1, K], norms not shifted).
   qwen3_awq        AutoAWQ GEMM, b = 4, g = 32, zero_point. Per output column and group: scale = max((max - min) / 15,
                    1e-5) rounded to f16, zero = clip(round(-min / scale), 0, 15), q = clip(round(w / scale) + zero,
                    0, 15). `M.qweight` I32 [in, out/8]: nibble k (bits 4k) of word [i, c] holds column 8c + ORDER[k],
@@ -256,13 +269,30 @@ def loop_gptq_dequant(qweight, qzeros, scales, g_idx, bits):
 
 
 def mlx_quantized_module(name):
-    """The module path of an f32 tensor MLX quantizes, else None."""
+    """The module path of an f32 tensor MLX quantizes (every Linear and Embedding), else None."""
     if not name.endswith(".weight"):
         return None
     module = name[: -len(".weight")]
     if is_projection(name) or module in ("model.embed_tokens", "lm_head") or re.fullmatch(r".*\.mlp\.gate", module):
         return module
+    # Qwen3-Next: the gated delta net's input projections and the shared expert's sigmoid gate (a Linear, out 1).
+    if re.fullmatch(r".*\.linear_attn\.in_proj_\w+|.*\.mlp\.shared_expert_gate", module):
+        return module
     return None
+
+
+QWEN3_NEXT_SHIFTED_NORMS = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight",
+                            ".q_norm.weight", ".k_norm.weight")
+
+
+def qwen3_next_sanitize(name, w):
+    """A float tensor as mlx_lm's Qwen3-Next sanitize() leaves it: the (1 + w) RMSNorms stored with the 1 added
+    (f32(w + 1), not the gated linear_attn.norm), the depthwise conv [C, 1, K] -> [C, K, 1]."""
+    if "conv1d.weight" in name and w.shape[-1] != 1:
+        return np.ascontiguousarray(np.moveaxis(w, 2, 1))
+    if name.endswith(QWEN3_NEXT_SHIFTED_NORMS) and w.ndim == 1:
+        return (w + F32(1.0)).astype(F32)
+    return w
 
 
 EXPERT = re.compile(r"(model\.layers\.\d+\.mlp)\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight")
@@ -277,7 +307,10 @@ def save_folder(folder, config, tensors, dequantized, src):
         json.dump(plain, f, indent=2)
 
 
-def make_mlx(root, src_name, out_name, overrides):
+def make_mlx(root, src_name, out_name, overrides, sanitize=None):
+    """sanitize(name, w): how an f32 tensor kept unquantized is stored (mlx_lm's model.sanitize); the twin keeps w.
+    A module whose `in` the default group size does not divide stays f32 with no config entry, as mlx_lm's
+    quantize_model leaves it (its loader tells it by the absent `.scales`)."""
     src = os.path.join(root, src_name)
     weights = read_safetensors(os.path.join(src, "model.safetensors"))
     config = json.load(open(os.path.join(src, "config.json")))
@@ -299,9 +332,9 @@ def make_mlx(root, src_name, out_name, overrides):
             experts.setdefault((match.group(1), match.group(3)), {})[int(match.group(2))] = name
             continue
         module = mlx_quantized_module(name)
-        p = params(module) if module else None
+        p = params(module) if module and w.shape[-1] % quantization["group_size"] == 0 else None
         if p is None:
-            tensors[name], dequantized[name] = ("F32", w), w
+            tensors[name], dequantized[name] = ("F32", sanitize(name, w) if sanitize else w), w
             continue
         words, scale_bits, bias_bits, dequantized[name] = mlx_quantize(w, *p)
         tensors.update({name: ("U32", words), module + ".scales": ("BF16", scale_bits),
@@ -330,6 +363,16 @@ def make_qwen3_moe_mlx4(root):
     routers = {f"model.layers.{n}.mlp.gate": {"group_size": 32, "bits": 8}
                for n in range(config["num_hidden_layers"]) if n not in dense}
     make_mlx(root, "qwen3_moe", "qwen3_moe_mlx4", routers)
+
+
+def make_qwen3_next_mlx4(root):
+    """qwen3_next as `mlx_lm.convert -q` writes it: sanitized (norms shifted, conv [C, K, 1], experts stacked), g 32,
+    b 4, the routers and shared-expert gates at b 8, g 32 (mlx_lm's Qwen3-Next quant_predicate gives both 8 bits)."""
+    config = json.load(open(os.path.join(root, "qwen3_next", "config.json")))
+    dense = set(config.get("mlp_only_layers", []))
+    gates = {f"model.layers.{n}.mlp.{gate}": {"group_size": 32, "bits": 8}
+             for n in range(config["num_hidden_layers"]) if n not in dense for gate in ("gate", "shared_expert_gate")}
+    make_mlx(root, "qwen3_next", "qwen3_next_mlx4", gates, sanitize=qwen3_next_sanitize)
 
 
 def make_awq(root):
@@ -524,34 +567,87 @@ def verify(root, src_name, out_name):
     assert set(twin) == set(source), (out_name, set(twin) ^ set(source))
     reference, quantized = reference_dequant(folder)
     assert set(reference) == set(source), (out_name, set(reference) ^ set(source))
+    stored = read_any(os.path.join(folder, "model.safetensors"))
+    sanitize = SANITIZE.get(out_name, lambda name, w: w)
     max_err, worst = 0.0, None
     for name, w in source.items():
         assert twin[name].shape == w.shape
-        assert np.array_equal(reference[name].view(np.uint32), twin[name].view(np.uint32)), (out_name, name)
         if name in quantized:
+            assert np.array_equal(reference[name].view(np.uint32), twin[name].view(np.uint32)), (out_name, name)
             err = float(np.abs(twin[name] - w).max())
             if err > max_err:
                 max_err, worst = err, name
         else:
+            # The twin holds the source tensor; the checkpoint holds it as the format's converter stores it.
             assert np.array_equal(twin[name].view(np.uint32), w.view(np.uint32)), (out_name, name)
+            expect = sanitize(name, w)
+            assert stored[name][0] == "F32" and stored[name][1].shape == expect.shape, (out_name, name)
+            assert np.array_equal(stored[name][1].view(np.uint32), expect.view(np.uint32)), (out_name, name)
     config = json.load(open(os.path.join(folder, "dequantized", "config.json")))
     assert "quantization" not in config and "quantization_config" not in config
     assert config == json.load(open(os.path.join(root, src_name, "config.json")))
-    stored = read_any(os.path.join(folder, "model.safetensors"))
+    if out_name in SANITIZE:
+        check_qwen3_next_layout(folder, stored, source, config)
     size = lambda p: os.path.getsize(os.path.join(folder, p))  # noqa: E731
     total = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs)
     print(f"{out_name}: {len(quantized)} quantized weights, {len(source) - len(quantized)} f32 kept; "
           f"model.safetensors {size('model.safetensors')} B, dequantized/model.safetensors "
           f"{size('dequantized/model.safetensors')} B, folder {total} B; "
           f"max |W_deq - W_source| {max_err:.3g} ({worst})")
-    for name in sorted(stored):
-        if ".layers.0." in name:
-            print(f"    {name:48s} {stored[name][0]:4s} {list(stored[name][1].shape)}")
+    kinds = config.get("layer_types", [])
+    shown = [0] + [n for n in range(1, len(kinds)) if kinds[n] != kinds[0]][:1]  # layer 0 and one of another kind
+    for layer in shown:
+        for name in sorted(stored):
+            if f".layers.{layer}." in name:
+                print(f"    {name:56s} {stored[name][0]:4s} {list(stored[name][1].shape)}")
     unquantized = sorted(n for n in source if n not in quantized and not n.endswith("norm.weight"))
     print(f"    f32, not quantized: {unquantized or 'only norms'}")
     qc = json.load(open(os.path.join(folder, "config.json")))["quantization_config"]
     if qc.get("quant_method") == "gptq":
         check_g_idx(stored, qc)
+
+
+def check_qwen3_next_layout(folder, stored, source, config):
+    """mlx_lm's Qwen3-Next layout, element by element: every (1 + w) norm holds f32(source + 1), the gated norm the
+    source; every conv [C, K, 1] holds the source [C, 1, K] transposed; experts only stacked; a module whose `in` the
+    group size does not divide is stored f32 and absent from the config."""
+    qc = json.load(open(os.path.join(folder, "config.json")))["quantization_config"]
+    one, shifted, convs = F32(1.0), 0, 0
+    for name, w in source.items():
+        a = stored.get(name, (None, None))[1]
+        if name.endswith(QWEN3_NEXT_SHIFTED_NORMS):
+            assert ".linear_attn." not in name and a.shape == w.shape, name
+            for i in range(w.shape[0]):
+                assert u32(a.view(np.uint32)[i]) == u32(np.array([F32(w[i]) + one], dtype=F32).view(np.uint32)[0]), \
+                    (name, i)
+            shifted += 1
+        elif name.endswith("linear_attn.norm.weight"):
+            assert np.array_equal(a.view(np.uint32), w.view(np.uint32)), name
+        elif name.endswith("linear_attn.conv1d.weight"):
+            channels, _, taps = w.shape
+            assert a.shape == (channels, taps, 1), (name, a.shape)
+            for c in range(channels):
+                for k in range(taps):
+                    assert u32(a[c, k, 0].view(np.uint32)) == u32(w[c, 0, k].view(np.uint32)), (name, c, k)
+            convs += 1
+    layers, kinds = config["num_hidden_layers"], config["layer_types"]
+    attention = sum(kind == "full_attention" for kind in kinds)
+    assert shifted == 2 * layers + 2 * attention + 1, shifted
+    assert convs == layers - attention, convs
+    assert not any(".experts." in name for name in stored)
+    dense = set(config.get("mlp_only_layers", []))
+    for n in range(layers):
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            stacked = f"model.layers.{n}.mlp.switch_mlp.{proj}.weight"
+            assert (stacked in stored) == (n not in dense), stacked
+            if stacked in stored:
+                assert stored[stacked][1].shape[0] == config["num_experts"], stacked
+    for name, (dtype, a) in stored.items():
+        module = name[: -len(".weight")]
+        if dtype == "F32" and mlx_quantized_module(name) and a.shape[-1] % qc["group_size"] != 0:
+            assert module not in qc and module + ".scales" not in stored, name
+    print(f"    {shifted} (1 + w) norms stored as f32(w + 1), {convs} convs [C, K, 1]: equal the source element by "
+          f"element")
 
 
 def check_g_idx(stored, qc):
@@ -590,7 +686,8 @@ def check_g_idx(stored, qc):
 
 
 FIXTURES = [("qwen3", "qwen3_mlx4"), ("qwen3_moe", "qwen3_moe_mlx4"), ("qwen3", "qwen3_awq"), ("qwen3", "qwen3_gptq"),
-            ("qwen3", "qwen3_gptq8"), ("qwen3", "qwen3_gptq_actorder")]
+            ("qwen3", "qwen3_gptq8"), ("qwen3", "qwen3_gptq_actorder"), ("qwen3_next", "qwen3_next_mlx4")]
+SANITIZE = {"qwen3_next_mlx4": qwen3_next_sanitize}  # fixtures whose f32 tensors are stored other than the source
 
 
 def main():
@@ -601,6 +698,7 @@ def main():
     self_check()
     make_qwen3_mlx4(args.root)
     make_qwen3_moe_mlx4(args.root)
+    make_qwen3_next_mlx4(args.root)
     make_awq(args.root)
     make_gptq(args.root, "qwen3_gptq", bits=4, group=32, sym=False)
     make_gptq(args.root, "qwen3_gptq8", bits=8, group=64, sym=True)

@@ -19,6 +19,9 @@ void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, cons
 void Backend::gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor) {
   RS_FAIL("backend {} has no gated-delta-net kernels (gated_rms_norm)", name());
 }
+void Backend::embedding_affine(const LinearWeight&, const Tensor&, Tensor) {
+  RS_FAIL("backend {} looks embeddings up only from tables prepare_embedding made", name());
+}
 void Backend::sigmoid_mul(const Tensor&, const Tensor&, Tensor) {
   RS_FAIL("backend {} has no sigmoid_mul kernel", name());
 }

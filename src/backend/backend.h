@@ -172,6 +172,13 @@ class Backend {
   virtual DType linear_input_dtype(int64_t rows) const { return DType::kF32; }
   // out[t] = table[ids[t]] (table f32/bf16 [V, H])
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+  // The same from an integer (LinearWeight::kAffine) table [vocab, hidden]: rows exactly dequantized to f32 as they
+  // are read (MLX checkpoints quantize the embedding). Backends without such a lookup turn the table into one their
+  // embedding() reads in prepare_embedding (CUDA: an f32 table on the device), and never get this call.
+  virtual void embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out);
+  // Called once for an integer embedding table, on the host before upload: may replace it by a dense host table
+  // (memory in keep_alive) that embedding() reads.
+  virtual void prepare_embedding(LinearWeight& table, std::vector<Buffer>& keep_alive) {}
   // y = x * rsqrt(mean(x^2) + eps) * (add_one ? 1 + w : w), row-wise over the last dim
   virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) = 0;
   // out = x . W^T (+ bias); x [T, in], out [T, out]

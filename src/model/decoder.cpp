@@ -35,7 +35,7 @@ Tensor DecoderModel::to_f32(const Tensor& t, float offset) {
 
 Tensor DecoderModel::norm_weight(loader::WeightSource& weights, const std::string& name, int64_t width) {
   const Tensor w = weights.require(name, {width});
-  return options_.zero_centered_norm ? to_f32(w, 1.0f) : w;
+  return options_.zero_centered_norm && !norms_stored_shifted_ ? to_f32(w, 1.0f) : w;
 }
 
 LinearLoader& DecoderModel::linears(loader::WeightSource& weights) {
@@ -64,10 +64,34 @@ LinearWeight DecoderModel::concat(std::initializer_list<LinearWeight> parts) {
   return concat(std::span<const LinearWeight>(parts.begin(), parts.size()));
 }
 
+void DecoderModel::release_unused(size_t from, std::span<const LinearWeight> garbage, const LinearWeight& kept) {
+  // Host copies the loader made (quantized on load, repacked AWQ/GPTQ codes, scales read as f32) that only `garbage`
+  // or buffers made since index `from` reference: a fused 8B model kept ~4.5 GB of its parts' copies otherwise.
+  // Tensors of the checkpoint itself are file mappings, not in owned_, and stay.
+  const auto kept_by = [&](const void* data) {
+    return data == kept.weight.data() || data == kept.scales.data() || data == kept.input_order.data() ||
+           data == kept.packed.data();
+  };
+  const auto owned_by_garbage = [&](const void* data) {
+    for (const LinearWeight& w : garbage)
+      if (data == w.weight.data() || data == w.scales.data() || data == w.input_order.data()) return true;
+    return false;
+  };
+  // The parts were made just before: a bounded scan from the end finds their buffers.
+  const size_t scan = std::min<size_t>(owned_.size(), from + 64 * garbage.size() + 64);
+  for (size_t i = owned_.size(); i-- > owned_.size() - scan;) {
+    void* data = owned_[i].data();
+    if (data == nullptr || kept_by(data)) continue;
+    if (i >= from || owned_by_garbage(data)) owned_[i] = Buffer();
+  }
+}
+
 LinearWeight DecoderModel::concat(std::span<const LinearWeight> parts) {
   RS_CHECK(linear_loader_ != nullptr, "weights fused before load() began");
   const size_t owned_before = owned_.size();
   LinearWeight fused = linear_loader_->stack_rows(parts);
+  // Intermediates of the fusion and the parts' own copies go; what `fused` reads stays.
+  release_unused(owned_before, parts, fused);
   // A backend that repacks weights reads only its packed copy: then the row-major concatenation of a dense weight is
   // dropped here (it is not a file mapping the OS could reclaim) and `weight` keeps just its shape and dtype.
   backend_->prepare_linear(fused, owned_);
@@ -103,6 +127,8 @@ void DecoderModel::load_attention(const std::string& prefix, loader::WeightSourc
       }
     q_proj = linears(weights).select_rows(doubled, query_rows);
     attn.gate = linears(weights).select_rows(doubled, gate_rows);
+    // The doubled projection's own copy, if the loader made one (its input order, shared by both halves, stays).
+    release_unused(owned_.size(), std::span(&doubled, 1), attn.gate);
   } else {
     q_proj = dense(weights, p + "q_proj.weight", q_out, hidden);
   }
@@ -149,8 +175,21 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
            config_.architecture, backend.name());
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
   const std::string& root = config_.weight_prefix;
-  LinearWeight embedding_as_head;
-  embed_tokens_ = linears(weights).embedding(root + "embed_tokens", vocab, hidden, &embedding_as_head);
+  // mlx_lm saves Qwen3-Next / Qwen3.5 as its sanitize() left them: (1 + w) norms already shifted and the depthwise
+  // conv as [C, K, 1] (Hugging Face: [C, 1, K]). That conv layout is how such a checkpoint is recognised.
+  norms_stored_shifted_ = false;
+  for (int32_t layer = 0; layer < config_.num_layers && options_.zero_centered_norm; ++layer) {
+    if (config_.layer_kinds[layer] != loader::LayerKind::kLinearAttention) continue;
+    const auto conv = weights.info(root + "layers." + std::to_string(layer) + ".linear_attn.conv1d.weight");
+    norms_stored_shifted_ = conv && conv->shape.size() == 3 && conv->shape[2] == 1 && conv->shape[1] > 1;
+    break;
+  }
+  const LinearWeight embedding_as_head = linears(weights).embedding(root + "embed_tokens", vocab, hidden);
+  const bool quantized_table = embedding_as_head.format != LinearWeight::Format::kDense;
+  if (quantized_table)
+    embed_codes_ = embedding_as_head;  // looked up from its codes (Backend::embedding_affine)
+  else
+    embed_tokens_ = embedding_as_head.weight;
   layers_.resize(config_.num_layers);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     const std::string prefix = root + "layers." + std::to_string(layer) + ".";
@@ -167,8 +206,9 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     if (progress) progress("loading weights", static_cast<double>(layer + 1) / config_.num_layers);
   }
   final_norm_ = norm_weight(weights, root + "norm.weight", hidden);
-  // A tied head is the embedding as stored: the table itself, or its quantized codes where lookups read an f32 copy.
-  const bool shared_table = config_.tie_word_embeddings && embedding_as_head.format == LinearWeight::Format::kDense;
+  // A tied head is the embedding as stored: the table itself, or its codes. A device gets one copy of a dense table;
+  // integer codes get their own copy for the head (a backend may re-lay-out a linear's codes: prepare_linear).
+  const bool shared_table = config_.tie_word_embeddings && !quantized_table;
   if (config_.tie_word_embeddings) {
     lm_head_ = embedding_as_head;
   } else {
@@ -182,6 +222,13 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   Buffer host = Buffer::host(table.size() * sizeof(float));
   std::memcpy(host.data(), table.data(), host.bytes());
   rope_table_ = keep(std::move(host), DType::kF32, {positions, rotary_dim_});
+  if (quantized_table) {
+    backend.prepare_embedding(embed_codes_, owned_);
+    if (embed_codes_.format == LinearWeight::Format::kDense) {  // the backend reads a dense table instead
+      embed_tokens_ = embed_codes_.weight;
+      embed_codes_ = LinearWeight{};
+    }
+  }
   // Devices other than the host get copies of every weight tensor (a head that shares the table, one copy).
   if (!backend.device().is_cpu()) {
     if (shared_table) lm_head_.weight = Tensor();
@@ -189,6 +236,8 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
          {&embed_tokens_, &final_norm_, &lm_head_.weight, &lm_head_.scales, &lm_head_.input_order, &rope_table_})
       if (!t->empty()) *t = backend.upload_weight(*t, owned_);
     for (auto& lw : layers_) upload_layer(lw, owned_);
+    for (Tensor* t : {&embed_codes_.weight, &embed_codes_.scales})
+      if (!t->empty()) *t = backend.upload_weight(*t, owned_);
     if (shared_table) lm_head_.weight = embed_tokens_;
   }
   // Dense projections may be repacked for the backend's GEMM. So is the LM head: decode streams all of it every step
@@ -374,7 +423,10 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   const float eps = static_cast<float>(config_.rms_norm_eps);
 
   // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
-  backend_->embedding(embed_tokens_, inputs.token_ids, x);
+  if (embed_codes_.format == LinearWeight::Format::kAffine)
+    backend_->embedding_affine(embed_codes_, inputs.token_ids, x);
+  else
+    backend_->embedding(embed_tokens_, inputs.token_ids, x);
   backend_->rms_norm(x, layers_[0].input_norm, eps, false, h);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     capture(layer, x, inputs);

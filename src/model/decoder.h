@@ -89,6 +89,10 @@ class DecoderModel : public Model {
   // concat() of dense [rows_i, in] tensors.
   LinearWeight concat_rows(std::initializer_list<Tensor> parts);
   LinearLoader& linears(loader::WeightSource& weights);
+  bool norms_stored_shifted_ = false;  // (1 + w) norms stored with the 1 added (mlx_lm's Qwen3-Next/3.5 layout)
+  // Frees owned_ buffers that only `garbage` (weights consumed by a fusion or row selection) or buffers made at or
+  // after index `from` reference, keeping every buffer `kept` reads.
+  void release_unused(size_t from, std::span<const LinearWeight> garbage, const LinearWeight& kept);
   // Stores a host buffer for the model's lifetime and returns a view of it.
   Tensor keep(Buffer buffer, DType dtype, std::vector<int64_t> shape);
   // A host f32 copy of `t` (any float dtype), owned here, plus `offset` on every element.
@@ -118,7 +122,8 @@ class DecoderModel : public Model {
   // Writes x (the residual stream) into the feature cache's column blocks of the captures at `layer`.
   void capture(int32_t layer, const Tensor& x, const StepInputs& inputs);
 
-  Tensor embed_tokens_, final_norm_;
+  Tensor embed_tokens_, final_norm_;     // embed_tokens_ empty where the checkpoint quantizes the table:
+  LinearWeight embed_codes_;             // then its codes (kAffine), looked up by Backend::embedding_affine
   std::vector<int32_t> capture_layers_;  // capture_hidden: layer entries, in column-block order
   Tensor capture_cache_;
   int32_t capture_group_ = 0;

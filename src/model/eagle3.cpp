@@ -113,6 +113,8 @@ void Eagle3Model::bind_target(const Model& target, const Tensor& features) {
   RS_CHECK(features.ndim() == 2 && features.dim(1) == 3 * target_hidden_ && features.dtype() == DType::kF32,
            "EAGLE-3 head for a target of hidden size {} given features {}", target_hidden_, features.shape_string());
   // The target's table, as SGLang binds it (a head's own embed_tokens, where a release has one, is a copy of it).
+  RS_CHECK(!embedding.empty(),
+           "the target's embedding table is quantized (an MLX checkpoint): EAGLE-3 heads read a float table");
   RS_CHECK(embedding.ndim() == 2 && embedding.dim(0) == config_.vocab_size && embedding.dim(1) == config_.hidden_size,
            "the target's embedding table {} does not fit the EAGLE-3 head's [{}, {}]", embedding.shape_string(),
            config_.vocab_size, config_.hidden_size);

@@ -43,8 +43,13 @@ void DecoderModel::load_gated_delta_net(const std::string& prefix, loader::Weigh
         {dense(weights, p + "in_proj_b.weight", nv, hidden), dense(weights, p + "in_proj_a.weight", nv, hidden)});
   }
   gdn.out = dense(weights, p + "out_proj.weight", hidden, value_dim);
+  // Hugging Face stores the depthwise kernel [C, 1, K]; mlx_lm [C, K, 1]. Both hold each channel's K taps in order.
+  const auto conv_info = weights.info(p + "conv1d.weight");
+  const bool mlx_conv = conv_info && conv_info->shape == std::vector<int64_t>{channels, lc.conv_kernel, 1};
   gdn.conv_weight =
-      to_f32(weights.require(p + "conv1d.weight", {channels, 1, lc.conv_kernel})).view({channels, lc.conv_kernel});
+      to_f32(weights.require(p + "conv1d.weight", mlx_conv ? std::vector<int64_t>{channels, lc.conv_kernel, 1}
+                                                           : std::vector<int64_t>{channels, 1, lc.conv_kernel}))
+          .view({channels, lc.conv_kernel});
   gdn.a_log = to_f32(weights.require(p + "A_log", {nv}));
   gdn.dt_bias = to_f32(weights.require(p + "dt_bias", {nv}));
   gdn.norm = weights.require(p + "norm.weight", {dv});

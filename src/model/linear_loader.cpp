@@ -94,17 +94,11 @@ std::optional<LinearWeight> LinearLoader::load_expert(const std::string& module,
   return from_dense(Tensor(static_cast<char*>(stack.data()) + index * bytes, stack.dtype(), {out, in}));
 }
 
-Tensor LinearLoader::embedding(const std::string& module, int64_t rows, int64_t width, LinearWeight* as_linear) {
+LinearWeight LinearLoader::embedding(const std::string& module, int64_t rows, int64_t width) {
   const auto info = weights_.info(module + ".weight");
-  if (!info || info->dtype != DType::kU32) {
-    const Tensor table = weights_.require(module + ".weight", {rows, width});
-    if (as_linear) *as_linear = LinearWeight{LinearWeight::Format::kDense, table, Tensor(), rows, width};
-    return table;
-  }
-  // Lookups read an exact f32 copy (4 bytes a value: a quantized lookup kernel would keep the codes only).
-  const LinearWeight quantized = load_mlx(module, TensorSlice{}, rows, width);
-  if (as_linear) *as_linear = quantized;
-  return dequantize_to_f32(quantized, owned_);
+  if (info && info->dtype == DType::kU32) return load_mlx(module, TensorSlice{}, rows, width);
+  const Tensor table = weights_.require(module + ".weight", {rows, width});
+  return LinearWeight{LinearWeight::Format::kDense, table, Tensor(), rows, width};
 }
 
 LinearWeight LinearLoader::from_dense(const Tensor& weight, bool quantizable, const std::string& name) {

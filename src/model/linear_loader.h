@@ -40,10 +40,9 @@ class LinearLoader {
   // when the checkpoint stores no such stack.
   std::optional<LinearWeight> load_expert(const std::string& module, int64_t index, int64_t count, int64_t out,
                                           int64_t in);
-  // An embedding table [rows, width] for lookups: as stored, or exactly dequantized to f32 when the checkpoint
-  // quantizes it (MLX). `as_linear`, when given, receives the table as a linear weight in its stored format (a tied
-  // LM head reads the quantized codes).
-  Tensor embedding(const std::string& module, int64_t rows, int64_t width, LinearWeight* as_linear = nullptr);
+  // An embedding table [rows, width] in its stored format: dense, or integer codes where the checkpoint quantizes it
+  // (MLX; Backend::embedding_affine looks rows up from the codes). A tied LM head is this same weight.
+  LinearWeight embedding(const std::string& module, int64_t rows, int64_t width);
   // The rows of several weights stacked into one [sum rows, in] weight (fused q|k|v, gate|up). Parts of one format
   // keep it; integer and dense parts of different formats or group shapes become exact f32.
   LinearWeight stack_rows(std::span<const LinearWeight> parts);

@@ -198,14 +198,10 @@ TEST(LinearLoader, IntegerFormatsMatchTheDequantizedTwin) {
   EXPECT_EQ(down.bits, 8);
   EXPECT_EQ(down.scale_block_cols, 64);
   EXPECT_EQ(mlx.loader.load("model.layers.2.self_attn.o_proj", 64, 128).format, LinearWeight::Format::kDense);
-  // The quantized embedding: lookups read exact f32, the tied head reads the codes.
-  LinearWeight head;
-  const Tensor table = mlx.loader.embedding("model.embed_tokens", 512, 64, &head);
-  EXPECT_EQ(table.dtype(), DType::kF32);
-  EXPECT_EQ(head.format, LinearWeight::Format::kAffine);
-  expect_equals_twin(head, mlx.twin_of("model.embed_tokens", 512, 64), "embed_tokens as head");
-  expect_equals_twin(LinearWeight{LinearWeight::Format::kDense, table, Tensor(), 512, 64},
-                     mlx.twin_of("model.embed_tokens", 512, 64), "embed_tokens table");
+  // The quantized embedding stays codes (lookups and the tied head read them).
+  const LinearWeight table = mlx.loader.embedding("model.embed_tokens", 512, 64);
+  EXPECT_EQ(table.format, LinearWeight::Format::kAffine);
+  expect_equals_twin(table, mlx.twin_of("model.embed_tokens", 512, 64), "embed_tokens");
 }
 
 // GPTQ act-order: columns sorted into contiguous groups, input_order naming each column's input; q|k|v share one

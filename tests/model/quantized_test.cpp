@@ -89,9 +89,14 @@ Comparison compare(const GreedyRun& got, const GreedyRun& twin) {
   return c;
 }
 
+// The hybrid Qwen3-Next fixture drifts further under bf16 (300-token prompts through the gated-delta-net recurrence): a
+// bf16 copy of its twin's own f32 weights, run on the same fast path, moved its logits by up to 1.44.
+constexpr float kHybridFastLogitTolerance = 2.0f;
+
 struct Case {
   std::string name;  // fixture folder (its twin is <name>/dequantized)
   std::string base;  // the unquantized fixture whose golden.json gives prompts and transformers' logits
+  float fast_tolerance = kFastLogitTolerance;  // CPU fast path against the exact twin
 };
 
 class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
@@ -136,7 +141,7 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
     const Comparison r = compare(greedy_run(fast, prompt, 7, steps), greedy_run(twin, prompt, 7, steps));
     std::printf("[%s, fast path] prompt %zu: max |logit diff| vs exact twin %.3f, greedy %d/%d identical\n",
                 param.name.c_str(), prompt.size(), r.max_logit_diff, r.identical, steps);
-    EXPECT_LT(r.max_logit_diff, cuda ? kW8A8LogitTolerance : kFastLogitTolerance);
+    EXPECT_LT(r.max_logit_diff, cuda ? std::max(kW8A8LogitTolerance, param.fast_tolerance) : param.fast_tolerance);
   }
 }
 
@@ -146,12 +151,14 @@ INSTANTIATE_TEST_SUITE_P(Fp8, QuantizedCheckpoint,
                          [](const auto& info) { return info.param.name; });
 
 // tools/make_int_fixtures.py: MLX affine (4-bit g32 with an 8-bit override and an unquantized module; quantized
-// embeddings, stacked switch_mlp experts, an 8-bit router), AutoAWQ GEMM, GPTQ v1 4-bit asymmetric (also act-order) and
+// embeddings, stacked switch_mlp experts, an 8-bit router; Qwen3-Next as mlx_lm's sanitize() leaves it: norms stored
+// as 1 + w, the depthwise conv [C, K, 1]), AutoAWQ GEMM, GPTQ v1 4-bit asymmetric (also act-order) and
 // 8-bit symmetric.
 INSTANTIATE_TEST_SUITE_P(Integer, QuantizedCheckpoint,
                          ::testing::Values(Case{"qwen3_mlx4", "qwen3"}, Case{"qwen3_moe_mlx4", "qwen3_moe"},
                                            Case{"qwen3_awq", "qwen3"}, Case{"qwen3_gptq", "qwen3"},
-                                           Case{"qwen3_gptq8", "qwen3"}, Case{"qwen3_gptq_actorder", "qwen3"}),
+                                           Case{"qwen3_gptq8", "qwen3"}, Case{"qwen3_gptq_actorder", "qwen3"},
+                                           Case{"qwen3_next_mlx4", "qwen3_next", kHybridFastLogitTolerance}),
                          [](const auto& info) { return info.param.name; });
 
 // --quantization fp8 on the unquantized qwen3 fixture makes exactly the checkpoint numpy made of it by the same rule

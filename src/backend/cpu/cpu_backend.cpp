@@ -76,6 +76,20 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   cpu::embedding(pool_, table, ids, out);
 }
+void CpuBackend::embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out) {
+  RS_CHECK(table.format == LinearWeight::Format::kAffine && table.input_order.empty() &&
+               out.numel() == ids.numel() * table.in_features,
+           "embedding_affine: ids {} of a [{}, {}] table into {}", ids.shape_string(), table.out_features,
+           table.in_features, out.shape_string());
+  const int32_t* id = ids.data_as<int32_t>();
+  for (int64_t t = 0; t < ids.numel(); ++t)
+    RS_CHECK(id[t] >= 0 && id[t] < table.out_features, "token id {} outside the vocabulary of {}", id[t],
+             table.out_features);
+  pool_.parallel_for(ids.numel(), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      cpu::decode_affine_row(table, id[t], out.data_as<float>() + t * table.in_features);
+  });
+}
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) {
   cpu::rms_norm(pool_, x, weight, eps, add_one, out);
 }

@@ -204,6 +204,14 @@ class CudaBackend final : public Backend {
     return LinearWeight{LinearWeight::Format::kDense, Tensor(data, dtype, {out, in}), Tensor(), out, in};
   }
 
+  // An integer embedding table becomes an exact f32 one on the host before upload, which embedding() reads (a lookup
+  // from the codes, as the CPU has, is not built on CUDA yet: 4 bytes a value on the device meanwhile).
+  void prepare_embedding(LinearWeight& table, std::vector<Buffer>& keep_alive) override {
+    if (table.format != LinearWeight::Format::kAffine) return;
+    if (!host_pool_) host_pool_ = std::make_unique<ThreadPool>(hardware_threads());
+    table = dequantize_on_host(*host_pool_, table, DType::kF32, keep_alive);
+  }
+
   // A per-tensor FP8 scale becomes one scale per output channel (the same number in every row): the layout the W8A8
   // GEMM scales by (fp8_gemm.cu), read the same way by the GEMV.
   void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override {
