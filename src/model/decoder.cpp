@@ -77,8 +77,8 @@ void DecoderModel::release_unused(size_t from, std::span<const LinearWeight> gar
       if (data == w.weight.data() || data == w.scales.data() || data == w.input_order.data()) return true;
     return false;
   };
-  // The parts were made just before: a bounded scan from the end finds their buffers.
-  const size_t scan = std::min<size_t>(owned_.size(), from + 64 * garbage.size() + 64);
+  // The parts were made just before `from`: the buffers made since, and a few dozen per part before, are scanned.
+  const size_t scan = std::min<size_t>(owned_.size(), (owned_.size() - from) + 64 * garbage.size() + 64);
   for (size_t i = owned_.size(); i-- > owned_.size() - scan;) {
     void* data = owned_[i].data();
     if (data == nullptr || kept_by(data)) continue;
