@@ -7,7 +7,6 @@
 #include "base/thread_pool.h"
 
 namespace rs::model {
-namespace {
 
 float load_float(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
@@ -17,6 +16,8 @@ float load_float(const Tensor& t, int64_t i) {
     default: RS_FAIL("expected a float tensor, got {}", dtype_name(t.dtype()));
   }
 }
+
+namespace {
 
 // The block edge b with ceil(extent / b) == count: one scale over the whole extent or one per element first (the
 // canonical per-tensor / per-channel forms), then the configured block, 128, and an exact division.

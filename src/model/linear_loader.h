@@ -74,6 +74,9 @@ class LinearLoader {
   std::shared_ptr<ThreadPool> pool_;  // quantizes on load, made on first use
 };
 
+// Element i of an f32/bf16/f16 host tensor as f32 (scales and weights of any float dtype a checkpoint stores).
+float load_float(const Tensor& t, int64_t i);
+
 // `w` (dense or kAffine) exactly dequantized to an f32 [out, in] tensor whose memory `owned` keeps.
 Tensor dequantize_to_f32(const LinearWeight& w, std::vector<Buffer>& owned);
 

@@ -9,15 +9,6 @@
 namespace rs::model {
 namespace {
 
-float load_float(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DType::kF32: return t.data_as<float>()[i];
-    case DType::kBF16: return bf16_to_f32(t.data_as<uint16_t>()[i]);
-    case DType::kF16: return f16_to_f32(t.data_as<uint16_t>()[i]);
-    default: RS_FAIL("expected a float tensor, got {}", dtype_name(t.dtype()));
-  }
-}
-
 // Bits b of element i of a little-endian stream of b-bit codes.
 inline uint32_t code_at(const uint8_t* row, int64_t i, int bits) {
   if (bits == 8) return row[i];
