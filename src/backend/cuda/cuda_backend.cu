@@ -204,14 +204,6 @@ class CudaBackend final : public Backend {
     return LinearWeight{LinearWeight::Format::kDense, Tensor(data, dtype, {out, in}), Tensor(), out, in};
   }
 
-  // An integer embedding table becomes an exact f32 one on the host before upload, which embedding() reads (a lookup
-  // from the codes, as the CPU has, is not built on CUDA yet: 4 bytes a value on the device meanwhile).
-  void prepare_embedding(LinearWeight& table, std::vector<Buffer>& keep_alive) override {
-    if (table.format != LinearWeight::Format::kAffine) return;
-    if (!host_pool_) host_pool_ = std::make_unique<ThreadPool>(hardware_threads());
-    table = dequantize_on_host(*host_pool_, table, DType::kF32, keep_alive);
-  }
-
   // A per-tensor FP8 scale becomes one scale per output channel (the same number in every row): the layout the W8A8
   // GEMM scales by (fp8_gemm.cu), read the same way by the GEMV.
   void prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive) override {
@@ -288,6 +280,17 @@ class CudaBackend final : public Backend {
     on_device({&table, &ids, &out});
     launch_embedding(table.data(), elem_type(table.dtype()), table.dim(0), hidden, ids.data_as<int32_t>(), ids.numel(),
                      out.data_as<float>(), ctx_->error_flags(), ctx_->stream());
+  }
+
+  void embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out) override {
+    RS_CHECK(table.format == LinearWeight::Format::kAffine && table.packed.empty() && table.input_order.empty() &&
+                 out.numel() == ids.numel() * table.in_features && ids.dtype() == DType::kI32,
+             "embedding_affine: ids {} of a [{}, {}] table into {}", ids.shape_string(), table.out_features,
+             table.in_features, out.shape_string());
+    on_device({&table.weight, &table.scales, &ids, &out});
+    launch_embedding_affine(table.weight.data_as<uint8_t>(), table.scales.data_as<float>(), table.bits,
+                            table.scale_block_cols, table.out_features, table.in_features, ids.data_as<int32_t>(),
+                            ids.numel(), out.data_as<float>(), ctx_->error_flags(), ctx_->stream());
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) override {

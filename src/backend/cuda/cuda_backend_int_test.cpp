@@ -119,6 +119,21 @@ TEST_F(CudaParity, LinearIntegerActOrder) {
   }
 }
 
+// Embedding lookups from integer codes (MLX quantizes the table): exactly the CPU's rows, 2, 4 and 8 bits.
+TEST_F(CudaParity, EmbeddingInteger) {
+  for (const Layout l : {Layout{300, 256, 4, 64}, Layout{64, 96, 8, 32}, Layout{50, 128, 2, 32}}) {
+    const LinearWeight wh = random_affine(rng_, l.out, l.in, l.bits, l.group, host_);
+    const LinearWeight wd = dev_weight(wh);
+    const std::vector<int32_t> ids = {0, static_cast<int32_t>(l.out - 1), 7, 7, 3};
+    const Tensor ids_h = host(ids, DType::kI32, {static_cast<int64_t>(ids.size())});
+    Tensor ref = host_zeros(DType::kF32, {static_cast<int64_t>(ids.size()), l.in});
+    cpu_->embedding_affine(wh, ids_h, ref);
+    Tensor out = dev(host_zeros(DType::kF32, {static_cast<int64_t>(ids.size()), l.in}));
+    gpu_->embedding_affine(wd, dev(ids_h), out);
+    EXPECT_EQ(fetch<float>(out), as_floats(ref)) << "embedding int" << l.bits;
+  }
+}
+
 TEST_F(CudaParity, LinearSiluMulInt4) {
   const LinearWeight wh = random_affine(rng_, 2 * 256, 1024, 4, 64, host_);
   const LinearWeight wd = dev_weight(wh);  // as stored: the SIMT GEMV in exact mode, tensor cores in the fast path

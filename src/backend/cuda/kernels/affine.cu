@@ -18,6 +18,25 @@ __device__ __forceinline__ uint32_t tiled_first_element(uint32_t b) {
   return tile * 1024 + word * 256 + (k >> 1) * 128 + lane * 4 + 2 * (k & 1);
 }
 
+__global__ void embedding_affine_kernel(const uint8_t* codes, const float2* pairs, int32_t bits, int64_t group,
+                                        int64_t vocab, int64_t in, const int32_t* ids, float* out,
+                                        uint32_t* error_flags) {
+  pdl_enter();
+  const int64_t t = blockIdx.x;
+  const int32_t id = ids[t];
+  const bool valid = id >= 0 && id < vocab;
+  if (!valid && threadIdx.x == 0) set_error(error_flags, kErrTokenId);
+  const uint8_t* row = codes + (valid ? id : 0) * (in * bits / 8);
+  const float2* row_pairs = pairs + (valid ? id : 0) * (in / group);
+  const uint32_t mask = (1u << bits) - 1;
+  for (int64_t i = threadIdx.x; i < in; i += blockDim.x) {
+    const int64_t bit = i * bits;
+    const float2 pair = row_pairs[i / group];
+    const float q = static_cast<float>((row[bit >> 3] >> (bit & 7)) & mask);
+    out[t * in + i] = valid ? fmaf(pair.x, q, pair.y) : 0.0f;  // s q is exact: one rounding, as the reference
+  }
+}
+
 __global__ void gather_columns_kernel(const float* x, int64_t cols, int64_t x_stride, const int32_t* order,
                                       float* out) {
   pdl_wait();
@@ -116,6 +135,14 @@ void launch_bits(const uint8_t* codes, const float2* pairs, int64_t group, int64
 }
 
 }  // namespace
+
+void launch_embedding_affine(const uint8_t* codes, const float* pairs, int32_t bits, int64_t group, int64_t vocab,
+                             int64_t in_features, const int32_t* ids, int64_t num_tokens, float* out,
+                             uint32_t* error_flags, cudaStream_t stream) {
+  if (num_tokens == 0) return;
+  launch_kernel(embedding_affine_kernel, dim3(static_cast<unsigned>(num_tokens)), 256, 0, stream, codes,
+                reinterpret_cast<const float2*>(pairs), bits, group, vocab, in_features, ids, out, error_flags);
+}
 
 void launch_gather_columns(const float* x, int64_t rows, int64_t cols, int64_t x_stride, const int32_t* order,
                            float* out, cudaStream_t stream) {

@@ -243,6 +243,11 @@ void launch_dequantize_fp8(const uint8_t* codes, const Fp8Scales& scales, int64_
 void launch_dequantize_affine(const uint8_t* codes, const float* pairs, int32_t bits, int64_t group,
                               int64_t out_features, int64_t in_features, void* out, bool out_f32, bool tiled,
                               cudaStream_t stream);
+// out [T, in] = rows ids[t] of an integer table (codes [vocab, in * bits / 8], pairs f32 [vocab, in / group, 2]),
+// exactly dequantized (s q + b, one rounding); ids outside [0, vocab) flag kErrTokenId and give zeros.
+void launch_embedding_affine(const uint8_t* codes, const float* pairs, int32_t bits, int64_t group, int64_t vocab,
+                             int64_t in_features, const int32_t* ids, int64_t num_tokens, float* out,
+                             uint32_t* error_flags, cudaStream_t stream);
 // out [rows, cols] = x[r, order[c]] (x rows of x_stride floats): activations in a weight's input_order.
 void launch_gather_columns(const float* x, int64_t rows, int64_t cols, int64_t x_stride, const int32_t* order,
                            float* out, cudaStream_t stream);
