@@ -173,8 +173,8 @@ class Backend {
   // out[t] = table[ids[t]] (table f32/bf16 [V, H])
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
   // The same from an integer (LinearWeight::kAffine) table [vocab, hidden]: rows exactly dequantized to f32 as they
-  // are read (MLX checkpoints quantize the embedding). Backends without such a lookup turn the table into one their
-  // embedding() reads in prepare_embedding (CUDA: an f32 table on the device), and never get this call.
+  // are read (MLX checkpoints quantize the embedding); CPU and CUDA have one. A backend without it turns the table
+  // into one its embedding() reads in prepare_embedding, and never gets this call.
   virtual void embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out);
   // Called once for an integer embedding table, on the host before upload: may replace it by a dense host table
   // (memory in keep_alive) that embedding() reads.
