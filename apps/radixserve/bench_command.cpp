@@ -12,6 +12,7 @@
 #include "base/clock.h"
 #include "base/thread_pool.h"
 #include "engine/single_sequence.h"
+#include "model_option.h"
 
 namespace rs::app {
 namespace {
@@ -79,7 +80,8 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode throughput (JSON on stdout)");
   // Not ->required(): `bench one-batch --model X` leaves this one empty; the callback checks it.
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath)
+      ->transform(model_folder());
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")
       ->check(positive_number())
       ->capture_default_str();

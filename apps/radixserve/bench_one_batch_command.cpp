@@ -15,6 +15,7 @@
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "base/log.h"
+#include "model_option.h"
 
 namespace rs::app {
 namespace {
@@ -261,7 +262,8 @@ CLI::App* add_bench_one_batch_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("one-batch", "Prefill and decode one static batch per batch size (a table)");
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath)
+      ->transform(model_folder());
   cmd->add_option("--batch-size", options->batch_sizes, "Batch sizes to run, in order (e.g. 1,8,32,128)")
       ->delimiter(',')
       ->check(CLI::Range(1, 65536))

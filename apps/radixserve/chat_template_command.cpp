@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "chat/chat_template.h"
+#include "model_option.h"
 
 namespace rs::app {
 namespace {
@@ -65,7 +66,8 @@ void add_chat_template_command(CLI::App& app) {
       ->add_option("--model", options->model_dir,
                    "Model directory (tokenizer_config.json, chat_template.jinja, config.json)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath)
+      ->transform(model_folder());
   command
       ->add_option("--messages", options->messages_file,
                    "JSON file: an array of messages, or {\"messages\": [...], \"tools\": [...]}")

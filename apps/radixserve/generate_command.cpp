@@ -13,6 +13,7 @@
 #include "apps/radixserve/serving_stack.h"
 #include "base/clock.h"
 #include "engine/single_sequence.h"
+#include "model_option.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {
@@ -178,7 +179,8 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt and print it as JSON");
   cmd->add_option("--model", options->model_dir, "Hugging Face checkpoint folder")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath)
+      ->transform(model_folder());
   cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", options->prompt, "Prompt text (needs tokenizer.json)");
   cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")

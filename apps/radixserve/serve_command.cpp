@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "grammar/compiler.h"
 #include "kv/kv_footprint.h"
+#include "model_option.h"
 #include "sched/scheduler.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
@@ -301,7 +302,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("model,--model", options->model_dir,
                   "Model folder (config.json, safetensors, tokenizer.json); `serve DIR` as vLLM's `serve MODEL`")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath)
+      ->transform(model_folder());
   // vLLM flags with no setting of their own here: accepted where their meaning holds.
   cmd->add_flag_callback(
       "--enable-auto-tool-choice", [] {},

@@ -5,6 +5,7 @@
 
 #include "apps/radixserve/cli_checks.h"
 #include "base/log.h"
+#include "model_option.h"
 #include "spec/draft_model_drafter.h"
 #include "spec/ngram_drafter.h"
 
@@ -158,7 +159,8 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
   cmd.add_option("--speculative-draft-model", spec.draft_model_dir,
                  "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft, or the "
                  "EAGLE-3 head's folder for eagle3")
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath)
+      ->transform(model_folder());
   cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
                  "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")
       ->check(number_in(0.01, 0.9))

@@ -7,6 +7,7 @@
 
 #include "apps/radixserve/commands.h"
 #include "base/error.h"
+#include "model_option.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {
@@ -78,7 +79,9 @@ void add_tokenize_command(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* command =
       app.add_subcommand("tokenize", "Encode UTF-8 text from stdin to {\"ids\": [...]}, or decode with --decode");
-  command->add_option("--model", options->model_dir, "Model directory holding tokenizer.json")->required();
+  command->add_option("--model", options->model_dir, "Model directory holding tokenizer.json, or a GGUF file")
+      ->required()
+      ->transform(model_folder());
   command->add_flag("--decode", options->decode, "Read {\"ids\": [...]} and print {\"text\": ...}");
   command->add_flag("--skip-special-tokens", options->skip_special_tokens, "With --decode: drop special tokens");
   command->add_flag("--jsonl", options->jsonl,

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "base/error.h"
+#include "loader/gguf/gguf_weights.h"
 #include "loader/safetensors.h"
 #include "loader/torch_zip.h"
 
@@ -117,10 +118,23 @@ Tensor CheckpointFile::tensor(const std::string& name) const {
   return Tensor(data, entry.dtype, entry.shape.data(), static_cast<int>(entry.shape.size()));
 }
 
+Checkpoint::~Checkpoint() = default;
+
 Checkpoint::Checkpoint(const fs::path& model_dir) : dir_(model_dir) {
   const std::vector<fs::path> paths = weight_files(model_dir);
+  if (paths.empty() && fs::is_directory(model_dir)) {
+    std::vector<fs::path> ggufs;
+    for (const auto& item : fs::directory_iterator(model_dir))
+      if (item.path().extension() == ".gguf") ggufs.push_back(item.path());
+    std::sort(ggufs.begin(), ggufs.end());
+    if (!ggufs.empty()) {
+      gguf_ = std::make_unique<gguf::GgufWeights>(gguf::model_files(ggufs));
+      return;
+    }
+  }
   RS_CHECK(!paths.empty(),
-           "{}: no *.safetensors or pytorch_model.bin weights found (use --load-format dummy for random weights)",
+           "{}: no *.safetensors, pytorch_model.bin or .gguf weights found (use --load-format dummy for random "
+           "weights)",
            model_dir.string());
   for (const auto& path : paths) {
     files_.push_back(std::make_unique<CheckpointFile>(path));
@@ -131,24 +145,32 @@ Checkpoint::Checkpoint(const fs::path& model_dir) : dir_(model_dir) {
   }
 }
 
+bool Checkpoint::contains(const std::string& name) const {
+  return gguf_ ? gguf_->contains(name) : owner_.count(name) != 0;
+}
+
 Tensor Checkpoint::tensor(const std::string& name) const {
+  if (gguf_) return gguf_->tensor(name);
   auto it = owner_.find(name);
   RS_CHECK(it != owner_.end(), "{}: missing tensor '{}'", dir_.string(), name);
   return it->second->tensor(name);
 }
 
 std::string Checkpoint::file_of(const std::string& name) const {
+  if (gguf_) return gguf_->file_of(name);
   auto it = owner_.find(name);
   return it == owner_.end() ? dir_.string() : it->second->path().string();
 }
 
 std::vector<std::string> Checkpoint::names() const {
+  if (gguf_) return gguf_->names();
   std::vector<std::string> out;
   for (const auto& [name, file] : owner_) out.push_back(name);
   return out;
 }
 
 size_t Checkpoint::total_bytes() const {
+  if (gguf_) return gguf_->total_bytes();
   size_t total = 0;
   for (const auto& file : files_)
     for (const auto& [name, entry] : file->entries()) total += entry.bytes;

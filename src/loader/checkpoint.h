@@ -13,6 +13,9 @@
 #include "tensor/tensor.h"
 
 namespace rs::loader {
+namespace gguf {
+class GgufWeights;
+}
 
 // One mmap'd weights file, its format told by its first bytes (a zip archive is a PyTorch checkpoint).
 class CheckpointFile {
@@ -35,12 +38,14 @@ class CheckpointFile {
   TensorEntries entries_;
 };
 
-// All tensors of a checkpoint folder. Safetensors win where both kinds are present, as in transformers.
+// All tensors of a checkpoint folder. Safetensors win where both kinds are present, as in transformers; a folder with
+// neither reads its .gguf files (one model, or the parts of one) under Hugging Face names (gguf/gguf_weights.h).
 class Checkpoint {
  public:
   explicit Checkpoint(const std::filesystem::path& model_dir);
+  ~Checkpoint();
 
-  bool contains(const std::string& name) const { return owner_.count(name) != 0; }
+  bool contains(const std::string& name) const;
   Tensor tensor(const std::string& name) const;  // throws naming the checkpoint when missing
   // The file a tensor lives in, for error messages.
   std::string file_of(const std::string& name) const;
@@ -51,6 +56,7 @@ class Checkpoint {
   std::filesystem::path dir_;
   std::vector<std::unique_ptr<CheckpointFile>> files_;
   std::map<std::string, const CheckpointFile*> owner_;
+  std::unique_ptr<gguf::GgufWeights> gguf_;
 };
 
 }  // namespace rs::loader

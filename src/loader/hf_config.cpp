@@ -96,6 +96,13 @@ RopeConfig parse_rope(const json& config, const Fields& fields, const std::strin
   if (p.has("attention_factor")) rope.attention_factor = p.get<double>("attention_factor");
   if (p.has("mscale")) rope.mscale = p.get<double>("mscale");
   if (p.has("mscale_all_dim")) rope.mscale_all_dim = p.get<double>("mscale_all_dim");
+  if (params->contains("freq_factors")) {
+    const json& factors = (*params)["freq_factors"];
+    RS_CHECK(factors.is_array() && std::all_of(factors.begin(), factors.end(),
+                                               [](const json& f) { return f.is_number() && f.get<double>() > 0; }),
+             "{}: rope freq_factors must be an array of positive numbers", source);
+    for (const auto& f : factors) rope.freq_factors.push_back(f.get<float>());
+  }
   static const char* kKnown[] = {"default", "linear", "llama3", "yarn"};
   RS_CHECK(std::find(std::begin(kKnown), std::end(kKnown), rope.type) != std::end(kKnown),
            "{}: unsupported rope type '{}' (supported: default, linear, llama3, yarn)", source, rope.type);

@@ -27,6 +27,9 @@ struct RopeConfig {
   std::optional<double> attention_factor;  // yarn mscale override
   std::optional<double> mscale, mscale_all_dim;
   double partial_rotary_factor = 1.0;
+  // Per-frequency divisors of inv_freq (GGUF's rope_freqs tensor, Llama 3.1's scaling as llama.cpp stores it), as
+  // rope_parameters.freq_factors in a config.json radixserve makes of a GGUF file; empty: none.
+  std::vector<float> freq_factors;
 };
 
 // What a layer mixes tokens with (config.json `layer_types`): softmax attention over a KV cache, or a gated delta net

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "base/thread_pool.h"
 
@@ -197,8 +198,26 @@ LinearWeight LinearLoader::stack_rows(std::span<const LinearWeight> parts) {
     uniform = uniform && same_storage(p, first);
   }
   if (!uniform) {
-    // MLX lets each module choose its bits (mixed recipes, modules left unquantized): fused parts that differ become
-    // exact f32, correct but as wide as f32.
+    // Integer parts of different bits or groups (GGUF's Q4_K_M stores v_proj in Q6_K beside Q4_K q/k; MLX's mixed
+    // recipes) widen exactly to the most bits and the finest group of any part, with one input order.
+    const bool integer = std::all_of(parts.begin(), parts.end(), [&](const LinearWeight& p) {
+      return is_affine(p) && p.input_order.numel() == first.input_order.numel() &&
+             (p.input_order.empty() ||
+              std::memcmp(p.input_order.data(), first.input_order.data(), p.input_order.bytes()) == 0);
+    });
+    if (integer) {
+      int bits = 0;
+      int64_t group = 0;
+      for (const LinearWeight& p : parts) {
+        bits = std::max(bits, p.bits);
+        group = std::gcd(group, p.scale_block_cols);
+      }
+      std::vector<LinearWeight> widened;
+      for (const LinearWeight& p : parts) widened.push_back(widen_affine(p, bits, group));
+      return stack_rows(widened);
+    }
+    // Otherwise (MLX modules left unquantized beside quantized ones) the fused parts become exact f32, correct but as
+    // wide as f32.
     for (const LinearWeight& p : parts)
       RS_CHECK(p.format == LinearWeight::Format::kDense || is_affine(p),
                "cannot fuse FP8 weights with weights of another format or scale shape");

@@ -66,6 +66,9 @@ class LinearLoader {
   LinearWeight load_awq(const std::string& module, int64_t out, int64_t in);
   LinearWeight load_gptq(const std::string& module, int64_t out, int64_t in);
   LinearWeight quantize_affine(const Tensor& weight, const std::string& name, int bits, int64_t group);
+  // `w` (kAffine) re-encoded exactly with `bits` >= w.bits and a `group` dividing w's (codes widened, each pair
+  // repeated over the finer groups).
+  LinearWeight widen_affine(const LinearWeight& w, int bits, int64_t group);
   ThreadPool& pool();
 
   loader::WeightSource& weights_;

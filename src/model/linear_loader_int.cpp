@@ -67,6 +67,32 @@ LinearWeight LinearLoader::load_mlx(const std::string& module, const TensorSlice
   return affine(codes, keep(std::move(pairs), DType::kF32, {out, groups, 2}), out, in, bits, group);
 }
 
+LinearWeight LinearLoader::widen_affine(const LinearWeight& w, int bits, int64_t group) {
+  if (w.bits == bits && w.scale_block_cols == group) return w;
+  RS_CHECK(bits >= w.bits && group > 0 && w.scale_block_cols % group == 0 && w.in_features % group == 0,
+           "cannot widen {}-bit groups of {} to {}-bit groups of {}", w.bits, w.scale_block_cols, bits, group);
+  const int64_t out = w.out_features, in = w.in_features, groups = in / group, split = w.scale_block_cols / group;
+  const int64_t old_row = w.weight.dim(1), new_row = in * bits / 8;
+  Buffer codes = Buffer::host(out * new_row);
+  Buffer pairs = Buffer::host(out * groups * 2 * sizeof(float));
+  std::memset(codes.data(), 0, codes.bytes());
+  const auto* src = w.weight.data_as<uint8_t>();
+  const float* src_pairs = w.scales.data_as<float>();
+  auto* dst = static_cast<uint8_t*>(codes.data());
+  auto* dst_pairs = static_cast<float*>(pairs.data());
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) set_code(dst + o * new_row, i, bits, code_at(src + o * old_row, i, w.bits));
+    for (int64_t g = 0; g < groups; ++g) {
+      dst_pairs[(o * groups + g) * 2] = src_pairs[(o * (groups / split) + g / split) * 2];
+      dst_pairs[(o * groups + g) * 2 + 1] = src_pairs[(o * (groups / split) + g / split) * 2 + 1];
+    }
+  }
+  LinearWeight wide = affine(keep(std::move(codes), DType::kU8, {out, new_row}),
+                             keep(std::move(pairs), DType::kF32, {out, groups, 2}), out, in, bits, group);
+  wide.input_order = w.input_order;
+  return wide;
+}
+
 LinearWeight LinearLoader::load_awq(const std::string& module, int64_t out, int64_t in) {
   // qweight I32 [in, out/8], qzeros I32 [in/group, out/8], scales F16 [in/group, out]; w = (q - zero) * scale.
   RS_CHECK(out % 8 == 0, "AWQ module '{}' has {} outputs, not a multiple of 8", module, out);

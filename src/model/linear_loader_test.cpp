@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <tuple>
 
 #include "base/error.h"
@@ -240,14 +241,15 @@ TEST(LinearLoader, StackedMlxExpertsAndMixedFusion) {
     expect_equals_twin(*down, f.twin_of(p + "experts." + std::to_string(e) + ".down_proj", 64, 32), "expert down");
   }
   EXPECT_FALSE(f.loader.load_expert(p + "switch_mlp.no_such_proj", 0, 8, 32, 64).has_value());
-  // The 8-bit router fused with a 4-bit expert (different bits): both become exact f32 rows.
+  // The 8-bit router fused with a 4-bit expert (different bits): both widen exactly to 8-bit codes.
   const LinearWeight router = f.loader.load(p + "gate", 8, 64);
   EXPECT_EQ(router.bits, 8);
   const LinearWeight gate = *f.loader.load_expert(p + "switch_mlp.gate_proj", 2, 8, 32, 64);
   const LinearWeight parts[] = {gate, router};
   const LinearWeight mixed = f.loader.stack_rows(parts);
-  EXPECT_EQ(mixed.format, LinearWeight::Format::kDense);
-  EXPECT_EQ(mixed.weight.dtype(), DType::kF32);
+  EXPECT_EQ(mixed.format, LinearWeight::Format::kAffine);
+  EXPECT_EQ(mixed.bits, 8);
+  EXPECT_EQ(mixed.scale_block_cols, std::gcd(gate.scale_block_cols, router.scale_block_cols));
   for (int64_t c = 0; c < 64; ++c) {
     EXPECT_EQ(element(mixed, 3, c), element(gate, 3, c));
     EXPECT_EQ(element(mixed, 32 + 5, c), element(router, 5, c));

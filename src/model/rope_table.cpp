@@ -24,6 +24,11 @@ std::vector<float> rope_inv_freq(const loader::RopeConfig& rope, int32_t rotary_
   const float base = static_cast<float>(rope.theta);
   for (int32_t i = 0; i < half; ++i)
     inv_freq[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rotary_dim));
+  if (!rope.freq_factors.empty()) {
+    RS_CHECK(static_cast<int32_t>(rope.freq_factors.size()) == half,
+             "rope freq_factors has {} entries for {} frequencies", rope.freq_factors.size(), half);
+    for (int32_t i = 0; i < half; ++i) inv_freq[i] /= rope.freq_factors[i];
+  }
   if (rope.type == "linear") {
     for (auto& f : inv_freq) f /= static_cast<float>(rope.factor);
   } else if (rope.type == "llama3") {

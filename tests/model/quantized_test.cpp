@@ -3,8 +3,10 @@
 // order) and its greedy tokens, whole-prompt and chunked, so the format's loading and kernels are exactly the format's
 // arithmetic. The fast path's agreement with the twin and the quantization's distance from transformers' unquantized
 // model are reported.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +16,7 @@
 #include "base/error.h"
 #include "engine/engine.h"
 #include "engine/single_sequence.h"
+#include "loader/model_folder.h"
 
 namespace rs {
 namespace {
@@ -97,14 +100,23 @@ struct Case {
   std::string name;  // fixture folder (its twin is <name>/dequantized)
   std::string base;  // the unquantized fixture whose golden.json gives prompts and transformers' logits
   float fast_tolerance = kFastLogitTolerance;  // CPU fast path against the exact twin
+  std::string file = "";     // a GGUF file in the folder, served as --model FILE does (through its folder view)
+  bool base_weights = true;  // the fixture quantizes `base` (false: a model of its own that only borrows prompts)
 };
+
+// The model folder of a case: the fixture, or its GGUF file's folder view (made in a test cache).
+fs::path model_of(const Case& param) {
+  if (param.file.empty()) return fixture(param.name);
+  ::setenv("RADIXSERVE_CACHE_DIR", (fs::temp_directory_path() / "radixserve-test-cache").c_str(), 1);
+  return loader::resolve_model_folder(fixture(param.name) / param.file);
+}
 
 class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
 
 TEST_P(QuantizedCheckpoint, GreedyEqualsTheDequantizedTwin) {
   const Case& param = GetParam();
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
-  engine::Engine quantized(fixture(param.name), test_config(true));
+  engine::Engine quantized(model_of(param), test_config(true));
   engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
   for (int chunk : {1 << 20, 7}) {
     for (const auto& c : ref["cases"]) {
@@ -119,9 +131,10 @@ TEST_P(QuantizedCheckpoint, GreedyEqualsTheDequantizedTwin) {
         quantization_error = std::max(quantization_error, std::abs(want.logits[0][i] - hf[i]));
       std::printf(
           "[%s] prompt %zu, chunk %d: max |logit diff| vs twin %.2e, greedy %d/%d identical%s; "
-          "twin vs unquantized transformers %.3f\n",
+          "twin vs unquantized transformers %s\n",
           param.name.c_str(), prompt.size(), std::min(chunk, 9999), r.max_logit_diff, r.identical, steps,
-          r.near_tie ? " (then a near-tie)" : "", quantization_error);
+          r.near_tie ? " (then a near-tie)" : "",
+          param.base_weights ? fmt::format("{:.3f}", quantization_error).c_str() : "(not the same model)");
       EXPECT_LT(r.max_logit_diff, kLogitTolerance);
       EXPECT_TRUE(r.identical == steps || r.near_tie) << "greedy diverged at step " << r.identical;
     }
@@ -133,7 +146,7 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
   const char* backend = std::getenv("RS_TEST_BACKEND");
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
   const bool cuda = backend && std::string(backend).starts_with("cuda");
-  engine::Engine fast(fixture(param.name), test_config(false));
+  engine::Engine fast(model_of(param), test_config(false));
   engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
@@ -160,6 +173,40 @@ INSTANTIATE_TEST_SUITE_P(Integer, QuantizedCheckpoint,
                                            Case{"qwen3_gptq8", "qwen3"}, Case{"qwen3_gptq_actorder", "qwen3"},
                                            Case{"qwen3_next_mlx4", "qwen3_next", kHybridFastLogitTolerance}),
                          [](const auto& info) { return info.param.name; });
+
+// tools/make_gguf_fixtures.py: GGUF files as convert_hf_to_gguf.py + llama-quantize lay them out: all-F32 qwen3; Llama
+// in Q8_0 with q/k rows permuted for ggml's RoPE and Llama 3.1's scaling as rope_freqs, also as a two-part gguf-split;
+// qwen3 in the legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 with F16 and BF16 tensors); and, on models widened to
+// multiples of 256, a Q4_K_M-like mix of Q4_K, Q5_K and Q6_K, dense and MoE (experts as ffn_*_exps stacks).
+INSTANTIATE_TEST_SUITE_P(
+    Gguf, QuantizedCheckpoint,
+    ::testing::Values(Case{"qwen3_gguf_f32", "qwen3", kFastLogitTolerance, "qwen3_gguf_f32.gguf"},
+                      Case{"llama_gguf_q8", "llama", kFastLogitTolerance, "llama_gguf_q8.gguf"},
+                      Case{"llama_gguf_q8", "llama", kFastLogitTolerance, "llama_gguf_q8-00001-of-00002.gguf"},
+                      Case{"qwen3_gguf_q4", "qwen3", kFastLogitTolerance, "qwen3_gguf_q4.gguf"},
+                      Case{"qwen3_gguf_k", "qwen3", kFastLogitTolerance, "qwen3_gguf_k.gguf", false},
+                      Case{"qwen3_moe_gguf_k", "qwen3_moe", kFastLogitTolerance, "qwen3_moe_gguf_k.gguf", false}),
+    [](const auto& info) {
+      std::string name = info.param.file.empty() ? info.param.name : info.param.file;
+      for (char& c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      return name;
+    });
+
+// An all-F32 GGUF is the Hugging Face folder it came from: the same logits, bit for bit, as the qwen3 fixture.
+TEST(GgufCheckpoint, F32FileGivesTheHuggingFaceFoldersLogits) {
+  const json ref = json::parse(std::ifstream(fixture("qwen3") / "golden.json"));
+  engine::Engine gguf(model_of(Case{"qwen3_gguf_f32", "qwen3", kFastLogitTolerance, "qwen3_gguf_f32.gguf"}),
+                      test_config(true));
+  engine::Engine hf(fixture("qwen3"), test_config(true));
+  for (const auto& c : ref["cases"]) {
+    const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+    const int steps = static_cast<int>(c["greedy_ids"].size());
+    const GreedyRun a = greedy_run(gguf, prompt, 1 << 20, steps), b = greedy_run(hf, prompt, 1 << 20, steps);
+    EXPECT_EQ(a.tokens, b.tokens);
+    EXPECT_EQ(a.logits, b.logits);
+  }
+}
 
 // --quantization fp8 on the unquantized qwen3 fixture makes exactly the checkpoint numpy made of it by the same rule
 // (qwen3_fp8_channel: per-channel amax / 448 in f32, codes rounded to nearest even): the same logits and tokens.

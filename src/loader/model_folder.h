@@ -1,0 +1,18 @@
+// What --model names, as the Hugging Face folder the rest of radixserve reads: a folder as given, or, for a GGUF file
+// (or a folder of one model's .gguf parts), a folder radixserve writes beside its cache holding the config.json,
+// generation_config.json, tokenizer.json and tokenizer_config.json rebuilt from the file's metadata and links to the
+// .gguf files, whose tensors Checkpoint then reads (gguf/gguf_weights.h).
+#pragma once
+
+#include <filesystem>
+
+namespace rs::loader {
+
+// `path` unchanged unless it is a GGUF model; then its folder view, made once per file version (path, size and
+// modification time) under cache_dir(). Fails with the reason when a GGUF file cannot be served.
+std::filesystem::path resolve_model_folder(const std::filesystem::path& path);
+
+// $RADIXSERVE_CACHE_DIR, else $XDG_CACHE_HOME/radixserve, else ~/.cache/radixserve, else a folder in the temp dir.
+std::filesystem::path cache_dir();
+
+}  // namespace rs::loader

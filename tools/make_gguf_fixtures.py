@@ -1,0 +1,1169 @@
+#!/usr/bin/python3
+"""Tiny GGUF checkpoints, written the way llama.cpp's convert_hf_to_gguf.py (+ llama-quantize, + gguf-split) writes
+them, from the committed f32 fixtures and two widened random models (numpy only: no torch, no gguf-py).
+
+For every fixture it writes:
+  tests/data/models/<name>/<name>.gguf         the GGUF (llama_gguf_q8 also as two gguf-split shards, below)
+  tests/data/models/<name>/dequantized/        an HF folder (config.json, generation_config.json, model.safetensors F32)
+                                               holding every tensor of the GGUF decoded from the file's bytes by
+                                               ggml's dequantize_row_* rules in f32, under the source's HF names and
+                                               shapes (llama's q/k rows un-permuted; expert stacks split per expert).
+                                               rope_freqs has no HF tensor and is left out; a tied lm_head is absent
+                                               from the GGUF and so from the twin. The folder loads with the source's
+                                               config.json, unchanged, and is exactly the model the GGUF stores.
+
+Fixtures (in = a weight's input width, ne[0]; every quantized row is encoded along `in`):
+  qwen3_gguf_f32     qwen3 (tied), `convert_hf_to_gguf.py --outtype f32`: every tensor F32, general.file_type 0.
+  llama_gguf_q8      llama (untied, rope_type llama3), `--outtype q8_0`: every 2-D weight Q8_0 (token_embd and output
+                     included), norms and rope_freqs F32, file_type 7. q_proj / k_proj rows permuted as convert's
+                     LlamaModel.permute does (n_head, then n_head_kv for k). Also split as `gguf-split
+                     --split-max-tensors 16`: llama_gguf_q8-00001-of-00002.gguf (16 tensors), -00002-of-00002.gguf
+                     (15), next to the whole file.
+  qwen3_gguf_q4      qwen3 through llama-quantize with per-tensor types (file_type 2, MOSTLY_Q4_0): attn_q / attn_k
+                     Q4_0, attn_v Q4_1, attn_output Q5_0 (blk.2: F16), ffn_gate Q5_1, ffn_up Q4_0 (blk.1: BF16),
+                     ffn_down Q8_0, token_embd Q4_0, norms F32; no output (tied lm_head, dropped as convert does).
+  qwen3_gguf_k       a new random qwen3: hidden 256, 4 heads x head_dim 64, 2 kv heads, intermediate 256, 2 layers,
+                     vocab 512, tied (every K-quantized `in` is 256), Q4_K_M-like (file_type 15):
+                     attn_q / attn_k / attn_output / ffn_gate / ffn_up / token_embd Q4_K, attn_v and ffn_down Q6_K
+                     (blk.1 ffn_down Q5_K), norms F32, tied.
+  qwen3_moe_gguf_k   a new random qwen3_moe: hidden 256, 4 x 64 heads, 2 kv heads, 2 layers, layer 0 dense
+                     (mlp_only_layers [0], intermediate_size 128), layer 1 MoE with 4 experts of moe_intermediate_size
+                     256, top 2, vocab 512, untied; file_type 15: attn_q / attn_k / attn_output Q4_K, attn_v Q6_K,
+                     ffn_gate_exps / ffn_up_exps Q4_K, ffn_down_exps Q6_K, ffn_gate_inp F32, the dense layer's
+                     ffn_gate / ffn_up / ffn_down Q8_0, token_embd Q8_0, output Q6_K, norms F32.
+  The K models' twins are the only copy of their (random) source: what is written is the dequantized GGUF. Weights
+  are seeded N(0, 1/in) (router 2/sqrt(in), embeddings / lm_head 0.25), norms 1 + N(0, 0.2^2), like the committed
+  fixtures. These are the least sizes that keep every type / role above; --k-dims brief gives the first proposal
+  (intermediate 512; MoE: 3 layers, 8 experts, dense intermediate 512), about 6 MB and 21 MB with their f32 twins.
+
+File layout (GGUF v3, little endian; gguf.cpp / gguf_writer.py):
+  "GGUF", u32 version 3, u64 n_tensors, u64 n_kv; n_kv x (string key, u32 value type, value); n_tensors x (string
+  name, u32 n_dims, u64 ne[0..n_dims-1] with ne[0] the fastest-varying (an HF [out, in] weight has ne [in, out], an
+  expert stack [E, out, in] has ne [in, out, E]), u32 ggml type, u64 offset from the data section); zero padding to
+  the alignment; the data section: each tensor's bytes followed by zero padding to the alignment (the last one too),
+  offsets therefore multiples of 32. A string is u64 byte length + UTF-8 bytes (no NUL); an array is u32 element
+  type + u64 count + the elements. Value types: u8 0, i8 1, u16 2, i16 3, u32 4, i32 5, f32 6, bool 7 (one byte),
+  string 8, array 9, u64 10, i64 11, f64 12. ggml types: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12,
+  Q5_K 13, Q6_K 14, BF16 30.
+
+Metadata, in file order (convert_hf_to_gguf.py: GGUFWriter.__init__ adds general.architecture, prepare_metadata adds
+general.type "model", general.name (Metadata.set_gguf_meta_model; here the fixture's name, where convert derives it
+and optional general.basename / size_label keys from the model folder and model card), set_gguf_parameters, then
+general.quantization_version (convert writes it for unquantized files too); TextModel.set_gguf_parameters writes, when
+present in config.json:
+  {arch}.block_count u32 (num_hidden_layers), {arch}.context_length u32 (max_position_embeddings),
+  {arch}.embedding_length u32 (hidden_size), {arch}.feed_forward_length u32 (intermediate_size),
+  {arch}.attention.head_count u32, {arch}.attention.head_count_kv u32, {arch}.rope.freq_base f32 (rope_theta),
+  {arch}.attention.layer_norm_rms_epsilon f32, {arch}.expert_count u32 (num_local_experts / num_experts),
+  {arch}.expert_used_count u32 (num_experts_per_tok), {arch}.attention.key_length u32 and .value_length u32
+  (head_dim), general.file_type u32;
+then the model class's own keys: LlamaModel adds llama.vocab_size u32 and llama.rope.dimension_count u32 (head_dim);
+Qwen2MoeModel (Qwen3MoeModel's base) adds qwen3moe.expert_feed_forward_length u32 (moe_intermediate_size); Qwen3Model
+adds nothing (no rope.dimension_count: llama.cpp defaults n_rot to the head size). rope_type "default" and "llama3"
+write no rope.scaling keys (llama3 becomes the rope_freqs tensor). No tokenizer.* keys: the tiny fixtures have no
+tokenizer, so none are written (convert itself would stop at set_vocab; tools/make_gguf_vocab.py writes vocab GGUFs).
+  general.alignment u32 32 is written right after general.architecture in every whole file (asked for by this
+project's tests; convert writes it only for a non-default alignment, so real files usually lack it and a reader must
+default to 32, as the second llama shard, which has no general.alignment, exercises).
+  llama-quantize (qwen3_gguf_q4, qwen3_gguf_k, qwen3_moe_gguf_k) copies the converted file's KV pairs and then sets
+general.quantization_version u32 2 and general.file_type u32 (gguf_set_val_* removes a key and appends it), so both
+move to the end, in that order. Its tensors come in llama_model_loader's weights_map order (weight_name_comparer:
+non-block tensors first, then by block number, names compared as strings within a group); convert's own files
+(qwen3_gguf_f32, llama_gguf_q8) keep convert's order: generated tensors (rope_freqs) first, then the safetensors
+order, an expert stack emitted (down, gate, up) when a layer's last expert tensor is read.
+  gguf-split: shard 1 holds every KV pair of the whole file then split.no u16 0, split.tensors.count i32 (total
+tensors), split.count u16; the other shards hold only split.no, split.tensors.count, split.count (that order:
+split.count is set last, after its placeholder). Tensor bytes are copied unchanged, in the whole file's order;
+shard k (from 1) holds tensors 16(k - 1) .. 16k - 1. Only shard 1 has general.* / arch keys (and so general.alignment).
+
+Tensor names (gguf-py TensorNameMap): model.embed_tokens -> token_embd, lm_head -> output, model.norm -> output_norm,
+model.layers.N. + input_layernorm -> blk.N.attn_norm, self_attn.{q,k,v,o}_proj -> attn_{q,k,v,output},
+self_attn.{q,k}_norm -> attn_{q,k}_norm, post_attention_layernorm -> ffn_norm, mlp.{gate,up,down}_proj ->
+ffn_{gate,up,down}, mlp.gate -> ffn_gate_inp, mlp.experts.E.{gate,up,down}_proj (stacked over E) ->
+ffn_{gate,up,down}_exps; every name ends in ".weight". (llama.cpp's qwen3moe has no dense FFN tensors; layer 0 of
+qwen3_moe_gguf_k uses the generic ffn_gate / ffn_up / ffn_down names, which llama.cpp's converter would refuse.)
+
+rope_freqs (llama3 rope): convert's LlamaModel.generate_extra_tensors, in float32 like its torch code: freqs =
+1 / base^(arange(0, head_dim, 2) / head_dim); wavelen = 2 pi / freq; factor 1 if wavelen < old_ctx / high_freq_factor,
+`factor` if wavelen > old_ctx / low_freq_factor, else 1 / ((1 - s) / factor + s) with s = (old_ctx / wavelen -
+low_freq_factor) / (high_freq_factor - low_freq_factor). old_ctx is rope_parameters.original_max_position_embeddings
+(64 here), the value transformers uses for this config; convert reads a top-level original_max_position_embeddings
+with default 8192, which real Llama 3 configs make equal, but which here would give a GGUF that is not the HF model.
+
+Block layouts (ggml-common.h; d, m, dmin are IEEE half, little endian; y is the dequantized f32, every product below
+is exact in f32, so only the final add / subtract rounds and an FMA gives the same bits):
+  Q8_0  34 B / 32: d, qs[32] int8.                                y[j] = qs[j] * d
+  Q4_0  18 B / 32: d, qs[16]; element j (j < 16) in the low nibble of qs[j], element j + 16 in its high nibble.
+                                                                  y = (nibble - 8) * d
+  Q4_1  20 B / 32: d, m, qs[16] as Q4_0.                          y = nibble * d + m
+  Q5_0  22 B / 32: d, qh[4] (u32 LE: bit k is the 5th bit of element k), qs[16] as Q4_0.
+                                                                  y = ((nibble | bit << 4) - 16) * d
+  Q5_1  24 B / 32: d, m, qh[4], qs[16].                           y = (nibble | bit << 4) * d + m
+  Q4_K  144 B / 256: d, dmin, scales[12], qs[128]. Eight sub-blocks of 32 with 6-bit scale sc[s] and min m[s]
+        (get_scale_min_k4: s < 4: sc = scales[s] & 63, m = scales[s + 4] & 63; s >= 4: sc = (scales[s + 4] & 15) |
+        (scales[s - 4] >> 6) << 4, m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4). Element 64c + l (l < 32) is
+        the low nibble of qs[32c + l] (sub-block 2c), element 64c + 32 + l its high nibble (sub-block 2c + 1).
+                                                                  y = (d * sc) * q - (dmin * m)
+  Q5_K  176 B / 256: d, dmin, scales[12], qh[32], qs[128]: as Q4_K plus a 5th bit: bit 2c of qh[l] for element
+        64c + l, bit 2c + 1 for element 64c + 32 + l.               y = (d * sc) * (q + 16 * bit) - (dmin * m)
+  Q6_K  210 B / 256: ql[128], qh[64], scales[16] int8, d. For half n (elements 128n ..), l < 32: elements
+        128n + l, + 32 + l, + 64 + l, + 96 + l take the low nibble of ql[64n + l], low nibble of ql[64n + 32 + l], high
+        nibble of ql[64n + l], high nibble of ql[64n + 32 + l], and bits 0-1, 2-3, 4-5, 6-7 of qh[32n + l] as bits
+        4-5; q = that 6-bit value - 32; element e uses scales[e // 16].  y = (d * scales) * q
+  F16 / BF16: 2 B per element (bf16: the top half of the f32 bits). Conversions round to nearest even (ggml's).
+Encoders: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 follow ggml's quantize_row_*_ref arithmetic (f32); the K-quants use one
+min / max pass (not llama-quantize's search, any valid encoding decodes the same): Q4_K / Q5_K per sub-block scale =
+(max - min(min, 0)) / (2^b - 1), min offset = -min(min, 0), 6-bit codes against d = max scale / 63, dmin = max offset
+/ 63 (f16), q = clamp(nearest((x + dmin * m) / (d * sc))); Q6_K per 16 the signed largest-magnitude value maps to
+-32, int8 scales against d = -(that scale's max) / 128 (f16), q = clamp(nearest(x / (d * sc)), -32, 31).
+A self-check encodes random rows (with constant, all-zero, all-positive blocks) in every type and decodes them twice:
+vectorised, and element by element with loops transcribed from ggml-quants.c dequantize_row_*; both must agree bit for
+bit and be close to the input. After writing, every file is parsed back and every tensor decoded both ways again and
+compared bit for bit with the twin.
+
+Usage: /usr/bin/python3 tools/make_gguf_fixtures.py [--root tests/data/models] [--k-dims small|brief]
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import sys
+
+try:  # the GGUF container (gguf_file, read_gguf) needs no numpy: make_gguf_vocab.py runs under any python3
+    import numpy as np
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_fp8_fixtures import bf16_round, read_safetensors, write_safetensors  # noqa: E402
+
+    F32 = np.float32
+except ImportError:
+    np = None
+ALIGNMENT = 32
+GGUF_VERSION = 3
+QUANT_VERSION = 2
+
+# ---------------------------------------------------------------------------------------------------------------------
+# GGUF values and files
+
+U8, I8, U16, I16, U32, I32, FLOAT32, BOOL, STRING, ARRAY, U64, I64, FLOAT64 = range(13)
+_SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", FLOAT32: "<f", BOOL: "<?", U64: "<Q",
+           I64: "<q", FLOAT64: "<d"}
+
+# name -> (ggml type id, elements per block, bytes per block)
+TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
+         "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176),
+         "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}
+TYPE_BY_ID = {v[0]: k for k, v in TYPES.items()}
+
+
+def pack_string(s):
+    raw = s.encode("utf-8") if isinstance(s, str) else bytes(s)
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def pack_value(vtype, value, subtype=None):
+    """A value's bytes, without its type tag (an array carries its element type and count)."""
+    if vtype in _SCALAR:
+        return struct.pack(_SCALAR[vtype], value)
+    if vtype == STRING:
+        return pack_string(value)
+    if vtype == ARRAY:
+        assert subtype is not None and len(value) > 0
+        head = struct.pack("<IQ", subtype, len(value))
+        if subtype == STRING:
+            return head + b"".join(pack_string(v) for v in value)
+        if subtype in (I32, U32, FLOAT32):
+            return head + struct.pack("<%d%s" % (len(value), {I32: "i", U32: "I", FLOAT32: "f"}[subtype]), *value)
+        return head + b"".join(struct.pack(_SCALAR[subtype], v) for v in value)
+    raise ValueError(vtype)
+
+
+def pad_to(n, alignment=ALIGNMENT):
+    return (n + alignment - 1) // alignment * alignment
+
+
+def gguf_file(kvs, tensors, alignment=ALIGNMENT):
+    """kvs: [(key, vtype, value[, subtype])]; tensors: [(name, ne (fastest first), type name, raw bytes)]."""
+    out = [b"GGUF", struct.pack("<IQQ", GGUF_VERSION, len(tensors), len(kvs))]
+    for kv in kvs:
+        key, vtype, value = kv[:3]
+        out += [pack_string(key), struct.pack("<I", vtype), pack_value(vtype, value, kv[3] if len(kv) > 3 else None)]
+    offset = 0
+    for name, ne, tname, raw in tensors:
+        tid, blk, bbytes = TYPES[tname]
+        assert ne[0] % blk == 0 and len(raw) == math.prod(ne) // blk * bbytes, (name, ne, tname, len(raw))
+        out += [pack_string(name), struct.pack("<I", len(ne)), struct.pack(f"<{len(ne)}Q", *ne),
+                struct.pack("<IQ", tid, offset)]
+        offset += pad_to(len(raw), alignment)
+    meta = b"".join(out)
+    parts = [meta, bytes(pad_to(len(meta), alignment) - len(meta))]
+    if not tensors:
+        return meta  # a file without tensors ends after its KV pairs (gguf_writer.write_vocab)
+    for _, _, _, raw in tensors:
+        parts += [raw, bytes(pad_to(len(raw), alignment) - len(raw))]
+    return b"".join(parts)
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        v = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string(self):
+        n = self.take("<Q")
+        s = self.data[self.pos:self.pos + n].decode("utf-8")
+        self.pos += n
+        return s
+
+    def value(self, vtype):
+        if vtype in _SCALAR:
+            return self.take(_SCALAR[vtype])
+        if vtype == STRING:
+            return self.string()
+        if vtype == ARRAY:
+            sub, n = self.take("<I"), self.take("<Q")
+            return (sub, [self.value(sub) for _ in range(n)])
+        raise ValueError(f"bad GGUF value type {vtype}")
+
+
+def read_gguf(data):
+    """-> (kvs: [(key, vtype, value)], tensors: [(name, ne, type name, raw bytes)]), checking the container rules
+    (magic, version, offsets aligned and in order, zero padding, file ending where the last tensor's padding ends)."""
+    r = Reader(data)
+    assert data[:4] == b"GGUF", "magic"
+    r.pos = 4
+    version, n_tensors, n_kv = r.take("<I"), r.take("<Q"), r.take("<Q")
+    assert version == GGUF_VERSION, version
+    kvs = []
+    for _ in range(n_kv):
+        key = r.string()
+        vtype = r.take("<I")
+        kvs.append((key, vtype, r.value(vtype)))
+    keys = [k for k, _, _ in kvs]
+    assert len(set(keys)) == len(keys), "duplicate key"
+    alignment = dict((k, v) for k, _, v in kvs).get("general.alignment", ALIGNMENT)
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        n_dims = r.take("<I")
+        ne = [r.take("<Q") for _ in range(n_dims)]
+        tid, offset = r.take("<I"), r.take("<Q")
+        infos.append((name, ne, TYPE_BY_ID[tid], offset))
+    if not infos:
+        assert r.pos == len(data), "trailing bytes after the KV pairs of a file without tensors"
+        return kvs, []
+    data_start = pad_to(r.pos, alignment)
+    assert data[r.pos:data_start] == bytes(data_start - r.pos), "non-zero padding before the data section"
+    tensors, expect = [], 0
+    for name, ne, tname, offset in infos:
+        _, blk, bbytes = TYPES[tname]
+        size = math.prod(ne) // blk * bbytes
+        assert offset == expect and offset % alignment == 0, (name, offset, expect)
+        begin = data_start + offset
+        tensors.append((name, ne, tname, data[begin:begin + size]))
+        end = pad_to(size, alignment)
+        assert data[begin + size:begin + end] == bytes(end - size), f"non-zero padding after {name}"
+        expect = offset + end
+    assert len(data) == data_start + expect, "file size"
+    return kvs, tensors
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Encoders (vectorised; x: f32 [n_blocks, block elements] -> uint8 [n_blocks, block bytes])
+
+
+def f16_bytes(a):
+    return np.ascontiguousarray(np.asarray(a, dtype=F32).astype(np.float16)).view(np.uint8).reshape(len(a), 2)
+
+
+def roundf(v):
+    """C roundf (halves away from zero) of f32 values, exact (done in f64)."""
+    v = np.asarray(v, dtype=np.float64)
+    return np.where(v >= 0, np.floor(v + 0.5), -np.floor(-v + 0.5))
+
+
+def abs_max_signed(x):
+    """Per row, the value of largest magnitude (the first one on ties), as ggml's `if (amax < fabsf(v))` loop."""
+    idx = np.argmax(np.abs(x), axis=1)
+    return x[np.arange(len(x)), idx]
+
+
+def inverse(d):
+    with np.errstate(divide="ignore"):
+        return np.where(d != 0, F32(1.0) / np.where(d != 0, d, F32(1.0)), F32(0.0)).astype(F32)
+
+
+def nibbles_32(q):
+    """q [nb, 32] values < 16 -> qs [nb, 16]: element j low nibble of byte j, element j + 16 its high nibble."""
+    return (q[:, :16] | (q[:, 16:] << 4)).astype(np.uint8)
+
+
+def high_bits_u32(q):
+    """5th bits of q [nb, 32] -> qh [nb, 4] (u32 little endian, bit k = element k)."""
+    bits = ((q >> 4) & 1).astype(np.uint64)
+    word = (bits << np.arange(32, dtype=np.uint64)).sum(axis=1).astype("<u4")
+    return np.ascontiguousarray(word).view(np.uint8).reshape(len(q), 4)
+
+
+def enc_q8_0(x):
+    amax = np.abs(x).max(axis=1)
+    d = (amax / F32(127)).astype(F32)
+    q = roundf(x * inverse(d)[:, None]).astype(np.int8)
+    return np.concatenate([f16_bytes(d), q.view(np.uint8)], axis=1)
+
+
+def enc_q4_0(x):
+    d = (abs_max_signed(x) / F32(-8)).astype(F32)
+    v = (x * inverse(d)[:, None]).astype(F32) + F32(8.5)
+    q = np.minimum(15, np.trunc(v)).astype(np.uint8)
+    return np.concatenate([f16_bytes(d), nibbles_32(q)], axis=1)
+
+
+def enc_q4_1(x):
+    lo, hi = x.min(axis=1), x.max(axis=1)
+    d = ((hi - lo) / F32(15)).astype(F32)
+    v = ((x - lo[:, None]) * inverse(d)[:, None]).astype(F32) + F32(0.5)
+    q = np.minimum(15, np.trunc(v)).astype(np.uint8)
+    return np.concatenate([f16_bytes(d), f16_bytes(lo), nibbles_32(q)], axis=1)
+
+
+def enc_q5_0(x):
+    d = (abs_max_signed(x) / F32(-16)).astype(F32)
+    v = (x * inverse(d)[:, None]).astype(F32) + F32(16.5)
+    q = np.minimum(31, np.trunc(v)).astype(np.uint8)
+    return np.concatenate([f16_bytes(d), high_bits_u32(q), nibbles_32(q & 15)], axis=1)
+
+
+def enc_q5_1(x):
+    lo, hi = x.min(axis=1), x.max(axis=1)
+    d = ((hi - lo) / F32(31)).astype(F32)
+    v = ((x - lo[:, None]) * inverse(d)[:, None]).astype(F32) + F32(0.5)
+    q = np.minimum(31, np.trunc(v)).astype(np.uint8)
+    return np.concatenate([f16_bytes(d), f16_bytes(lo), high_bits_u32(q), nibbles_32(q & 15)], axis=1)
+
+
+def _k_scales_mins(x, levels):
+    """Shared Q4_K / Q5_K step: x [nb, 256] -> (d f16 bytes, dmin f16 bytes, ls [nb, 8], lm [nb, 8], L [nb, 8, 32])."""
+    xs = x.reshape(len(x), 8, 32)
+    mn = np.minimum(xs.min(axis=2), F32(0))
+    scale = ((xs.max(axis=2) - mn) / F32(levels)).astype(F32)
+    mins = (-mn).astype(F32)
+    max_scale, max_min = scale.max(axis=1), mins.max(axis=1)
+    inv_scale = np.where(max_scale > 0, F32(63) / np.where(max_scale > 0, max_scale, F32(1)), F32(0)).astype(F32)
+    inv_min = np.where(max_min > 0, F32(63) / np.where(max_min > 0, max_min, F32(1)), F32(0)).astype(F32)
+    ls = np.minimum(63, np.rint(inv_scale[:, None] * scale)).astype(np.int64)
+    lm = np.minimum(63, np.rint(inv_min[:, None] * mins)).astype(np.int64)
+    d16 = (max_scale / F32(63)).astype(F32).astype(np.float16)
+    dmin16 = (max_min / F32(63)).astype(F32).astype(np.float16)
+    d_eff = (d16.astype(F32)[:, None] * ls.astype(F32)).astype(F32)
+    dm_eff = (dmin16.astype(F32)[:, None] * lm.astype(F32)).astype(F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.rint(((xs + dm_eff[:, :, None]) / np.where(d_eff > 0, d_eff, F32(1))[:, :, None]).astype(F32))
+    L = np.where(d_eff[:, :, None] > 0, np.clip(v, 0, levels), 0).astype(np.int64)
+    return d16.view(np.uint8).reshape(-1, 2), dmin16.view(np.uint8).reshape(-1, 2), ls, lm, L
+
+
+def pack_k_scales(ls, lm):
+    """6-bit scales and mins [nb, 8] -> scales[12] as get_scale_min_k4 reads them."""
+    s = np.zeros((len(ls), 12), dtype=np.int64)
+    s[:, 0:4] = ls[:, 0:4] | ((ls[:, 4:8] >> 4) << 6)
+    s[:, 4:8] = lm[:, 0:4] | ((lm[:, 4:8] >> 4) << 6)
+    s[:, 8:12] = (ls[:, 4:8] & 15) | ((lm[:, 4:8] & 15) << 4)
+    return s.astype(np.uint8)
+
+
+def enc_q4_k(x):
+    d, dmin, ls, lm, L = _k_scales_mins(x, 15)
+    L = L.reshape(len(x), 4, 2, 32)  # chunk c of 64 elements, half h (sub-block 2c + h), l
+    qs = (L[:, :, 0, :] | (L[:, :, 1, :] << 4)).reshape(len(x), 128).astype(np.uint8)
+    return np.concatenate([d, dmin, pack_k_scales(ls, lm), qs], axis=1)
+
+
+def enc_q5_k(x):
+    d, dmin, ls, lm, L = _k_scales_mins(x, 31)
+    L = L.reshape(len(x), 4, 2, 32)
+    low = L & 15
+    qs = (low[:, :, 0, :] | (low[:, :, 1, :] << 4)).reshape(len(x), 128).astype(np.uint8)
+    high = (L >> 4) & 1  # [nb, c, h, l] -> bit 2c + h of qh[l]
+    shifts = (2 * np.arange(4)[:, None] + np.arange(2)[None, :])[None, :, :, None]
+    qh = (high << shifts).sum(axis=(1, 2)).astype(np.uint8)
+    return np.concatenate([d, dmin, pack_k_scales(ls, lm), qh, qs], axis=1)
+
+
+def enc_q6_k(x):
+    nb = len(x)
+    xs = x.reshape(nb, 16, 16)
+    big = abs_max_signed(xs.reshape(nb * 16, 16)).reshape(nb, 16)
+    iscale16 = np.where(big != 0, F32(-32) / np.where(big != 0, big, F32(1)), F32(0)).astype(F32)
+    scale = inverse(iscale16)  # = -big / 32
+    idx = np.argmax(np.abs(scale), axis=1)
+    max_scale = scale[np.arange(nb), idx]
+    iscale = np.where(max_scale != 0, F32(-128) / np.where(max_scale != 0, max_scale, F32(1)), F32(0)).astype(F32)
+    d16 = inverse(iscale).astype(np.float16)
+    sc = np.minimum(127, np.rint(iscale[:, None] * scale)).astype(np.int64)
+    d_eff = (d16.astype(F32)[:, None] * sc.astype(F32)).astype(F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        v = np.rint((xs / np.where(d_eff != 0, d_eff, F32(1))[:, :, None]).astype(F32))
+    L = (np.where(d_eff[:, :, None] != 0, np.clip(v, -32, 31), 0) + 32).astype(np.int64).reshape(nb, 2, 4, 32)
+    q1, q2, q3, q4 = L[:, :, 0, :], L[:, :, 1, :], L[:, :, 2, :], L[:, :, 3, :]
+    ql = np.concatenate([(q1 & 15) | ((q3 & 15) << 4), (q2 & 15) | ((q4 & 15) << 4)], axis=2)  # [nb, 2, 64]
+    qh = (q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6)  # [nb, 2, 32]
+    return np.concatenate([ql.reshape(nb, 128).astype(np.uint8), qh.reshape(nb, 64).astype(np.uint8),
+                           sc.astype(np.int8).view(np.uint8), d16.view(np.uint8).reshape(nb, 2)], axis=1)
+
+
+ENCODERS = {"Q8_0": enc_q8_0, "Q4_0": enc_q4_0, "Q4_1": enc_q4_1, "Q5_0": enc_q5_0, "Q5_1": enc_q5_1,
+            "Q4_K": enc_q4_k, "Q5_K": enc_q5_k, "Q6_K": enc_q6_k}
+
+
+def encode(tname, w):
+    """w f32 [..., in] -> the tensor's bytes in ggml type tname (rows along the last axis)."""
+    w = np.ascontiguousarray(w, dtype=F32)
+    if tname == "F32":
+        return w.astype("<f4").tobytes()
+    if tname == "F16":
+        return w.astype("<f2").tobytes()
+    if tname == "BF16":
+        return bf16_round(w)[1].astype("<u2").tobytes()
+    _, blk, _ = TYPES[tname]
+    assert w.shape[-1] % blk == 0, (tname, w.shape)
+    return ENCODERS[tname](w.reshape(-1, blk)).tobytes()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Vectorised decoders (raw bytes -> f32 [n elements])
+
+
+def _blocks(raw, tname):
+    return np.frombuffer(raw, dtype=np.uint8).reshape(-1, TYPES[tname][2])
+
+
+def _half(b):
+    return np.ascontiguousarray(b).view("<f2").astype(F32)  # [nb, 1]
+
+
+def _unnibble(qs):
+    return np.concatenate([qs & 15, qs >> 4], axis=1).astype(np.int64)
+
+
+def _bits_u32(qh):
+    word = np.ascontiguousarray(qh).view("<u4").astype(np.int64)  # [nb, 1]
+    return (word >> np.arange(32)) & 1
+
+
+def _k_unpack_scales(s):
+    s = s.astype(np.int64)
+    sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 15) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+    m = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+    return sc.astype(F32), m.astype(F32)
+
+
+def decode(tname, raw):
+    if tname == "F32":
+        return np.frombuffer(raw, dtype="<f4").astype(F32)
+    if tname == "F16":
+        return np.frombuffer(raw, dtype="<f2").astype(F32)
+    if tname == "BF16":
+        return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(F32)
+    b = _blocks(raw, tname)
+    nb = len(b)
+    if tname == "Q8_0":
+        y = b[:, 2:34].view(np.int8).astype(F32) * _half(b[:, 0:2])
+    elif tname == "Q4_0":
+        y = (_unnibble(b[:, 2:18]) - 8).astype(F32) * _half(b[:, 0:2])
+    elif tname == "Q4_1":
+        y = _unnibble(b[:, 4:20]).astype(F32) * _half(b[:, 0:2]) + _half(b[:, 2:4])
+    elif tname == "Q5_0":
+        q = _unnibble(b[:, 6:22]) | (_bits_u32(b[:, 2:6]) << 4)
+        y = (q - 16).astype(F32) * _half(b[:, 0:2])
+    elif tname == "Q5_1":
+        q = _unnibble(b[:, 8:24]) | (_bits_u32(b[:, 4:8]) << 4)
+        y = q.astype(F32) * _half(b[:, 0:2]) + _half(b[:, 2:4])
+    elif tname in ("Q4_K", "Q5_K"):
+        d, dmin = _half(b[:, 0:2]), _half(b[:, 2:4])
+        sc, m = _k_unpack_scales(b[:, 4:16])
+        qs = b[:, 16:144] if tname == "Q4_K" else b[:, 48:176]
+        qs = qs.reshape(nb, 4, 1, 32).astype(np.int64)
+        L = np.concatenate([qs & 15, qs >> 4], axis=2).reshape(nb, 8, 32)  # sub-block 2c + h
+        if tname == "Q5_K":
+            qh = b[:, 16:48].astype(np.int64)[:, None, :]  # [nb, 1, 32]
+            L = L + 16 * ((qh >> np.arange(8)[None, :, None]) & 1)
+        y = (d * sc)[:, :, None] * L.astype(F32) - (dmin * m)[:, :, None]
+    elif tname == "Q6_K":
+        ql, qh = b[:, 0:128].astype(np.int64), b[:, 128:192].astype(np.int64)
+        sc = b[:, 192:208].view(np.int8).astype(F32)
+        d = _half(b[:, 208:210])
+        halves = []
+        for n in range(2):
+            lo, hi, h = ql[:, 64 * n:64 * n + 32], ql[:, 64 * n + 32:64 * n + 64], qh[:, 32 * n:32 * n + 32]
+            halves += [(lo & 15) | ((h & 3) << 4), (hi & 15) | (((h >> 2) & 3) << 4),
+                       (lo >> 4) | (((h >> 4) & 3) << 4), (hi >> 4) | (((h >> 6) & 3) << 4)]
+        q = (np.concatenate(halves, axis=1) - 32).astype(F32).reshape(nb, 16, 16)
+        y = (d * sc)[:, :, None] * q
+    else:
+        raise ValueError(tname)
+    return np.ascontiguousarray(y, dtype=F32).reshape(-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Element-by-element decoders, transcribed from ggml-quants.c dequantize_row_* (share nothing with the above).
+# Every operation is rounded to f32 as C's float arithmetic does.
+
+_F = struct.Struct("<f")
+
+
+def f32(v):
+    return _F.unpack(_F.pack(v))[0]
+
+
+def half_at(raw, off):
+    return struct.unpack_from("<e", raw, off)[0]
+
+
+def loop_q4_0(raw, k):
+    y = [0.0] * k
+    for i in range(k // 32):
+        base = i * 18
+        d = half_at(raw, base)
+        for j in range(16):
+            byte = raw[base + 2 + j]
+            y[i * 32 + j] = f32(((byte & 0x0F) - 8) * d)
+            y[i * 32 + j + 16] = f32(((byte >> 4) - 8) * d)
+    return y
+
+
+def loop_q4_1(raw, k):
+    y = [0.0] * k
+    for i in range(k // 32):
+        base = i * 20
+        d, m = half_at(raw, base), half_at(raw, base + 2)
+        for j in range(16):
+            byte = raw[base + 4 + j]
+            y[i * 32 + j] = f32(f32((byte & 0x0F) * d) + m)
+            y[i * 32 + j + 16] = f32(f32((byte >> 4) * d) + m)
+    return y
+
+
+def loop_q5_0(raw, k):
+    y = [0.0] * k
+    for i in range(k // 32):
+        base = i * 22
+        d = half_at(raw, base)
+        qh = struct.unpack_from("<I", raw, base + 2)[0]
+        for j in range(16):
+            xh_0 = ((qh >> (j + 0)) << 4) & 0x10
+            xh_1 = (qh >> (j + 12)) & 0x10
+            byte = raw[base + 6 + j]
+            y[i * 32 + j] = f32((((byte & 0x0F) | xh_0) - 16) * d)
+            y[i * 32 + j + 16] = f32((((byte >> 4) | xh_1) - 16) * d)
+    return y
+
+
+def loop_q5_1(raw, k):
+    y = [0.0] * k
+    for i in range(k // 32):
+        base = i * 24
+        d, m = half_at(raw, base), half_at(raw, base + 2)
+        qh = struct.unpack_from("<I", raw, base + 4)[0]
+        for j in range(16):
+            xh_0 = ((qh >> (j + 0)) << 4) & 0x10
+            xh_1 = (qh >> (j + 12)) & 0x10
+            byte = raw[base + 8 + j]
+            y[i * 32 + j] = f32(f32(((byte & 0x0F) | xh_0) * d) + m)
+            y[i * 32 + j + 16] = f32(f32(((byte >> 4) | xh_1) * d) + m)
+    return y
+
+
+def loop_q8_0(raw, k):
+    y = [0.0] * k
+    for i in range(k // 32):
+        base = i * 34
+        d = half_at(raw, base)
+        for j in range(32):
+            q = raw[base + 2 + j]
+            y[i * 32 + j] = f32((q - 256 if q > 127 else q) * d)
+    return y
+
+
+def get_scale_min_k4(j, raw, q):
+    if j < 4:
+        return raw[q + j] & 63, raw[q + j + 4] & 63
+    return (raw[q + j + 4] & 0xF) | ((raw[q + j - 4] >> 6) << 4), (raw[q + j + 4] >> 4) | ((raw[q + j] >> 6) << 4)
+
+
+def loop_q4_k(raw, k):
+    y, yi = [0.0] * k, 0
+    for i in range(k // 256):
+        base = i * 144
+        d, mn = half_at(raw, base), half_at(raw, base + 2)
+        q, is_ = base + 16, 0
+        for _ in range(0, 256, 64):
+            sc, m = get_scale_min_k4(is_ + 0, raw, base + 4)
+            d1, m1 = f32(d * sc), f32(mn * m)
+            sc, m = get_scale_min_k4(is_ + 1, raw, base + 4)
+            d2, m2 = f32(d * sc), f32(mn * m)
+            for l in range(32):
+                y[yi] = f32(f32(d1 * (raw[q + l] & 0xF)) - m1)
+                yi += 1
+            for l in range(32):
+                y[yi] = f32(f32(d2 * (raw[q + l] >> 4)) - m2)
+                yi += 1
+            q += 32
+            is_ += 2
+    return y
+
+
+def loop_q5_k(raw, k):
+    y, yi = [0.0] * k, 0
+    for i in range(k // 256):
+        base = i * 176
+        d, mn = half_at(raw, base), half_at(raw, base + 2)
+        ql, qh, is_, u1, u2 = base + 48, base + 16, 0, 1, 2
+        for _ in range(0, 256, 64):
+            sc, m = get_scale_min_k4(is_ + 0, raw, base + 4)
+            d1, m1 = f32(d * sc), f32(mn * m)
+            sc, m = get_scale_min_k4(is_ + 1, raw, base + 4)
+            d2, m2 = f32(d * sc), f32(mn * m)
+            for l in range(32):
+                y[yi] = f32(f32(d1 * ((raw[ql + l] & 0xF) + (16 if raw[qh + l] & u1 else 0))) - m1)
+                yi += 1
+            for l in range(32):
+                y[yi] = f32(f32(d2 * ((raw[ql + l] >> 4) + (16 if raw[qh + l] & u2 else 0))) - m2)
+                yi += 1
+            ql += 32
+            is_ += 2
+            u1 <<= 2
+            u2 <<= 2
+    return y
+
+
+def loop_q6_k(raw, k):
+    y = [0.0] * k
+    for i in range(k // 256):
+        base = i * 210
+        d = half_at(raw, base + 208)
+        ql, qh, sc, yo = base, base + 128, base + 192, i * 256
+        for _ in range(0, 256, 128):
+            for l in range(32):
+                is_ = l // 16
+                q1 = ((raw[ql + l] & 0xF) | (((raw[qh + l] >> 0) & 3) << 4)) - 32
+                q2 = ((raw[ql + l + 32] & 0xF) | (((raw[qh + l] >> 2) & 3) << 4)) - 32
+                q3 = ((raw[ql + l] >> 4) | (((raw[qh + l] >> 4) & 3) << 4)) - 32
+                q4 = ((raw[ql + l + 32] >> 4) | (((raw[qh + l] >> 6) & 3) << 4)) - 32
+                s = [struct.unpack_from("<b", raw, sc + is_ + 2 * t)[0] for t in range(4)]
+                y[yo + l + 0] = f32(f32(d * s[0]) * q1)
+                y[yo + l + 32] = f32(f32(d * s[1]) * q2)
+                y[yo + l + 64] = f32(f32(d * s[2]) * q3)
+                y[yo + l + 96] = f32(f32(d * s[3]) * q4)
+            yo += 128
+            ql += 64
+            qh += 32
+            sc += 8
+    return y
+
+
+def loop_f16(raw, k):
+    return [half_at(raw, 2 * i) for i in range(k)]
+
+
+def loop_bf16(raw, k):
+    return [_F.unpack(struct.pack("<I", struct.unpack_from("<H", raw, 2 * i)[0] << 16))[0] for i in range(k)]
+
+
+def loop_f32(raw, k):
+    return [struct.unpack_from("<f", raw, 4 * i)[0] for i in range(k)]
+
+
+LOOPS = {"F32": loop_f32, "F16": loop_f16, "BF16": loop_bf16, "Q4_0": loop_q4_0, "Q4_1": loop_q4_1,
+         "Q5_0": loop_q5_0, "Q5_1": loop_q5_1, "Q8_0": loop_q8_0, "Q4_K": loop_q4_k, "Q5_K": loop_q5_k,
+         "Q6_K": loop_q6_k}
+
+
+def decode_checked(tname, raw, n):
+    """Both decoders; they must agree bit for bit."""
+    y = decode(tname, raw)
+    assert y.size == n, (tname, y.size, n)
+    ref = np.array(LOOPS[tname](raw, n), dtype=np.float64).astype(F32)
+    assert np.array_equal(y.view(np.uint32), ref.view(np.uint32)), f"{tname}: vectorised and loop decoders differ"
+    return y
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Self-check
+
+MAX_REL_RMSE = {"F32": 0.0, "F16": 1e-3, "BF16": 5e-3, "Q8_0": 0.015, "Q6_K": 0.04, "Q5_0": 0.08, "Q5_1": 0.08,
+                "Q5_K": 0.08, "Q4_0": 0.15, "Q4_1": 0.15, "Q4_K": 0.15}  # a wrong layout gives about 1.4
+
+
+def self_check():
+    rng = np.random.RandomState(1234)
+    w = (rng.standard_normal((8, 512)) * 0.05).astype(F32)
+    w[1, 32:64] = 0.25  # a constant block
+    w[2, 0:256] = 0.0  # an all-zero super-block
+    w[3, 256:512] = np.abs(w[3, 256:512]) + 0.01  # an all-positive super-block
+    w[4, :] *= 40  # a large row
+    w[5, 100] = -3.0  # an outlier
+    for tname in TYPES:
+        raw = encode(tname, w)
+        assert len(raw) == w.size // TYPES[tname][1] * TYPES[tname][2], tname
+        y = decode_checked(tname, raw, w.size).reshape(w.shape)
+        rel_rows = np.sqrt(np.mean((y - w) ** 2, axis=1) / np.maximum(np.mean(w ** 2, axis=1), 1e-30))
+        rel = float(np.delete(rel_rows, 5).max())  # row 5's outlier zeroes its block's small values in any 32-block
+        assert rel <= MAX_REL_RMSE[tname] + 1e-12 and rel_rows[5] < 0.2, (tname, rel, rel_rows[5])
+        assert abs(float(y[5, 100]) + 3.0) < 0.02, (tname, y[5, 100])
+        assert np.array_equal(y[2, 0:256], np.zeros(256, F32)), tname
+        print(f"self-check {tname:5s}: relative RMSE {rel:.4f}")
+        assert encode(tname, w) == raw, f"{tname} encoder is not deterministic"
+    # Known bytes, laid out by hand from ggml-common.h, for one block of each K type.
+    q4k = bytearray(144)
+    q4k[0:2] = np.float16(0.5).tobytes()
+    q4k[2:4] = np.float16(0.25).tobytes()
+    q4k[4] = 2 | (1 << 6)  # sc0 = 2; bits 6-7 = high bits of sc4
+    q4k[8] = 3  # m0 = 3
+    q4k[12] = 5 | (6 << 4)  # sc4 low 4 = 5, m4 low 4 = 6 -> sc4 = 5 + 16 = 21, m4 = 6
+    q4k[16] = 7 | (9 << 4)  # element 0 -> 7 (sub-block 0), element 32 -> 9 (sub-block 1)
+    q4k[16 + 64] = 4  # element 128 (sub-block 4) -> 4
+    y = decode_checked("Q4_K", bytes(q4k), 256)
+    assert y[0] == 0.5 * 2 * 7 - 0.25 * 3 and y[32] == 0.0 and y[128] == 0.5 * 21 * 4 - 0.25 * 6, y[[0, 32, 128]]
+    q6k = bytearray(210)
+    q6k[208:210] = np.float16(0.5).tobytes()
+    q6k[192 + 0] = 3
+    q6k[192 + 2] = (-2) & 0xFF  # scale of elements 32..47
+    q6k[192 + 6] = 4  # scale of elements 96..111
+    q6k[0] = 0x5 | (0xA << 4)  # element 0 low nibble 5, element 64 low nibble 10
+    q6k[32] = 0x1  # element 32 low nibble 1
+    q6k[128] = 2 | (3 << 2) | (1 << 6)  # element 0 high 2, element 32 high 3, element 96 high 1
+    y = decode_checked("Q6_K", bytes(q6k), 256)
+    assert y[0] == 0.5 * 3 * ((5 | 2 << 4) - 32) and y[32] == 0.5 * -2 * ((1 | 3 << 4) - 32), y[[0, 32]]
+    assert y[96] == 0.5 * 4 * ((0 | 1 << 4) - 32), y[96]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# HF -> GGUF names, convert's transforms
+
+LAYER_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+               "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+               "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm",
+               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+               "mlp.gate": "ffn_gate_inp"}
+TOP_NAMES = {"model.embed_tokens": "token_embd", "lm_head": "output", "model.norm": "output_norm"}
+EXPERT_PROJ = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+
+
+def gguf_name(hf):
+    assert hf.endswith(".weight"), hf
+    module = hf[:-len(".weight")]
+    if module in TOP_NAMES:
+        return TOP_NAMES[module] + ".weight"
+    parts = module.split(".")
+    assert parts[:2] == ["model", "layers"], hf
+    return f"blk.{parts[2]}.{LAYER_NAMES['.'.join(parts[3:])]}.weight"
+
+
+HF_TOP = {v: k for k, v in TOP_NAMES.items()}
+HF_LAYER = {v: k for k, v in LAYER_NAMES.items()}
+HF_EXPERT = {v: k for k, v in EXPERT_PROJ.items()}
+
+
+def hf_name(gg):
+    module = gg[:-len(".weight")]
+    if module in HF_TOP:
+        return HF_TOP[module] + ".weight"
+    _, layer, role = module.split(".")
+    return f"model.layers.{layer}.{HF_LAYER[role]}.weight"
+
+
+def llama_permute(w, n_head):
+    """convert_hf_to_gguf LlamaModel.permute (n_head already n_head_kv for k)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama_unpermute(w, n_head):
+    return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama3_rope_freqs(config):
+    """convert's LlamaModel.generate_extra_tensors, step by step in float32 (see the docstring for old_ctx)."""
+    rp = config["rope_parameters"]
+    base = F32(rp.get("rope_theta", 10000.0))
+    dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    freqs = (F32(1.0) / np.power(base, (np.arange(0, dim, 2, dtype=F32) / F32(dim)).astype(F32))).astype(F32)
+    factor = float(rp.get("factor", 8.0))
+    low, high = float(rp.get("low_freq_factor", 1.0)), float(rp.get("high_freq_factor", 4.0))
+    old_ctx = float(rp["original_max_position_embeddings"])
+    low_wavelen, high_wavelen = old_ctx / low, old_ctx / high
+    out = []
+    for freq in freqs:
+        wavelen = F32(F32(2 * math.pi) / freq)
+        if wavelen < F32(high_wavelen):
+            out.append(F32(1.0))
+        elif wavelen > F32(low_wavelen):
+            out.append(F32(factor))
+        else:
+            smooth = F32(F32(F32(F32(old_ctx) / wavelen) - F32(low)) / F32(high - low))
+            out.append(F32(F32(1.0) / F32(F32(F32(F32(1.0) - smooth) / F32(factor)) + smooth)))
+    return np.array(out, dtype=F32)
+
+
+def convert_tensors(config, weights):
+    """HF f32 tensors (file order) -> [(gguf name, f32 array in HF axis order)] in convert_hf_to_gguf's order."""
+    arch = config["model_type"]
+    out = []
+    if arch == "llama" and config.get("rope_parameters", {}).get("rope_type") == "llama3":
+        out.append(("rope_freqs.weight", llama3_rope_freqs(config)))
+    n_experts = config.get("num_local_experts", config.get("num_experts"))
+    experts = {}
+    for name, w in weights.items():
+        if name == "lm_head.weight" and config.get("tie_word_embeddings"):
+            continue  # never in a tied checkpoint; convert would not write it either
+        if ".mlp.experts." in name:
+            parts = name.split(".")
+            layer = int(parts[2])
+            experts.setdefault(layer, {})[(int(parts[5]), parts[6])] = w
+            if len(experts[layer]) == 3 * n_experts:
+                for proj in ("down_proj", "gate_proj", "up_proj"):
+                    stack = np.stack([experts[layer][(e, proj)] for e in range(n_experts)])
+                    out.append((f"blk.{layer}.{EXPERT_PROJ[proj]}.weight", stack))
+                del experts[layer]
+            continue
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = config["num_attention_heads"] if "q_proj" in name else config["num_key_value_heads"]
+            w = llama_permute(w, heads)
+        out.append((gguf_name(name), np.ascontiguousarray(w, dtype=F32)))
+    assert not experts, "unprocessed experts"
+    return out
+
+
+def quantize_order(names):
+    """llama_model_loader's weights_map order (weight_name_comparer)."""
+    def key(n):
+        layer = int(n.split(".")[1]) if n.startswith("blk.") else -1
+        return (layer, n.encode())
+    return sorted(names, key=key)
+
+
+def twin_tensors(config, gguf_tensors):
+    """GGUF name -> decoded f32 in GGUF ne (reversed) shape  ==>  HF name -> f32 in the source's shape."""
+    arch = config["model_type"]
+    twin = {}
+    for name, w in gguf_tensors.items():
+        if name == "rope_freqs.weight":
+            continue
+        role = name.split(".")[-2]
+        if role in EXPERT_PROJ.values():
+            layer = name.split(".")[1]
+            proj = HF_EXPERT[role]
+            for e in range(w.shape[0]):
+                twin[f"model.layers.{layer}.mlp.experts.{e}.{proj}.weight"] = np.ascontiguousarray(w[e])
+            continue
+        hf = hf_name(name)
+        if arch == "llama" and role in ("attn_q", "attn_k"):
+            w = llama_unpermute(w, config["num_attention_heads"] if role == "attn_q" else config["num_key_value_heads"])
+        twin[hf] = np.ascontiguousarray(w, dtype=F32)
+    return twin
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Metadata
+
+ARCH = {"qwen3": "qwen3", "llama": "llama", "qwen3_moe": "qwen3moe"}
+
+
+def model_kvs(config, name, file_type, quantized_by_llama_quantize):
+    arch = ARCH[config["model_type"]]
+    rp = config.get("rope_parameters") or {}
+    kvs = [("general.architecture", STRING, arch), ("general.alignment", U32, ALIGNMENT),
+           ("general.type", STRING, "model"), ("general.name", STRING, name),
+           (f"{arch}.block_count", U32, config["num_hidden_layers"]),
+           (f"{arch}.context_length", U32, config["max_position_embeddings"]),
+           (f"{arch}.embedding_length", U32, config["hidden_size"]),
+           (f"{arch}.feed_forward_length", U32, config["intermediate_size"]),
+           (f"{arch}.attention.head_count", U32, config["num_attention_heads"]),
+           (f"{arch}.attention.head_count_kv", U32, config["num_key_value_heads"]),
+           (f"{arch}.rope.freq_base", FLOAT32, rp["rope_theta"]),
+           (f"{arch}.attention.layer_norm_rms_epsilon", FLOAT32, config["rms_norm_eps"])]
+    n_experts = config.get("num_local_experts", config.get("num_experts"))
+    if n_experts is not None:
+        kvs += [(f"{arch}.expert_count", U32, n_experts),
+                (f"{arch}.expert_used_count", U32, config["num_experts_per_tok"])]
+    if config.get("head_dim") is not None:
+        kvs += [(f"{arch}.attention.key_length", U32, config["head_dim"]),
+                (f"{arch}.attention.value_length", U32, config["head_dim"])]
+    kvs.append(("general.file_type", U32, file_type))
+    if arch == "llama":
+        kvs += [("llama.vocab_size", U32, config["vocab_size"]),
+                ("llama.rope.dimension_count", U32,
+                 config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"])]
+    if arch == "qwen3moe" and config.get("moe_intermediate_size") is not None:
+        kvs.append(("qwen3moe.expert_feed_forward_length", U32, config["moe_intermediate_size"]))
+    kvs.append(("general.quantization_version", U32, QUANT_VERSION))
+    if quantized_by_llama_quantize:  # gguf_set_val_u32 removes then appends
+        kvs = [kv for kv in kvs if kv[0] not in ("general.quantization_version", "general.file_type")]
+        kvs += [("general.quantization_version", U32, QUANT_VERSION), ("general.file_type", U32, file_type)]
+    return kvs
+
+
+def split_files(kvs, tensors, max_tensors):
+    """gguf-split --split-max-tensors: [(kvs, tensors)] per shard."""
+    chunks = [tensors[i:i + max_tensors] for i in range(0, len(tensors), max_tensors)]
+    shards = []
+    for i, chunk in enumerate(chunks):
+        split_kvs = [("split.no", U16, i), ("split.tensors.count", I32, len(tensors)),
+                     ("split.count", U16, len(chunks))]
+        shards.append(((list(kvs) if i == 0 else []) + split_kvs, chunk))
+    return shards
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fixtures
+
+def role_of(name):
+    return name.split(".")[-2] if name.startswith("blk.") else name.split(".")[0]
+
+
+def layer_of(name):
+    return int(name.split(".")[1]) if name.startswith("blk.") else None
+
+
+def types_f32(name, w):
+    return "F32"
+
+
+def types_q8(name, w):
+    return "F32" if w.ndim == 1 else "Q8_0"
+
+
+def types_q4_mix(name, w):
+    if w.ndim == 1:
+        return "F32"
+    role, layer = role_of(name), layer_of(name)
+    if role == "attn_output" and layer == 2:
+        return "F16"
+    if role == "ffn_up" and layer == 1:
+        return "BF16"
+    return {"attn_q": "Q4_0", "attn_k": "Q4_0", "attn_v": "Q4_1", "attn_output": "Q5_0", "ffn_gate": "Q5_1",
+            "ffn_up": "Q4_0", "ffn_down": "Q8_0", "token_embd": "Q4_0"}[role]
+
+
+def types_k_dense(name, w):
+    if w.ndim == 1:
+        return "F32"
+    role, layer = role_of(name), layer_of(name)
+    if role == "ffn_down":
+        return "Q5_K" if layer == 1 else "Q6_K"
+    return {"attn_q": "Q4_K", "attn_k": "Q4_K", "attn_output": "Q4_K", "ffn_gate": "Q4_K", "ffn_up": "Q4_K",
+            "attn_v": "Q6_K", "token_embd": "Q4_K"}[role]
+
+
+def types_k_moe(name, w):
+    if w.ndim == 1:
+        return "F32"
+    role = role_of(name)
+    return {"attn_q": "Q4_K", "attn_k": "Q4_K", "attn_output": "Q4_K", "attn_v": "Q6_K", "ffn_gate_exps": "Q4_K",
+            "ffn_up_exps": "Q4_K", "ffn_down_exps": "Q6_K", "ffn_gate_inp": "F32", "ffn_gate": "Q8_0",
+            "ffn_up": "Q8_0", "ffn_down": "Q8_0", "token_embd": "Q8_0", "output": "Q6_K"}[role]
+
+
+# Widened models for the K-quants (every K-quantized `in` a multiple of 256). "small" (the default) keeps every
+# type / role combination the fixtures are meant to cover at the least size (the f32 twin dominates: 4 B a weight);
+# "brief" is the first proposal (hidden 256, intermediate 512, 8 experts, 3 layers): about 6 MB and 21 MB.
+K_MODELS = {
+    "small": {"qwen3": {"intermediate_size": 256, "num_hidden_layers": 2},
+              "qwen3_moe": {"intermediate_size": 128, "num_hidden_layers": 2, "num_local_experts": 4}},
+    "brief": {"qwen3": {"intermediate_size": 512, "num_hidden_layers": 2},
+              "qwen3_moe": {"intermediate_size": 512, "num_hidden_layers": 3, "num_local_experts": 8}},
+}
+
+
+def widened_config(root, src, dims):
+    config = json.load(open(os.path.join(root, src, "config.json")))
+    config.update({"hidden_size": 256, "head_dim": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                   "vocab_size": 512})
+    config.update(dims)
+    if "layer_types" in config:
+        config["layer_types"] = ["full_attention"] * config["num_hidden_layers"]
+    if src == "qwen3_moe":
+        config.update({"moe_intermediate_size": 256, "num_experts_per_tok": 2, "mlp_only_layers": [0]})
+    return config
+
+
+def random_model(config, seed):
+    """Seeded f32 weights shaped like the committed fixtures' (projections ~ N(0, 1/in), norms ~ 1 + N(0, 0.2^2))."""
+    rng = np.random.RandomState(seed)
+    h, hd = config["hidden_size"], config["head_dim"]
+    nh, nkv = config["num_attention_heads"], config["num_key_value_heads"]
+    vocab = config["vocab_size"]
+    shapes = {"model.embed_tokens.weight": (vocab, h), "model.norm.weight": (h,)}
+    if not config.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (vocab, h)
+    dense = set(config.get("mlp_only_layers", []))
+    n_experts = config.get("num_local_experts", config.get("num_experts"))
+    for n in range(config["num_hidden_layers"]):
+        p = f"model.layers.{n}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (nh * hd, h), p + "self_attn.k_proj.weight": (nkv * hd, h),
+                       p + "self_attn.v_proj.weight": (nkv * hd, h), p + "self_attn.o_proj.weight": (h, nh * hd),
+                       p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+        if n_experts is None or n in dense:
+            ff = config["intermediate_size"]
+            shapes.update({p + "mlp.gate_proj.weight": (ff, h), p + "mlp.up_proj.weight": (ff, h),
+                           p + "mlp.down_proj.weight": (h, ff)})
+        else:
+            ff = config["moe_intermediate_size"]
+            shapes[p + "mlp.gate.weight"] = (n_experts, h)
+            for e in range(n_experts):
+                shapes.update({p + f"mlp.experts.{e}.gate_proj.weight": (ff, h),
+                               p + f"mlp.experts.{e}.up_proj.weight": (ff, h),
+                               p + f"mlp.experts.{e}.down_proj.weight": (h, ff)})
+    weights = {}
+    for name in sorted(shapes):  # HF safetensors order
+        shape = shapes[name]
+        z = rng.standard_normal(shape)
+        if len(shape) == 1:
+            w = 1.0 + 0.2 * z
+        elif name in ("model.embed_tokens.weight", "lm_head.weight"):
+            w = 0.25 * z
+        elif name.endswith("mlp.gate.weight"):
+            w = 2.0 / math.sqrt(shape[1]) * z
+        else:
+            w = z / math.sqrt(shape[1])
+        weights[name] = w.astype(F32)
+    return weights
+
+
+def write_fixture(root, out_name, config, config_src, gen_src, weights, choose_type, file_type, by_quantize,
+                  split_max_tensors=None):
+    folder = os.path.join(root, out_name)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    os.makedirs(os.path.join(folder, "dequantized"))
+    converted = convert_tensors(config, weights)
+    by_name = dict(converted)
+    order = quantize_order(by_name) if by_quantize else [n for n, _ in converted]
+    tensors, decoded = [], {}
+    for name in order:
+        w = by_name[name]
+        tname = choose_type(name, w)
+        raw = encode(tname, w)
+        tensors.append((name, list(reversed(w.shape)), tname, raw))
+        decoded[name] = decode(tname, raw).reshape(w.shape)
+    kvs = model_kvs(config, out_name, file_type, by_quantize)
+    data = gguf_file(kvs, tensors)
+    with open(os.path.join(folder, out_name + ".gguf"), "wb") as f:
+        f.write(data)
+    if split_max_tensors:
+        shards = split_files(kvs, tensors, split_max_tensors)
+        for i, (skvs, stensors) in enumerate(shards):
+            path = os.path.join(folder, f"{out_name}-{i + 1:05d}-of-{len(shards):05d}.gguf")
+            with open(path, "wb") as f:
+                f.write(gguf_file(skvs, stensors))
+    twin = twin_tensors(config, decoded)
+    write_safetensors(os.path.join(folder, "dequantized", "model.safetensors"),
+                      {k: ("F32", v) for k, v in twin.items()})
+    if config_src:
+        shutil.copy(config_src, os.path.join(folder, "dequantized", "config.json"))
+    else:
+        with open(os.path.join(folder, "dequantized", "config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+            f.write("\n")
+    shutil.copy(gen_src, os.path.join(folder, "dequantized", "generation_config.json"))
+    return weights
+
+
+def make_all(root, k_dims):
+    sources = {}
+    for src, out, types, ftype, by_quantize, split in (("qwen3", "qwen3_gguf_f32", types_f32, 0, False, None),
+                                                        ("llama", "llama_gguf_q8", types_q8, 7, False, 16),
+                                                        ("qwen3", "qwen3_gguf_q4", types_q4_mix, 2, True, None)):
+        folder = os.path.join(root, src)
+        config = json.load(open(os.path.join(folder, "config.json")))
+        weights = read_safetensors(os.path.join(folder, "model.safetensors"))
+        write_fixture(root, out, config, os.path.join(folder, "config.json"),
+                      os.path.join(folder, "generation_config.json"), weights, types, ftype, by_quantize, split)
+        sources[out] = (config, weights)
+    for src, out, types, seed in (("qwen3", "qwen3_gguf_k", types_k_dense, 4096),
+                                  ("qwen3_moe", "qwen3_moe_gguf_k", types_k_moe, 4097)):
+        config = widened_config(root, src, K_MODELS[k_dims][src])
+        weights = random_model(config, seed)
+        write_fixture(root, out, config, None, os.path.join(root, src, "generation_config.json"), weights, types, 15,
+                      True)
+        sources[out] = (config, weights)
+    return sources
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Verification (from the files on disk)
+
+
+def verify(root, name, config, source, split=False):
+    folder = os.path.join(root, name)
+    data = open(os.path.join(folder, name + ".gguf"), "rb").read()
+    kvs, tensors = read_gguf(data)
+    meta = {k: v for k, _, v in kvs}
+    assert meta["general.architecture"] == ARCH[config["model_type"]]
+    decoded, types = {}, {}
+    for tname_name, ne, tname, raw in tensors:
+        y = decode_checked(tname, raw, int(np.prod(ne)))
+        decoded[tname_name] = y.reshape(list(reversed(ne)))
+        types[tname_name] = tname
+    twin = read_safetensors(os.path.join(folder, "dequantized", "model.safetensors"))
+    expect = twin_tensors(config, decoded)
+    assert set(twin) == set(expect), set(twin) ^ set(expect)
+    source_names = {n for n in source if not (n == "lm_head.weight" and config.get("tie_word_embeddings"))}
+    assert set(twin) == source_names, set(twin) ^ source_names
+    max_err, worst = 0.0, None
+    for n, w in twin.items():
+        assert w.shape == source[n].shape and np.array_equal(w.view(np.uint32), expect[n].view(np.uint32)), n
+        err = float(np.abs(w - source[n]).max())
+        if err > max_err:
+            max_err, worst = err, n
+    assert json.load(open(os.path.join(folder, "dequantized", "config.json"))) == config
+    if split:
+        shard_names = sorted(f for f in os.listdir(folder) if f.startswith(name + "-") and f.endswith(".gguf"))
+        assert len(shard_names) == 2, shard_names
+        joined = []
+        for i, shard in enumerate(shard_names):
+            skvs, stensors = read_gguf(open(os.path.join(folder, shard), "rb").read())
+            tail = [("split.no", U16, i), ("split.tensors.count", I32, len(tensors)), ("split.count", U16, 2)]
+            assert skvs == (kvs if i == 0 else []) + tail, (shard, skvs[-3:])
+            joined += stensors
+        assert joined == tensors, "shards do not hold the whole file's tensors"
+    sizes = {os.path.relpath(os.path.join(d, f), folder): os.path.getsize(os.path.join(d, f))
+             for d, _, fs in os.walk(folder) for f in fs}
+    counts = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+    print(f"{name}: {len(tensors)} tensors {dict(sorted(counts.items()))}, folder {sum(sizes.values())} B "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(sizes.items()))}); max |twin - source| {max_err:.3g} ({worst})")
+    return kvs, tensors
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), "..", "tests", "data", "models"))
+    parser.add_argument("--k-dims", choices=sorted(K_MODELS), default="small",
+                        help="size of the widened K-quant models (see K_MODELS)")
+    parser.add_argument("--no-verify", action="store_true", help="skip re-reading and decoding every file twice")
+    parser.add_argument("--show-metadata", action="store_true", help="print every file's KV pairs and tensor table")
+    args = parser.parse_args()
+    self_check()
+    sources = make_all(args.root, args.k_dims)
+    if args.no_verify:
+        return
+    for name, (config, weights) in sources.items():
+        kvs, tensors = verify(args.root, name, config, weights, split=(name == "llama_gguf_q8"))
+        if args.show_metadata:
+            for k, vtype, v in kvs:
+                print(f"    {k} = {v!r}")
+            for tname, ne, t, raw in tensors:
+                print(f"    {tname:32s} {t:5s} ne={ne}")
+
+
+if __name__ == "__main__":
+    main()
