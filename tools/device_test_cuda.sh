@@ -96,13 +96,26 @@ if [[ -x "$build_dir/tests/model_golden_test" ]]; then
   grep -E "^\[|max \|logit" "$logs/golden.log" || true
 fi
 
+# 4b. Quantized checkpoints (FP8, integer, GGUF) on CUDA: exact mode against their dequantized twins.
+if [[ -x "$build_dir/tests/model_quantized_test" ]]; then
+  log "model_quantized_test (RS_TEST_BACKEND=${RS_TEST_BACKEND:-cuda})"
+  RS_TEST_BACKEND=${RS_TEST_BACKEND:-cuda} "$build_dir/tests/model_quantized_test" >"$logs/quantized.log" 2>&1 || status=1
+  grep -E "^\[  (FAILED|PASSED)|fast path\]" "$logs/quantized.log" || true
+fi
+
 # 5. End to end: greedy tokens of every tiny test model, CUDA against the exact-f32 CPU reference, and a decode
 #    benchmark of a dummy-weight Qwen3-0.6B on CUDA (informational: near-ties may flip a late token).
 app="$build_dir/bin/radixserve"
 if [[ -x "$app" ]]; then
   log "radixserve generate: cuda --exact-f32 vs cpu --exact-f32 (24 greedy tokens after a 40-token prompt; must match)"
   prompt=$(seq -s, 3 42)
-  for model in tests/data/models/*/; do
+  # Folders, and the GGUF files of folders without a config.json (each model once: a split by its first part).
+  models=()
+  for folder in tests/data/models/*/; do
+    if [[ -f "$folder/config.json" ]]; then models+=("$folder"); continue; fi
+    for file in "$folder"*.gguf; do [[ "$file" == *-0000[2-9]-of-* ]] || models+=("$file"); done
+  done
+  for model in "${models[@]}"; do
     run() { timeout 120 "$app" generate --model "$model" --prompt-ids "$prompt" --max-new-tokens 24 --ignore-eos \
               --kv-cache-gb 0.05 "$@" 2>>"$logs/generate.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["output_ids"])'; }
     cpu_ids=$(run --backend cpu --exact-f32 || echo cpu-failed)
