@@ -31,6 +31,20 @@ Fixtures (in = a weight's input width, ne[0]; every quantized row is encoded alo
                      256, top 2, vocab 512, untied; file_type 15: attn_q / attn_k / attn_output Q4_K, attn_v Q6_K,
                      ffn_gate_exps / ffn_up_exps Q4_K, ffn_down_exps Q6_K, ffn_gate_inp F32, the dense layer's
                      ffn_gate / ffn_up / ffn_down Q8_0, token_embd Q8_0, output Q6_K, norms F32.
+  gpt_oss_gguf       gpt-oss from tests/data/models/gpt_oss_mxfp4 (MXFP4 experts, BF16 rest), as `convert_hf_to_gguf.py
+                     --outtype q8_0` writes it (file_type 7): ffn_{gate,up,down}_exps MXFP4 (type 39) repacked from
+                     the HF blocks / scales (nothing re-quantized), token_embd / output / attn_{q,k,v,output} Q8_0
+                     (from the BF16 values), ffn_gate_inp (router), biases, sinks and norms F32. Its twin has
+                     transformers' dequantized GptOss layout, names and shapes of tests/data/models/gpt_oss
+                     (gate_up_proj [E, H, 2I] gate / up interleaved in the columns, down_proj [E, I, H], ...) and the
+                     source config.json without quantization_config; its experts equal transformers' own MXFP4
+                     dequantization of the source (HF's -0.0 becomes ggml's +0.0).
+  qwen3_next_gguf    qwen3next from tests/data/models/qwen3_next (f32), `--outtype q8_0`: Q8_0 for every 2-D weight,
+  qwen3_5_gguf       F16 where ne[0] % 32 != 0 (ffn_down_shexp, in 48: convert's fallback), F32 for norms, ssm_conv1d,
+  qwen3_5_moe_gguf   ssm_a, ssm_dt.bias, ssm_norm, ffn_gate_inp, ffn_gate_inp_shexp; qwen35 and qwen35moe likewise from
+                     tests/data/models/qwen3_5 and qwen3_5_moe (vision tower dropped, as convert does: the twin holds
+                     the text model only). Twins: every transform undone, the source's names and shapes, the source's
+                     config.json unchanged.
   The K models' twins are the only copy of their (random) source: what is written is the dequantized GGUF. Weights
   are seeded N(0, 1/in) (router 2/sqrt(in), embeddings / lm_head 0.25), norms 1 + N(0, 0.2^2), like the committed
   fixtures. These are the least sizes that keep every type / role above; --k-dims brief gives the first proposal
@@ -44,7 +58,7 @@ File layout (GGUF v3, little endian; gguf.cpp / gguf_writer.py):
   offsets therefore multiples of 32. A string is u64 byte length + UTF-8 bytes (no NUL); an array is u32 element
   type + u64 count + the elements. Value types: u8 0, i8 1, u16 2, i16 3, u32 4, i32 5, f32 6, bool 7 (one byte),
   string 8, array 9, u64 10, i64 11, f64 12. ggml types: F32 0, F16 1, Q4_0 2, Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q4_K 12,
-  Q5_K 13, Q6_K 14, BF16 30.
+  Q5_K 13, Q6_K 14, BF16 30, MXFP4 39.
 
 Metadata, in file order (convert_hf_to_gguf.py: GGUFWriter.__init__ adds general.architecture, prepare_metadata adds
 general.type "model", general.name (Metadata.set_gguf_meta_model; here the fixture's name, where convert derives it
@@ -110,6 +124,10 @@ is exact in f32, so only the final add / subtract rounds and an FMA gives the sa
         128n + l, + 32 + l, + 64 + l, + 96 + l take the low nibble of ql[64n + l], low nibble of ql[64n + 32 + l], high
         nibble of ql[64n + l], high nibble of ql[64n + 32 + l], and bits 0-1, 2-3, 4-5, 6-7 of qh[32n + l] as bits
         4-5; q = that 6-bit value - 32; element e uses scales[e // 16].  y = (d * scales) * q
+  MXFP4 17 B / 32: e (E8M0), qs[16] as Q4_0. y = kvalues_mxfp4[nibble] * 2^(e - 128), kvalues_mxfp4 = {0, 1, 2, 3,
+        4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12} (twice E2M1; ggml_e8m0_to_fp32_half, e < 2 via denormals).
+        HF's *_blocks byte k holds element 2k (low) and 2k + 1 (high), value E2M1 * 2^(scale - 127): the repack only
+        moves nibbles and prepends the scale byte.
   F16 / BF16: 2 B per element (bf16: the top half of the f32 bits). Conversions round to nearest even (ggml's).
 Encoders: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 follow ggml's quantize_row_*_ref arithmetic (f32); the K-quants use one
 min / max pass (not llama-quantize's search, any valid encoding decodes the same): Q4_K / Q5_K per sub-block scale =
@@ -120,6 +138,41 @@ A self-check encodes random rows (with constant, all-zero, all-positive blocks) 
 vectorised, and element by element with loops transcribed from ggml-quants.c dequantize_row_*; both must agree bit for
 bit and be close to the input. After writing, every file is parsed back and every tensor decoded both ways again and
 compared bit for bit with the twin.
+
+gpt-oss / qwen3next / qwen35 / qwen35moe (convert's GptOssModel, Qwen2MoeModel, Qwen3NextModel,
+_LinearAttentionVReorderBase, _Qwen35MRopeMixin; general.architecture "gpt-oss", "qwen3next", "qwen35", "qwen35moe"):
+  Metadata after the generic keys above (which for these also write, when present: rope.scaling.type "yarn" string,
+  .factor f32, .original_context_length u32, .yarn_beta_fast / .yarn_beta_slow f32 right after head_count_kv, and
+  rope.dimension_sections i32[4] (mrope_section padded with 0) before rope.freq_base; feed_forward_length is absent for
+  qwen35moe, whose text_config (merged over the top level) has no intermediate_size): gpt-oss adds
+  attention.sliding_window and expert_feed_forward_length (= intermediate_size); the Qwen ones add
+  expert_feed_forward_length (moe_intermediate_size) and expert_shared_feed_forward_length when present, then
+  ssm.conv_kernel (linear_conv_kernel_dim), ssm.state_size (linear_key_head_dim), ssm.group_count
+  (linear_num_key_heads), ssm.time_step_rank (linear_num_value_heads), ssm.inner_size (value head dim x value heads),
+  full_attention_interval, rope.dimension_count (int(head_dim x partial_rotary_factor)), and for qwen35* without an
+  mrope_section the default rope.dimension_sections [11, 11, 10, 0]. convert writes full_attention_interval from the
+  config's own key (default 4); these configs only have layer_types (full attention at (i + 1) % n == 0, llama.cpp's
+  rule), so the fixtures write that n (2, 2, 3), without which the GGUF would not be the HF model.
+  Tensors (ne of an HF [out, in] weight is [in, out]; no q/k permute): input_layernorm -> attn_norm,
+  post_attention_layernorm -> post_attention_norm, self_attn.{q,k,v,o}_proj (+ .bias for gpt-oss) ->
+  attn_{q,k,v,output}, self_attn.sinks -> attn_sinks.weight, mlp.router / mlp.gate -> ffn_gate_inp, experts ->
+  ffn_{gate,up,down}_exps (+ .bias), mlp.shared_expert.{gate,up,down}_proj -> ffn_{gate,up,down}_shexp,
+  mlp.shared_expert_gate -> ffn_gate_inp_shexp (ne [H, 1]), linear_attn.in_proj_qkv / in_proj_z / in_proj_a /
+  in_proj_b / in_proj_ba / conv1d / norm / out_proj / A_log / dt_bias -> attn_qkv / attn_gate / ssm_alpha / ssm_beta /
+  ssm_ba / ssm_conv1d / ssm_norm / ssm_out / ssm_a (no suffix) / ssm_dt.bias; "model.language_model." loses
+  "language_model.". Transforms: every `norm.weight` but linear_attn.norm gets + 1 (f32 add; the twin holds
+  fl32(g - 1), a subtraction that never rounds for w >= -2, but not the source's bits: w + 1 rounds); A_log ->
+  -exp(A_log) (computed in f64, rounded to f32; the twin holds fl32(log(-a)) in f64, and -exp of it gives a back on
+  every value here); conv1d [C, 1, K] squeezed to [C, K];
+  qwen3next's in_proj_qkvz rows [q_g, k_g, v_g, z_g] per key head g become attn_qkv = [all q, all k, all v] and
+  attn_gate = all z; qwen35*'s value heads (nk != nv) go from grouped (head g r + j) to tiled (position j nk + g)
+  order in the v rows of in_proj_qkv, in_proj_z, in_proj_a / _b, A_log, dt_bias, the v channels of conv1d and the
+  columns of out_proj. gpt-oss's gate_up_proj (blocks, scales, bias) is split even rows -> gate, odd -> up. Dense
+  layers of the Qwen MoE configs (qwen3_next's mlp_only_layers [0]) take the generic ffn_gate / ffn_up / ffn_down
+  names (llama.cpp's converter would refuse them). Order: gpt-oss's MXFP4 tensors first (convert writes them from
+  generate_extra_tensors: per layer down, gate, up), then the safetensors order; experts stacked as above.
+  The check undoes every transform on the decoded GGUF (must give the twin bit for bit), converts the twin again
+  (must give the GGUF's decoded values bit for bit: every inverse exact on these values) and compares with the source.
 
 Usage: /usr/bin/python3 tools/make_gguf_fixtures.py [--root tests/data/models] [--k-dims small|brief]
 """
@@ -154,7 +207,7 @@ _SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", FLOAT
 # name -> (ggml type id, elements per block, bytes per block)
 TYPES = {"F32": (0, 1, 4), "F16": (1, 1, 2), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
          "Q5_1": (7, 32, 24), "Q8_0": (8, 32, 34), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176),
-         "Q6_K": (14, 256, 210), "BF16": (30, 1, 2)}
+         "Q6_K": (14, 256, 210), "BF16": (30, 1, 2), "MXFP4": (39, 32, 17)}
 TYPE_BY_ID = {v[0]: k for k, v in TYPES.items()}
 
 
@@ -464,6 +517,15 @@ def _k_unpack_scales(s):
     return sc.astype(F32), m.astype(F32)
 
 
+# ggml's kvalues_mxfp4: twice the E2M1 values (d below is half the block's E8M0 scale)
+KVALUES_MXFP4 = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+
+
+def e8m0_half(e):
+    """ggml_e8m0_to_fp32_half: 2^(e - 128) for every byte e (e < 2 through the denormal bit patterns), exact."""
+    return np.ldexp(np.ones(np.shape(e), dtype=F32), np.asarray(e, dtype=np.int32) - 128).astype(F32)
+
+
 def decode(tname, raw):
     if tname == "F32":
         return np.frombuffer(raw, dtype="<f4").astype(F32)
@@ -506,6 +568,9 @@ def decode(tname, raw):
                        (lo >> 4) | (((h >> 4) & 3) << 4), (hi >> 4) | (((h >> 6) & 3) << 4)]
         q = (np.concatenate(halves, axis=1) - 32).astype(F32).reshape(nb, 16, 16)
         y = (d * sc)[:, :, None] * q
+    elif tname == "MXFP4":
+        q = _unnibble(b[:, 1:17])
+        y = np.array(KVALUES_MXFP4, dtype=F32)[q] * e8m0_half(b[:, 0])[:, None]
     else:
         raise ValueError(tname)
     return np.ascontiguousarray(y, dtype=F32).reshape(-1)
@@ -668,6 +733,19 @@ def loop_q6_k(raw, k):
     return y
 
 
+def loop_mxfp4(raw, k):
+    y = [0.0] * k
+    for i in range(k // 32):
+        base = i * 17
+        e = raw[base]
+        d = _F.unpack(struct.pack("<I", 0x00200000 << e if e < 2 else (e - 1) << 23))[0]
+        for j in range(16):
+            byte = raw[base + 1 + j]
+            y[i * 32 + j] = f32(KVALUES_MXFP4[byte & 0x0F] * d)
+            y[i * 32 + j + 16] = f32(KVALUES_MXFP4[byte >> 4] * d)
+    return y
+
+
 def loop_f16(raw, k):
     return [half_at(raw, 2 * i) for i in range(k)]
 
@@ -682,7 +760,7 @@ def loop_f32(raw, k):
 
 LOOPS = {"F32": loop_f32, "F16": loop_f16, "BF16": loop_bf16, "Q4_0": loop_q4_0, "Q4_1": loop_q4_1,
          "Q5_0": loop_q5_0, "Q5_1": loop_q5_1, "Q8_0": loop_q8_0, "Q4_K": loop_q4_k, "Q5_K": loop_q5_k,
-         "Q6_K": loop_q6_k}
+         "Q6_K": loop_q6_k, "MXFP4": loop_mxfp4}
 
 
 def decode_checked(tname, raw, n):
@@ -709,7 +787,7 @@ def self_check():
     w[3, 256:512] = np.abs(w[3, 256:512]) + 0.01  # an all-positive super-block
     w[4, :] *= 40  # a large row
     w[5, 100] = -3.0  # an outlier
-    for tname in TYPES:
+    for tname in [t for t in TYPES if t != "MXFP4"]:  # MXFP4 is only repacked, never encoded (mxfp4_self_check)
         raw = encode(tname, w)
         assert len(raw) == w.size // TYPES[tname][1] * TYPES[tname][2], tname
         y = decode_checked(tname, raw, w.size).reshape(w.shape)
@@ -742,6 +820,33 @@ def self_check():
     y = decode_checked("Q6_K", bytes(q6k), 256)
     assert y[0] == 0.5 * 3 * ((5 | 2 << 4) - 32) and y[32] == 0.5 * -2 * ((1 | 3 << 4) - 32), y[[0, 32]]
     assert y[96] == 0.5 * 4 * ((0 | 1 << 4) - 32), y[96]
+    mxfp4_self_check()
+
+
+def mxfp4_self_check():
+    """MXFP4 is only repacked (GptOssModel.repack_mxfp4), never encoded: random HF blocks and scales (e = 0 and 1 take
+    ggml's denormal branch) repacked and decoded by both decoders must give transformers' values (+0.0 for HF's
+    -0.0); a hand-made block checks the nibble order."""
+    rng = np.random.RandomState(39)
+    blocks = rng.randint(0, 256, size=(2, 3, 4, 16)).astype(np.uint8)
+    scales = rng.randint(100, 150, size=(2, 3, 4)).astype(np.uint8)
+    scales.flat[:6] = [0, 1, 2, 127, 128, 250]  # 2^(e - 128) * 12 stays finite up to e = 253
+    raw = mxfp4_repack(blocks, scales)
+    assert raw.shape == (2, 3, 4 * 17)
+    y = decode_checked("MXFP4", raw.tobytes(), blocks.size * 2).reshape(2, 3, -1)
+    ref = hf_mxfp4_dequant(blocks, scales)
+    assert np.array_equal(y, ref) and not np.any(np.signbit(y) & (y == 0)), "MXFP4 repack / decode"
+    block = bytearray(17)
+    block[0] = 128  # d = 2^0: y = kvalues
+    block[1] = 0x5 | (0xA << 4)  # element 0 -> kvalues[5] = 6, element 16 -> kvalues[10] = -2
+    block[16] = 0x7 | (0xF << 4)  # element 15 -> 12, element 31 -> -12
+    y = decode_checked("MXFP4", bytes(block), 32)
+    assert (y[0], y[16], y[15], y[31], y[1]) == (6.0, -2.0, 12.0, -12.0, 0.0), y
+    hf = np.zeros((1, 1, 1, 16), dtype=np.uint8)
+    hf[..., 0], hf[..., 8] = 0x5 | (0x3 << 4), 0x7  # HF elements 0, 1 and 16
+    q = mxfp4_repack(hf, np.array([[[127]]], dtype=np.uint8)).reshape(17)
+    assert q[0] == 127 and q[1] == 0x5 | (0x7 << 4) and q[2] == 0x3, q  # ggml: 0 and 16 share qs[0], 1 is qs[1]
+    print("self-check MXFP4: repack + decode == transformers' dequantization")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1094,7 +1199,507 @@ def make_all(root, k_dims):
         write_fixture(root, out, config, None, os.path.join(root, src, "generation_config.json"), weights, types, 15,
                       True)
         sources[out] = (config, weights)
+    for src, out in HYBRID_FIXTURES:
+        sources[out] = write_hybrid_fixture(root, out, src)
     return sources
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# gpt-oss (MXFP4 experts) and the gated-delta-net hybrids (qwen3next, qwen35, qwen35moe): convert's transforms and
+# their inverses (the spec of every step is in the module docstring)
+
+HYBRID_ARCH = {"gpt_oss": "gpt-oss", "qwen3_next": "qwen3next", "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe"}
+# (source folder, fixture): gpt_oss_gguf from the MXFP4 checkpoint, the others from the f32 fixtures
+HYBRID_FIXTURES = (("gpt_oss_mxfp4", "gpt_oss_gguf"), ("qwen3_next", "qwen3_next_gguf"), ("qwen3_5", "qwen3_5_gguf"),
+                   ("qwen3_5_moe", "qwen3_5_moe_gguf"))
+HYBRID_FILE_TYPE = 7  # convert_hf_to_gguf.py --outtype q8_0 (MOSTLY_Q8_0; an MXFP4 source keeps it, not 38)
+
+# HF module under model.layers.N -> GGUF role (".weight" / ".bias" carried over)
+HYBRID_MODULES = {"input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+                  "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+                  "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+                  "self_attn.k_norm": "attn_k_norm", "mlp.router": "ffn_gate_inp", "mlp.gate": "ffn_gate_inp",
+                  "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down",
+                  "mlp.shared_expert.gate_proj": "ffn_gate_shexp", "mlp.shared_expert.up_proj": "ffn_up_shexp",
+                  "mlp.shared_expert.down_proj": "ffn_down_shexp", "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+                  "linear_attn.in_proj_qkv": "attn_qkv", "linear_attn.in_proj_z": "attn_gate",
+                  "linear_attn.in_proj_a": "ssm_alpha", "linear_attn.in_proj_b": "ssm_beta",
+                  "linear_attn.in_proj_ba": "ssm_ba", "linear_attn.conv1d": "ssm_conv1d",
+                  "linear_attn.norm": "ssm_norm", "linear_attn.out_proj": "ssm_out"}
+# HF parameters without a ".weight" / ".bias" suffix -> full GGUF name tail
+HYBRID_PARAMS = {"self_attn.sinks": "attn_sinks.weight", "linear_attn.A_log": "ssm_a",
+                 "linear_attn.dt_bias": "ssm_dt.bias"}
+HYBRID_ROLE = {role: module for module, role in HYBRID_MODULES.items() if module != "mlp.router"}  # gpt-oss's
+HYBRID_PARAM = {v: k for k, v in HYBRID_PARAMS.items()}
+PLUS_ONE_ROLES = ("attn_norm", "post_attention_norm", "attn_q_norm", "attn_k_norm")  # and output_norm
+CONVERT_F32_ROLES = ("ffn_gate_inp", "ffn_gate_inp_shexp", "ssm_conv1d")
+
+
+def read_safetensors_any(path):
+    """name -> array, header order: F32 as is, BF16 widened to f32 (exact), U8 as uint8."""
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = meta["data_offsets"]
+        raw = data[8 + n + begin:8 + n + end]
+        if meta["dtype"] == "F32":
+            a = np.frombuffer(raw, dtype="<f4").astype(F32)
+        elif meta["dtype"] == "BF16":
+            a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(F32)
+        elif meta["dtype"] == "U8":
+            a = np.frombuffer(raw, dtype=np.uint8)
+        else:
+            raise ValueError((name, meta["dtype"]))
+        out[name] = a.reshape(meta["shape"])
+    return out
+
+
+def hparams_of(config):
+    """convert's TextModel.__init__: text_config merged over the top level."""
+    hp = dict(config)
+    hp.update(config.get("text_config") or {})
+    return hp
+
+
+def hf_prefix(config):
+    return "model.language_model." if "text_config" in config else "model."
+
+
+def full_attention_interval(hp):
+    """The n with layer i full attention iff (i + 1) % n == 0 (llama.cpp's rule), from HF layer_types."""
+    types = hp["layer_types"]
+    for n in range(1, len(types) + 1):
+        if all((t == "full_attention") == ((i + 1) % n == 0) for i, t in enumerate(types)):
+            return n
+    raise ValueError(f"layer_types {types} follow no full_attention_interval")
+
+
+def hybrid_gguf_name(hf):
+    """HF name (language_model. already stripped) -> GGUF name."""
+    for suffix in (".weight", ".bias"):
+        if hf.endswith(suffix) and hf[:-len(suffix)] in TOP_NAMES:
+            return TOP_NAMES[hf[:-len(suffix)]] + suffix
+    parts = hf.split(".")
+    assert parts[:2] == ["model", "layers"], hf
+    rest = ".".join(parts[3:])
+    if rest in HYBRID_PARAMS:
+        return f"blk.{parts[2]}.{HYBRID_PARAMS[rest]}"
+    module, param = rest.rsplit(".", 1)
+    assert param in ("weight", "bias"), hf
+    return f"blk.{parts[2]}.{HYBRID_MODULES[module]}.{param}"
+
+
+def hybrid_hf_name(gg, arch, prefix):
+    """GGUF name -> the source's HF name (prefix "model." or "model.language_model.")."""
+    top, _, suffix = gg.rpartition(".")
+    if not gg.startswith("blk."):
+        module = HF_TOP[top]
+        return (module if module == "lm_head" else prefix + module[len("model."):]) + "." + suffix
+    _, layer, tail = gg.split(".", 2)
+    if tail in HYBRID_PARAM:
+        return f"{prefix}layers.{layer}.{HYBRID_PARAM[tail]}"
+    role, suffix = tail.split(".")
+    module = "mlp.router" if role == "ffn_gate_inp" and arch == "gpt-oss" else HYBRID_ROLE[role]  # else mlp.gate
+    return f"{prefix}layers.{layer}.{module}.{suffix}"
+
+
+def neg_exp(a_log):
+    """convert's -torch.exp(A_log), here computed in float64 and rounded once to f32 (torch's float32 exp is within
+    an ulp of it; the f64 route is the same on every machine)."""
+    return np.array([-math.exp(float(v)) for v in np.ravel(a_log)], dtype=np.float64).astype(F32).reshape(
+        np.shape(a_log))
+
+
+def log_neg(a):
+    """The reader's A_log = fl32(log(-float64(a)))."""
+    assert np.all(a < 0), a
+    return np.array([math.log(-float(v)) for v in np.ravel(a)], dtype=np.float64).astype(F32).reshape(np.shape(a))
+
+
+def v_tiled(t, axis, nk, r, hd, inverse=False):
+    """_LinearAttentionVReorderBase._reorder_v_heads: value heads along `axis` from grouped (head g * r + j) to tiled
+    (position j * nk + g) order; inverse=True goes back."""
+    t = np.moveaxis(np.asarray(t), axis, 0)
+    shape = t.shape
+    t = t.reshape(((r, nk) if inverse else (nk, r)) + (hd,) + shape[1:]).swapaxes(0, 1).reshape(shape)
+    return np.ascontiguousarray(np.moveaxis(t, 0, axis))
+
+
+def v_reorder(role, w, hp, inverse=False):
+    """The V-head reorder of one linear-attention tensor (HF shapes; conv1d squeezed or not), by GGUF role."""
+    nk, nv = hp["linear_num_key_heads"], hp["linear_num_value_heads"]
+    hk, hv, r = hp["linear_key_head_dim"], hp["linear_value_head_dim"], nv // nk
+    if role in ("attn_qkv", "ssm_conv1d"):  # q and k rows / channels stay, the v part moves
+        qk = 2 * nk * hk
+        return np.concatenate([w[:qk], v_tiled(w[qk:], 0, nk, r, hv, inverse)], axis=0)
+    if role == "attn_gate":
+        return v_tiled(w, 0, nk, r, hv, inverse)
+    if role in ("ssm_alpha", "ssm_beta", "ssm_a", "ssm_dt"):
+        return v_tiled(w, 0, nk, r, 1, inverse)
+    if role == "ssm_out":
+        return v_tiled(w, 1, nk, r, hv, inverse)
+    return w  # ssm_norm is shared by the heads
+
+
+def qkvz_split(w, hp):
+    """Qwen3NextModel.modify_tensors: in_proj_qkvz rows [q_g, k_g, v_g, z_g] per key head g -> (attn_qkv = [all q,
+    all k, all v], attn_gate = all z)."""
+    nk, nv = hp["linear_num_key_heads"], hp["linear_num_value_heads"]
+    hk, hv, r = hp["linear_key_head_dim"], hp["linear_value_head_dim"], nv // nk
+    g = w.reshape(nk, 2 * hk + 2 * r * hv, w.shape[1])
+    q, k, v, z = np.split(g, [hk, 2 * hk, 2 * hk + r * hv], axis=1)
+    flat = [t.reshape(-1, w.shape[1]) for t in (q, k, v, z)]
+    return np.ascontiguousarray(np.concatenate(flat[:3])), np.ascontiguousarray(flat[3])
+
+
+def qkvz_join(qkv, z, hp):
+    nk, nv = hp["linear_num_key_heads"], hp["linear_num_value_heads"]
+    hk, hv, r = hp["linear_key_head_dim"], hp["linear_value_head_dim"], nv // nk
+    h = qkv.shape[1]
+    q, k, v = qkv[:nk * hk], qkv[nk * hk:2 * nk * hk], qkv[2 * nk * hk:]
+    parts = [q.reshape(nk, hk, h), k.reshape(nk, hk, h), v.reshape(nk, r * hv, h), z.reshape(nk, r * hv, h)]
+    return np.ascontiguousarray(np.concatenate(parts, axis=1).reshape(-1, h))
+
+
+def hybrid_forward(config, weights):
+    """convert_hf_to_gguf.py for qwen3next / qwen35 / qwen35moe (Qwen3NextModel, _LinearAttentionVReorderBase,
+    Qwen2MoeModel, ModelBase.filter_tensors): HF f32 tensors in file order -> [(GGUF name, f32 in HF axis order)]."""
+    arch, hp = HYBRID_ARCH[config["model_type"]], hparams_of(config)
+    reorder = arch in ("qwen35", "qwen35moe") and hp["linear_num_key_heads"] != hp["linear_num_value_heads"]
+    n_experts = hp.get("num_experts")
+    out, experts = [], {}
+    for name, w in weights.items():
+        name = name.replace("language_model.", "")
+        if "visual." in name:
+            continue  # TextModel.filter_tensors: the vision tower goes to the mmproj file
+        w = np.asarray(w, dtype=F32)
+        if reorder and "linear_attn." in name:
+            w = v_reorder(hybrid_gguf_name(name).split(".")[2], w, hp)
+        if name.endswith(".A_log"):
+            w = neg_exp(w)
+        elif "conv1d" in name:
+            w = w.reshape(w.shape[0], w.shape[-1])  # squeeze [conv_dim, 1, K]
+        elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+            w = (w + F32(1)).astype(F32)
+        layer = name.split(".")[2] if name.startswith("model.layers.") else None
+        if name.endswith("in_proj_qkvz.weight"):
+            qkv, z = qkvz_split(w, hp)
+            out += [(f"blk.{layer}.attn_qkv.weight", qkv), (f"blk.{layer}.attn_gate.weight", z)]
+            continue
+        if ".mlp.experts." in name:
+            parts = name.split(".")
+            experts.setdefault(layer, {})[(int(parts[5]), parts[6])] = w
+            if len(experts[layer]) == 3 * n_experts:
+                for proj in ("down_proj", "gate_proj", "up_proj"):
+                    stack = np.stack([experts[layer][(e, proj)] for e in range(n_experts)])
+                    out.append((f"blk.{layer}.{EXPERT_PROJ[proj]}.weight", stack))
+                del experts[layer]
+            continue
+        out.append((hybrid_gguf_name(name), np.ascontiguousarray(w)))
+    assert not experts, "unprocessed experts"
+    return out
+
+
+def hybrid_twin(config, decoded):
+    """Decoded GGUF tensors (reversed-ne shapes) -> the source's HF names and layouts, every transform undone."""
+    arch, hp = HYBRID_ARCH[config["model_type"]], hparams_of(config)
+    prefix = hf_prefix(config)
+    reorder = arch in ("qwen35", "qwen35moe") and hp["linear_num_key_heads"] != hp["linear_num_value_heads"]
+    twin = {}
+    for name, w in decoded.items():
+        if name == "output_norm.weight":
+            twin[prefix + "norm.weight"] = (w - F32(1)).astype(F32)
+            continue
+        if not name.startswith("blk."):
+            twin[hybrid_hf_name(name, arch, prefix)] = np.ascontiguousarray(w, dtype=F32)
+            continue
+        layer, role = name.split(".")[1], name.split(".")[2]
+        if role in HF_EXPERT:
+            for e in range(w.shape[0]):
+                twin[f"{prefix}layers.{layer}.mlp.experts.{e}.{HF_EXPERT[role]}.weight"] = np.ascontiguousarray(w[e])
+            continue
+        if arch == "qwen3next" and role == "attn_gate":
+            continue  # joined with attn_qkv
+        if arch == "qwen3next" and role == "attn_qkv":
+            hf = f"{prefix}layers.{layer}.linear_attn.in_proj_qkvz.weight"
+            w = qkvz_join(w, decoded[f"blk.{layer}.attn_gate.weight"], hp)
+        else:
+            hf = hybrid_hf_name(name, arch, prefix)
+        if role in PLUS_ONE_ROLES:
+            w = (w - F32(1)).astype(F32)  # never rounds for g = fl32(w + 1), w >= -2; not the source's bits
+        elif role == "ssm_a":
+            w = log_neg(w)
+        elif role == "ssm_conv1d":
+            w = w.reshape(w.shape[0], 1, w.shape[1])
+        if reorder:
+            w = v_reorder(role, w, hp, inverse=True)
+        twin[hf] = np.ascontiguousarray(w, dtype=F32)
+    return twin
+
+
+FP4_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def hf_mxfp4_nibbles(blocks):
+    """HF *_blocks [..., 16] -> nibbles [..., 32]: byte k holds element 2k (low nibble) and 2k + 1 (high)."""
+    return np.stack([blocks & 15, blocks >> 4], axis=-1).reshape(*blocks.shape[:-1], 32)
+
+
+def mxfp4_repack(blocks, scales):
+    """GptOssModel.repack_mxfp4: HF blocks [E, rows, nb, 16] + scales [E, rows, nb] -> ggml block_mxfp4 bytes
+    [E, rows, nb * 17]: e = the scale byte, then qs[16] with element j in the low nibble of qs[j] and element j + 16
+    in its high nibble (transform_nibble_layout). No value changes."""
+    n = hf_mxfp4_nibbles(blocks)
+    qs = (n[..., :16] | (n[..., 16:] << 4)).astype(np.uint8)
+    raw = np.concatenate([scales[..., None].astype(np.uint8), qs], axis=-1)
+    return np.ascontiguousarray(raw.reshape(*blocks.shape[:2], -1))
+
+
+def hf_mxfp4_dequant(blocks, scales):
+    """transformers' rule, independent of ggml's decoder: E2M1 value * 2^(scale - 127) -> f32 [E, rows, nb * 32]."""
+    vals = np.ldexp(np.array(FP4_E2M1, dtype=np.float64)[hf_mxfp4_nibbles(blocks)],
+                    scales.astype(np.int64)[..., None] - 127)
+    return vals.astype(F32).reshape(*blocks.shape[:2], -1)
+
+
+def gpt_oss_forward(tensors):
+    """convert_hf_to_gguf.py GptOssModel: generate_extra_tensors writes the MXFP4 experts first (down when a layer's
+    down_proj_scales is read, then gate and up at gate_up_proj_scales: even / odd rows), then modify_tensors maps the
+    rest in file order (gate_up_proj_bias split even / odd, sinks -> attn_sinks.weight). An already dequantized
+    checkpoint (down_proj [E, I, H], gate_up_proj [E, H, 2I], as the twin stores it) takes convert's other branch:
+    transposed to [E, out, in] and split the same way. MXFP4 entries are ("MXFP4", bytes [E, rows, nb * 17])."""
+    out, pending = [], {}
+    for name, t in tensors.items():
+        layer = name.split(".")[2] if name.startswith("model.layers.") else None
+        if name.endswith("mlp.experts.down_proj_blocks"):
+            pending[layer] = t
+        elif name.endswith("mlp.experts.down_proj_scales"):
+            out.append((f"blk.{layer}.ffn_down_exps.weight", ("MXFP4", mxfp4_repack(pending.pop(layer), t))))
+        elif name.endswith("mlp.experts.gate_up_proj_blocks"):
+            pending[layer] = t
+        elif name.endswith("mlp.experts.gate_up_proj_scales"):
+            blocks = pending.pop(layer)
+            out += [(f"blk.{layer}.ffn_gate_exps.weight", ("MXFP4", mxfp4_repack(blocks[:, ::2], t[:, ::2]))),
+                    (f"blk.{layer}.ffn_up_exps.weight", ("MXFP4", mxfp4_repack(blocks[:, 1::2], t[:, 1::2])))]
+    assert not pending, "blocks without scales"
+    for name, t in tensors.items():
+        layer = name.split(".")[2] if name.startswith("model.layers.") else None
+        if name.endswith(("_blocks", "_scales")):
+            continue
+        if name.endswith("mlp.experts.gate_up_proj_bias"):
+            out += [(f"blk.{layer}.ffn_gate_exps.bias", np.ascontiguousarray(t[..., ::2])),
+                    (f"blk.{layer}.ffn_up_exps.bias", np.ascontiguousarray(t[..., 1::2]))]
+        elif name.endswith("mlp.experts.down_proj_bias"):
+            out.append((f"blk.{layer}.ffn_down_exps.bias", t))
+        elif name.endswith("mlp.experts.down_proj"):
+            out.append((f"blk.{layer}.ffn_down_exps.weight", np.ascontiguousarray(t.transpose(0, 2, 1))))
+        elif name.endswith("mlp.experts.gate_up_proj"):
+            t = t.transpose(0, 2, 1)
+            out += [(f"blk.{layer}.ffn_gate_exps.weight", np.ascontiguousarray(t[:, ::2, :])),
+                    (f"blk.{layer}.ffn_up_exps.weight", np.ascontiguousarray(t[:, 1::2, :]))]
+        else:
+            out.append((hybrid_gguf_name(name), t))
+    return out
+
+
+def gpt_oss_twin(config, decoded):
+    """Decoded GGUF -> transformers' dequantized GptOss layout (tests/data/models/gpt_oss): gate_up_proj [E, H, 2I]
+    with gate in the even and up in the odd columns, down_proj [E, I, H], gate_up_proj_bias [E, 2I] interleaved."""
+    twin = {}
+    for name, w in decoded.items():
+        if name.split(".")[2:3] and name.split(".")[2] in HF_EXPERT:
+            continue
+        twin[hybrid_hf_name(name, "gpt-oss", "model.")] = np.ascontiguousarray(w, dtype=F32)
+    for layer in range(config["num_hidden_layers"]):
+        p, d = f"model.layers.{layer}.mlp.experts.", {k: decoded[f"blk.{layer}.{k}"] for k in (
+            "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_exps.bias",
+            "ffn_up_exps.bias", "ffn_down_exps.bias")}
+        gate, up = d["ffn_gate_exps.weight"], d["ffn_up_exps.weight"]  # [E, I, H]
+        gate_up = np.empty((gate.shape[0], gate.shape[2], 2 * gate.shape[1]), dtype=F32)
+        gate_up[:, :, 0::2], gate_up[:, :, 1::2] = gate.transpose(0, 2, 1), up.transpose(0, 2, 1)
+        bias = np.empty((gate.shape[0], 2 * gate.shape[1]), dtype=F32)
+        bias[:, 0::2], bias[:, 1::2] = d["ffn_gate_exps.bias"], d["ffn_up_exps.bias"]
+        twin[p + "gate_up_proj"], twin[p + "gate_up_proj_bias"] = gate_up, bias
+        twin[p + "down_proj"] = np.ascontiguousarray(d["ffn_down_exps.weight"].transpose(0, 2, 1))
+        twin[p + "down_proj_bias"] = np.ascontiguousarray(d["ffn_down_exps.bias"], dtype=F32)
+    return twin
+
+
+def types_convert_q8(name, w):
+    """convert_hf_to_gguf.py --outtype q8_0 (ModelBase.prepare_tensors): F32 for 1-D tensors, *_norm.weight, names
+    not ending .weight (biases, ssm_a) and ffn_gate_inp / ffn_gate_inp_shexp / ssm_conv1d; Q8_0 otherwise, F16 where
+    ne[0] % 32 != 0 (gguf.quants raises QuantError, convert falls back to F16)."""
+    if w.ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight") or \
+            role_of(name) in CONVERT_F32_ROLES:
+        return "F32"
+    return "Q8_0" if w.shape[-1] % 32 == 0 else "F16"
+
+
+def hybrid_kvs(config, name, file_type):
+    """TextModel.set_gguf_parameters, then GptOssModel's or Qwen2MoeModel + Qwen3NextModel + _Qwen35MRopeMixin's
+    keys, then general.quantization_version (no _Qwen35MtpMixin key: no mtp_num_hidden_layers here)."""
+    arch, hp = HYBRID_ARCH[config["model_type"]], hparams_of(config)
+    rp = hp.get("rope_parameters") or {}
+    head_dim = hp.get("head_dim") or hp["hidden_size"] // hp["num_attention_heads"]
+    kvs = [("general.architecture", STRING, arch), ("general.alignment", U32, ALIGNMENT),
+           ("general.type", STRING, "model"), ("general.name", STRING, name),
+           (f"{arch}.block_count", U32, hp["num_hidden_layers"]),
+           (f"{arch}.context_length", U32, hp["max_position_embeddings"]),
+           (f"{arch}.embedding_length", U32, hp["hidden_size"])]
+    if hp.get("intermediate_size") is not None:
+        kvs.append((f"{arch}.feed_forward_length", U32, hp["intermediate_size"]))
+    kvs += [(f"{arch}.attention.head_count", U32, hp["num_attention_heads"]),
+            (f"{arch}.attention.head_count_kv", U32, hp["num_key_value_heads"])]
+    if rp.get("rope_type") == "yarn" and rp.get("factor") is not None:
+        kvs += [(f"{arch}.rope.scaling.type", STRING, "yarn"), (f"{arch}.rope.scaling.factor", FLOAT32, rp["factor"]),
+                (f"{arch}.rope.scaling.original_context_length", U32, rp["original_max_position_embeddings"])]
+        for key, value in (("yarn_ext_factor", rp.get("extrapolation_factor")),
+                           ("yarn_attn_factor", rp.get("attention_factor", rp.get("attn_factor"))),
+                           ("yarn_beta_fast", rp.get("beta_fast")), ("yarn_beta_slow", rp.get("beta_slow"))):
+            if value is not None:
+                kvs.append((f"{arch}.rope.scaling.{key}", FLOAT32, value))
+    if "mrope_section" in rp:
+        kvs.append((f"{arch}.rope.dimension_sections", ARRAY, (list(rp["mrope_section"]) + [0] * 4)[:4], I32))
+    kvs += [(f"{arch}.rope.freq_base", FLOAT32, rp["rope_theta"]),
+            (f"{arch}.attention.layer_norm_rms_epsilon", FLOAT32, hp["rms_norm_eps"])]
+    n_experts = hp.get("num_local_experts", hp.get("num_experts"))
+    if n_experts is not None:
+        kvs += [(f"{arch}.expert_count", U32, n_experts), (f"{arch}.expert_used_count", U32, hp["num_experts_per_tok"])]
+    if hp.get("head_dim") is not None:
+        kvs += [(f"{arch}.attention.key_length", U32, head_dim), (f"{arch}.attention.value_length", U32, head_dim)]
+    kvs.append(("general.file_type", U32, file_type))
+    if arch == "gpt-oss":
+        kvs += [(f"{arch}.attention.sliding_window", U32, hp["sliding_window"]),
+                (f"{arch}.expert_feed_forward_length", U32, hp["intermediate_size"])]
+    else:
+        if hp.get("moe_intermediate_size") is not None:
+            kvs.append((f"{arch}.expert_feed_forward_length", U32, hp["moe_intermediate_size"]))
+        if hp.get("shared_expert_intermediate_size") is not None:
+            kvs.append((f"{arch}.expert_shared_feed_forward_length", U32, hp["shared_expert_intermediate_size"]))
+        kvs += [(f"{arch}.ssm.conv_kernel", U32, hp["linear_conv_kernel_dim"]),
+                (f"{arch}.ssm.state_size", U32, hp["linear_key_head_dim"]),
+                (f"{arch}.ssm.group_count", U32, hp["linear_num_key_heads"]),
+                (f"{arch}.ssm.time_step_rank", U32, hp["linear_num_value_heads"]),
+                (f"{arch}.ssm.inner_size", U32, hp["linear_value_head_dim"] * hp["linear_num_value_heads"]),
+                (f"{arch}.full_attention_interval", U32,
+                 hp.get("full_attention_interval", full_attention_interval(hp))),
+                (f"{arch}.rope.dimension_count", U32, int(head_dim * hp.get("partial_rotary_factor", 0.25)))]
+        if arch in ("qwen35", "qwen35moe") and "mrope_section" not in rp:
+            kvs.append((f"{arch}.rope.dimension_sections", ARRAY, [11, 11, 10, 0], I32))
+    kvs.append(("general.quantization_version", U32, QUANT_VERSION))
+    return kvs
+
+
+def write_hybrid_fixture(root, out_name, src):
+    """One gpt-oss / qwen3next / qwen35(moe) fixture: the GGUF as convert --outtype q8_0 writes it, and its twin."""
+    folder = os.path.join(root, out_name)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    os.makedirs(os.path.join(folder, "dequantized"))
+    config = json.load(open(os.path.join(root, src, "config.json")))
+    tensors = read_safetensors_any(os.path.join(root, src, "model.safetensors"))
+    gpt_oss = HYBRID_ARCH[config["model_type"]] == "gpt-oss"
+    converted = gpt_oss_forward(tensors) if gpt_oss else hybrid_forward(config, tensors)
+    gguf_tensors, decoded = [], {}
+    for name, w in converted:
+        if isinstance(w, tuple):
+            tname, raw3 = w
+            ne = [raw3.shape[2] // 17 * 32, raw3.shape[1], raw3.shape[0]]
+            raw = raw3.tobytes()
+        else:
+            tname = types_convert_q8(name, w)
+            ne, raw = list(reversed(w.shape)), encode(tname, w)
+        gguf_tensors.append((name, ne, tname, raw))
+        decoded[name] = decode(tname, raw).reshape(list(reversed(ne)))
+    kvs = hybrid_kvs(config, out_name, HYBRID_FILE_TYPE)
+    with open(os.path.join(folder, out_name + ".gguf"), "wb") as f:
+        f.write(gguf_file(kvs, gguf_tensors))
+    twin = gpt_oss_twin(config, decoded) if gpt_oss else hybrid_twin(config, decoded)
+    write_safetensors(os.path.join(folder, "dequantized", "model.safetensors"),
+                      {k: ("F32", v) for k, v in twin.items()})
+    if gpt_oss:  # the dequantized model: the MXFP4 checkpoint's config without its quantization_config
+        twin_config = {k: v for k, v in config.items() if k != "quantization_config"}
+        with open(os.path.join(folder, "dequantized", "config.json"), "w") as f:
+            json.dump(twin_config, f, indent=2)
+            f.write("\n")
+    else:
+        shutil.copy(os.path.join(root, src, "config.json"), os.path.join(folder, "dequantized", "config.json"))
+    shutil.copy(os.path.join(root, src, "generation_config.json"),
+                os.path.join(folder, "dequantized", "generation_config.json"))
+    return config, tensors
+
+
+def same_bits(a, b):
+    return a.shape == b.shape and np.array_equal(np.ascontiguousarray(a, dtype=F32).view(np.uint32),
+                                                 np.ascontiguousarray(b, dtype=F32).view(np.uint32))
+
+
+def verify_hybrid(root, name, src, config, source):
+    """Re-read the GGUF, decode every tensor twice, undo convert's transforms: the twin, bit for bit; convert the twin
+    again: the GGUF's values, bit for bit (every inverse exact on these values); then compare with the source."""
+    folder = os.path.join(root, name)
+    kvs, tensors = read_gguf(open(os.path.join(folder, name + ".gguf"), "rb").read())
+    meta = {k: v for k, _, v in kvs}
+    arch = HYBRID_ARCH[config["model_type"]]
+    want = hybrid_kvs(config, name, HYBRID_FILE_TYPE)
+    assert meta["general.architecture"] == arch and [k for k, _, _ in kvs] == [kv[0] for kv in want]
+    for (key, vtype, value), kv in zip(kvs, want):
+        got = pack_value(ARRAY, value[1], value[0]) if vtype == ARRAY else pack_value(vtype, value)
+        assert vtype == kv[1] and got == pack_value(*kv[1:]), (key, value, kv)
+    decoded, types = {}, {}
+    for tname, ne, t, raw in tensors:
+        decoded[tname] = decode_checked(t, raw, int(np.prod(ne))).reshape(list(reversed(ne)))
+        types[tname] = t
+    twin = read_safetensors(os.path.join(folder, "dequantized", "model.safetensors"))
+    expect = gpt_oss_twin(config, decoded) if arch == "gpt-oss" else hybrid_twin(config, decoded)
+    assert set(twin) == set(expect), set(twin) ^ set(expect)
+    for n, w in twin.items():
+        assert same_bits(w, expect[n]), n
+    forward = dict(gpt_oss_forward(twin) if arch == "gpt-oss" else hybrid_forward(config, twin))
+    assert set(forward) == set(decoded), set(forward) ^ set(decoded)
+    for n, w in forward.items():
+        assert same_bits(w, decoded[n]), f"{n}: converting the twin does not give the GGUF's values back"
+    if arch == "gpt-oss":  # names and shapes of transformers' dequantized GptOss (tests/data/models/gpt_oss)
+        dense = read_safetensors(os.path.join(root, "gpt_oss", "model.safetensors"))
+        assert {n: w.shape for n, w in twin.items()} == {n: w.shape for n, w in dense.items()}
+        for layer in range(config["num_hidden_layers"]):  # the experts against transformers' own MXFP4 rule
+            p = f"model.layers.{layer}.mlp.experts."
+            for proj in ("gate_up_proj", "down_proj"):
+                ref = hf_mxfp4_dequant(source[p + proj + "_blocks"], source[p + proj + "_scales"]).transpose(0, 2, 1)
+                assert np.array_equal(twin[p + proj], ref), p + proj  # == : HF's -0.0 is ggml's +0.0
+        reference = {n: w for n, w in source.items() if not n.endswith(("_blocks", "_scales"))}
+        for p in [n[:-len("_blocks")] for n in source if n.endswith("_blocks")]:
+            reference[p] = hf_mxfp4_dequant(source[p + "_blocks"], source[p + "_scales"]).transpose(0, 2, 1)
+    else:
+        reference = {n: w for n, w in source.items() if "visual." not in n}
+    assert set(twin) == set(reference), set(twin) ^ set(reference)
+    max_err, worst, exact = 0.0, None, 0
+    for n, w in twin.items():
+        err = float(np.abs(w.astype(np.float64) - reference[n]).max())
+        if err > max_err:
+            max_err, worst = err, n
+        exact += same_bits(w, reference[n])
+        if n.endswith(("layernorm.weight", "norm.weight", "q_norm.weight", "k_norm.weight")) and \
+                "linear_attn" not in n and arch != "gpt-oss":
+            assert err <= 2.0 ** -24, (n, err)  # only w + 1's rounding
+    if arch == "gpt-oss":
+        assert json.load(open(os.path.join(folder, "dequantized", "config.json"))) == \
+            {k: v for k, v in config.items() if k != "quantization_config"}
+    else:
+        assert json.load(open(os.path.join(folder, "dequantized", "config.json"))) == config
+    sizes = {os.path.relpath(os.path.join(d, f), folder): os.path.getsize(os.path.join(d, f))
+             for d, _, fs in os.walk(folder) for f in fs}
+    counts = {}
+    for t in types.values():
+        counts[t] = counts.get(t, 0) + 1
+    print(f"{name}: {len(tensors)} tensors {dict(sorted(counts.items()))}, folder {sum(sizes.values())} B "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(sizes.items()))}); twin == source bitwise for {exact} of "
+          f"{len(twin)}, max |twin - {src}| {max_err:.3g} ({worst})")
+    return kvs, tensors
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -1156,8 +1761,12 @@ def main():
     sources = make_all(args.root, args.k_dims)
     if args.no_verify:
         return
+    hybrid = dict((out, src) for src, out in HYBRID_FIXTURES)
     for name, (config, weights) in sources.items():
-        kvs, tensors = verify(args.root, name, config, weights, split=(name == "llama_gguf_q8"))
+        if name in hybrid:
+            kvs, tensors = verify_hybrid(args.root, name, hybrid[name], config, weights)
+        else:
+            kvs, tensors = verify(args.root, name, config, weights, split=(name == "llama_gguf_q8"))
         if args.show_metadata:
             for k, vtype, v in kvs:
                 print(f"    {k} = {v!r}")

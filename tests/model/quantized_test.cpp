@@ -177,7 +177,9 @@ INSTANTIATE_TEST_SUITE_P(Integer, QuantizedCheckpoint,
 // tools/make_gguf_fixtures.py: GGUF files as convert_hf_to_gguf.py + llama-quantize lay them out: all-F32 qwen3; Llama
 // in Q8_0 with q/k rows permuted for ggml's RoPE and Llama 3.1's scaling as rope_freqs, also as a two-part gguf-split;
 // qwen3 in the legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 with F16 and BF16 tensors); and, on models widened to
-// multiples of 256, a Q4_K_M-like mix of Q4_K, Q5_K and Q6_K, dense and MoE (experts as ffn_*_exps stacks).
+// multiples of 256, a Q4_K_M-like mix of Q4_K, Q5_K and Q6_K, dense and MoE (experts as ffn_*_exps stacks); gpt-oss
+// with its MXFP4 experts split into gate and up stacks; Qwen3-Next, Qwen3.5 and Qwen3.5-MoE in Q8_0 with convert's
+// transforms (norms stored as 1 + w, -exp(A_log), regrouped projections, Qwen3.5's tiled value heads).
 INSTANTIATE_TEST_SUITE_P(
     Gguf, QuantizedCheckpoint,
     ::testing::Values(Case{"qwen3_gguf_f32", "qwen3", kFastLogitTolerance, "qwen3_gguf_f32.gguf"},
@@ -185,7 +187,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llama_gguf_q8", "llama", kFastLogitTolerance, "llama_gguf_q8-00001-of-00002.gguf"},
                       Case{"qwen3_gguf_q4", "qwen3", kFastLogitTolerance, "qwen3_gguf_q4.gguf"},
                       Case{"qwen3_gguf_k", "qwen3", kFastLogitTolerance, "qwen3_gguf_k.gguf", false},
-                      Case{"qwen3_moe_gguf_k", "qwen3_moe", kFastLogitTolerance, "qwen3_moe_gguf_k.gguf", false}),
+                      Case{"qwen3_moe_gguf_k", "qwen3_moe", kFastLogitTolerance, "qwen3_moe_gguf_k.gguf", false},
+                      // 300-token prompts through sliding windows and sinks: the fast path measured 0.50 here.
+                      Case{"gpt_oss_gguf", "gpt_oss", kHybridFastLogitTolerance, "gpt_oss_gguf.gguf"},
+                      Case{"qwen3_next_gguf", "qwen3_next", kHybridFastLogitTolerance, "qwen3_next_gguf.gguf"},
+                      Case{"qwen3_5_gguf", "qwen3_5", kHybridFastLogitTolerance, "qwen3_5_gguf.gguf"},
+                      Case{"qwen3_5_moe_gguf", "qwen3_5_moe", kHybridFastLogitTolerance, "qwen3_5_moe_gguf.gguf"}),
     [](const auto& info) {
       std::string name = info.param.file.empty() ? info.param.name : info.param.file;
       for (char& c : name)

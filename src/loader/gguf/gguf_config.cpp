@@ -20,6 +20,10 @@ constexpr Architecture kArchitectures[] = {
     {"llama", "LlamaForCausalLM", "llama"},
     {"qwen3", "Qwen3ForCausalLM", "qwen3"},
     {"qwen3moe", "Qwen3MoeForCausalLM", "qwen3_moe"},
+    {"gpt-oss", "GptOssForCausalLM", "gpt_oss"},
+    {"qwen3next", "Qwen3NextForCausalLM", "qwen3_next"},
+    {"qwen35", "Qwen3_5ForCausalLM", "qwen3_5_text"},
+    {"qwen35moe", "Qwen3_5MoeForCausalLM", "qwen3_5_moe_text"},
 };
 
 // Metadata access that names the file's key in errors. Per-layer keys may be arrays (llama.cpp allows them for
@@ -83,8 +87,8 @@ json hf_config(const GgufWeights& weights) {
   const auto known = std::find_if(std::begin(kArchitectures), std::end(kArchitectures),
                                   [&](const Architecture& a) { return arch == a.gguf; });
   RS_CHECK(known != std::end(kArchitectures),
-           "GGUF architecture '{}' is not served from GGUF (radixserve reads llama, qwen3 and qwen3moe GGUF files; "
-           "for others, serve the Hugging Face checkpoint)",
+           "GGUF architecture '{}' is not served from GGUF (radixserve reads llama, qwen3, qwen3moe, gpt-oss, "
+           "qwen3next, qwen35 and qwen35moe GGUF files; for others, serve the Hugging Face checkpoint)",
            arch);
   const Keys k(meta, arch);
   json config;
@@ -126,7 +130,24 @@ json hf_config(const GgufWeights& weights) {
   }
   config["rope_parameters"] = rope;
 
-  if (arch == "qwen3moe") {
+  const bool hybrid = arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe";
+  if (hybrid) {
+    // Gated delta nets (the ssm.* keys) on every layer but each full_attention_interval-th; partial RoPE over
+    // rope.dimension_count of head_dim.
+    config["linear_conv_kernel_dim"] = k.integer("ssm.conv_kernel");
+    config["linear_key_head_dim"] = k.integer("ssm.state_size");
+    config["linear_num_key_heads"] = k.integer("ssm.group_count");
+    config["linear_num_value_heads"] = k.integer("ssm.time_step_rank");
+    config["linear_value_head_dim"] = k.integer("ssm.inner_size") / k.integer("ssm.time_step_rank");
+    config["full_attention_interval"] = k.integer_or("full_attention_interval", 4);
+    const int64_t head_dim = config["head_dim"].get<int64_t>();
+    const double partial = static_cast<double>(k.integer_or("rope.dimension_count", head_dim / 4)) / head_dim;
+    config["partial_rotary_factor"] = partial;
+    rope["partial_rotary_factor"] = partial;
+    config["rope_parameters"] = rope;
+  }
+  if (arch == "qwen3moe" || (hybrid && k.has("expert_count"))) {
+    if (hybrid) config["shared_expert_intermediate_size"] = k.integer_or("expert_shared_feed_forward_length", 0);
     config["num_experts"] = k.integer("expert_count");
     config["num_experts_per_tok"] = k.integer("expert_used_count");
     config["moe_intermediate_size"] = k.integer("expert_feed_forward_length");
@@ -136,6 +157,25 @@ json hf_config(const GgufWeights& weights) {
     for (int64_t layer = 0; layer < config["num_hidden_layers"].get<int64_t>(); ++layer)
       if (!weights.record("blk." + std::to_string(layer) + ".ffn_gate_inp.weight")) dense.push_back(layer);
     config["mlp_only_layers"] = dense;
+  }
+  if (arch == "gpt-oss") {
+    config["num_local_experts"] = k.integer("expert_count");
+    config["num_experts_per_tok"] = k.integer("expert_used_count");
+    config["intermediate_size"] = k.integer_or("expert_feed_forward_length", k.integer("feed_forward_length"));
+    config["attention_bias"] = true;
+    config["swiglu_limit"] = 7.0;
+    // Sliding-window attention on even layers, full on odd ones (llama.cpp's swa pattern 2, gpt-oss's layer_types).
+    const int64_t window = k.integer("attention.sliding_window");
+    config["sliding_window"] = window;
+    json types = json::array();
+    for (int64_t layer = 0; layer < config["num_hidden_layers"].get<int64_t>(); ++layer)
+      types.push_back(layer % 2 == 0 ? "sliding_attention" : "full_attention");
+    config["layer_types"] = types;
+    // YaRN as gpt-oss's config.json gives it: beta 32 / 1, correction range not truncated.
+    rope["beta_fast"] = k.number_or("rope.scaling.yarn_beta_fast", 32.0);
+    rope["beta_slow"] = k.number_or("rope.scaling.yarn_beta_slow", 1.0);
+    rope["truncate"] = false;
+    config["rope_parameters"] = rope;
   }
   if (const auto bos = token_id(meta, "tokenizer.ggml.bos_token_id")) config["bos_token_id"] = *bos;
   if (const auto eos = token_id(meta, "tokenizer.ggml.eos_token_id")) config["eos_token_id"] = *eos;

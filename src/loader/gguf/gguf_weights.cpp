@@ -6,8 +6,10 @@
 #include <cstring>
 #include <regex>
 #include <set>
+#include <thread>
 
 #include "base/error.h"
+#include "base/thread_pool.h"
 #include "loader/gguf/blocks.h"
 
 namespace rs::loader::gguf {
@@ -20,6 +22,7 @@ namespace {
 const std::map<std::string, std::string>& layer_modules() {
   static const std::map<std::string, std::string> modules = {
       {"attn_norm", "input_layernorm"},
+      {"post_attention_norm", "post_attention_layernorm"},  // gpt-oss, Qwen3-Next, Qwen3.5 (their ffn_norm)
       {"ffn_norm", "post_attention_layernorm"},
       {"attn_q", "self_attn.q_proj"},
       {"attn_k", "self_attn.k_proj"},
@@ -34,31 +37,51 @@ const std::map<std::string, std::string>& layer_modules() {
       {"ffn_gate_exps", "mlp.switch_mlp.gate_proj"},
       {"ffn_up_exps", "mlp.switch_mlp.up_proj"},
       {"ffn_down_exps", "mlp.switch_mlp.down_proj"},
+      {"ffn_gate_shexp", "mlp.shared_expert.gate_proj"},
+      {"ffn_up_shexp", "mlp.shared_expert.up_proj"},
+      {"ffn_down_shexp", "mlp.shared_expert.down_proj"},
+      {"ffn_gate_inp_shexp", "mlp.shared_expert_gate"},
   };
   return modules;
 }
 
 struct MappedName {
-  std::string module;  // Hugging Face module ("model.layers.0.self_attn.q_proj")
-  std::string suffix;  // "weight" or "bias"
-  std::string part;    // the GGUF part ("attn_q"; "" outside blocks)
+  std::string name;            // the Hugging Face tensor ("model.layers.0.self_attn.q_proj.weight")
+  std::string part;            // the GGUF part ("attn_q"; "" outside blocks)
+  bool matrix_weight = false;  // a Linear/Embedding ".weight", served as an affine triple when quantized
 };
 
-std::optional<MappedName> hf_name(const std::string& name) {
+// gpt-oss names some parts differently (mlp.router, self_attn.sinks without ".weight", post_attention_norm).
+std::optional<MappedName> arch_name(const std::string& arch, const std::string& layer, const std::string& part,
+                                    const std::string& suffix) {
+  if (arch != "gpt-oss") return std::nullopt;
+  const std::string prefix = "model.layers." + layer + ".";
+  if (part == "attn_sinks") return MappedName{prefix + "self_attn.sinks", part};
+  if (part == "ffn_gate_inp") return MappedName{prefix + "mlp.router." + suffix, part, suffix == "weight"};
+  return std::nullopt;
+}
+
+std::optional<MappedName> hf_name(const std::string& name, const std::string& arch) {
   const size_t dot = name.rfind('.');
   if (dot == std::string::npos) return std::nullopt;
   const std::string base = name.substr(0, dot), suffix = name.substr(dot + 1);
   if (suffix != "weight" && suffix != "bias") return std::nullopt;
-  if (base == "token_embd") return MappedName{"model.embed_tokens", suffix, ""};
-  if (base == "output_norm") return MappedName{"model.norm", suffix, ""};
-  if (base == "output") return MappedName{"lm_head", suffix, ""};
+  const bool weight = suffix == "weight";
+  if (base == "token_embd") return MappedName{"model.embed_tokens." + suffix, "", weight};
+  if (base == "output_norm") return MappedName{"model.norm." + suffix, ""};
+  if (base == "output") return MappedName{"lm_head." + suffix, "", weight};
   static const std::regex kBlock(R"(blk\.(\d+)\.(.+))");
   std::smatch match;
   if (!std::regex_match(base, match, kBlock)) return std::nullopt;
+  if (auto special = arch_name(arch, match[1].str(), match[2].str(), suffix)) return special;
   const auto module = layer_modules().find(match[2].str());
   if (module == layer_modules().end()) return std::nullopt;
-  return MappedName{"model.layers." + match[1].str() + "." + module->second, suffix, match[2].str()};
+  const bool norm = module->second.find("norm") != std::string::npos;
+  return MappedName{"model.layers." + match[1].str() + "." + module->second + "." + suffix, match[2].str(),
+                    weight && !norm};
 }
+
+bool hybrid_qwen(const std::string& arch) { return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe"; }
 
 std::vector<int64_t> hf_shape(const std::vector<int64_t>& ne) { return {ne.rbegin(), ne.rend()}; }
 
@@ -68,18 +91,26 @@ int64_t rows_of(const TensorRecord& record) {
   return rows;
 }
 
-// Llama's q/k rows back in Hugging Face order: convert_hf_to_gguf.py stores row h*hd + 2i + j of head h (RoPE pairs
+// Llama's q/k rows in Hugging Face order: convert_hf_to_gguf.py stores row h*hd + 2i + j of head h (RoPE pairs
 // interleaved, as ggml's normal RoPE reads them) where Hugging Face has row h*hd + j*hd/2 + i.
-void unpermute_rows(uint8_t* data, int64_t rows, size_t row_bytes, int32_t heads) {
+std::shared_ptr<const std::vector<int64_t>> llama_rows(int64_t rows, int32_t heads) {
   RS_CHECK(heads > 0 && rows % heads == 0 && (rows / heads) % 2 == 0, "cannot un-permute {} rows as {} heads", rows,
            heads);
   const int64_t head_dim = rows / heads, half = head_dim / 2;
-  std::vector<uint8_t> copy(data, data + rows * row_bytes);
+  auto order = std::make_shared<std::vector<int64_t>>(rows);
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t j = 0; j < 2; ++j)
-      for (int64_t i = 0; i < half; ++i)
-        std::memcpy(data + (h * head_dim + j * half + i) * row_bytes,
-                    copy.data() + (h * head_dim + 2 * i + j) * row_bytes, row_bytes);
+      for (int64_t i = 0; i < half; ++i) (*order)[h * head_dim + j * half + i] = h * head_dim + 2 * i + j;
+  return order;
+}
+
+// out row r = in row order[r], rows of `row_bytes`.
+Buffer gather_rows(const Buffer& in, const std::vector<int64_t>& order, size_t row_bytes) {
+  Buffer out = Buffer::host(order.size() * row_bytes);
+  for (size_t r = 0; r < order.size(); ++r)
+    std::memcpy(static_cast<uint8_t*>(out.data()) + r * row_bytes,
+                static_cast<const uint8_t*>(in.data()) + order[r] * row_bytes, row_bytes);
+  return out;
 }
 
 int32_t metadata_int(const nlohmann::json& metadata, const std::string& key) {
@@ -145,43 +176,89 @@ GgufWeights::GgufWeights(const std::vector<fs::path>& files) {
     for (const TensorRecord& record : file->tensors()) {
       RS_CHECK(records_.emplace(record.name, &record).second, "{}: tensor '{}' appears twice", file->path().string(),
                record.name);
-      const auto mapped = hf_name(record.name);
-      if (!mapped) continue;  // read by the config (rope_freqs) or by nothing radixserve serves
-      const auto layout = affine_layout(record.type);
-      const bool stored_float =
-          record.type == GgmlType::kF32 || record.type == GgmlType::kF16 || record.type == GgmlType::kBF16;
-      RS_CHECK(stored_float || layout,
-               "{}: tensor '{}' is {}; radixserve reads GGUF tensors in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-               "Q4_K, Q5_K and Q6_K (requantize the file with llama-quantize to one of them)",
-               file->path().string(), record.name, type_name(record.type));
-      Entry entry{&record, file.get(), Part::kStored, DType::kF32, hf_shape(record.ne)};
-      if (arch == "llama" && mapped->part == "attn_q") entry.permute_heads = heads;
-      if (arch == "llama" && mapped->part == "attn_k") entry.permute_heads = kv_heads > 0 ? kv_heads : heads;
-      const std::string name = mapped->module + "." + mapped->suffix;
-      if (layout && record.ne.size() >= 2 && mapped->suffix == "weight") {
-        Entry codes = entry, scales = entry;
-        codes.part = Part::kCodes;
-        codes.dtype = DType::kU32;
-        codes.shape.back() = record.ne[0] * layout->bits / 32;
-        scales.part = Part::kScales;
-        scales.shape.back() = record.ne[0] / layout->group;
-        Entry biases = scales;
-        biases.part = Part::kBiases;
-        entries_.emplace(name, codes);
-        entries_.emplace(mapped->module + ".scales", scales);
-        entries_.emplace(mapped->module + ".biases", biases);
+      // gpt-oss's expert stacks become Hugging Face's interleaved gate|up tensors (add_gpt_oss_experts).
+      if (arch == "gpt-oss" && record.name.find("_exps.") != std::string::npos) continue;
+      // The hybrid Qwen models' gated delta nets take Hugging Face's layout in add_hybrid_qwen_layers.
+      if (hybrid_qwen(arch) &&
+          (record.name.find(".ssm_") != std::string::npos || record.name.find(".attn_qkv.") != std::string::npos ||
+           record.name.find(".attn_gate.") != std::string::npos))
         continue;
-      }
-      if (layout || entry.permute_heads > 0) {
-        entry.part = Part::kDecoded;
-      } else {
-        entry.dtype = record.type == GgmlType::kF32   ? DType::kF32
-                      : record.type == GgmlType::kF16 ? DType::kF16
-                                                      : DType::kBF16;
-      }
-      entries_.emplace(name, entry);
+      const auto mapped = hf_name(record.name, arch);
+      if (!mapped) continue;  // read by the config (rope_freqs) or by nothing radixserve serves
+      std::shared_ptr<const std::vector<int64_t>> rows;
+      if (arch == "llama" && (mapped->part == "attn_q" || mapped->part == "attn_k"))
+        rows = llama_rows(record.ne.size() == 1 ? record.ne[0] : rows_of(record),
+                          mapped->part == "attn_q" || kv_heads == 0 ? heads : kv_heads);
+      add_mapped(mapped->name, record, rows);
     }
   }
+  if (arch == "gpt-oss") add_gpt_oss_experts(metadata_int(meta, arch + ".block_count"));
+  if (hybrid_qwen(arch)) add_hybrid_qwen_layers(arch, metadata_int(meta, arch + ".block_count"));
+}
+
+void GgufWeights::add_mapped(const std::string& name, const TensorRecord& record,
+                             std::shared_ptr<const std::vector<int64_t>> rows,
+                             std::shared_ptr<const std::vector<int64_t>> cols, std::vector<int64_t> shape) {
+  const GgufFile* file = files_.front().get();
+  for (const auto& f : files_)
+    if (&record >= f->tensors().data() && &record < f->tensors().data() + f->tensors().size()) file = f.get();
+  const auto layout = affine_layout(record.type);
+  const bool stored_float =
+      record.type == GgmlType::kF32 || record.type == GgmlType::kF16 || record.type == GgmlType::kBF16;
+  RS_CHECK(stored_float || layout,
+           "{}: tensor '{}' is {}; radixserve reads GGUF tensors in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+           "Q4_K, Q5_K and Q6_K (MXFP4 for gpt-oss experts; requantize the file with llama-quantize to one of them)",
+           file->path().string(), record.name, type_name(record.type));
+  std::vector<int64_t> hf = shape;  // given whole, or the stored shape with the selected rows
+  if (hf.empty()) {
+    hf = hf_shape(record.ne);
+    if (rows) hf[record.ne.size() > 1 ? hf.size() - 2 : 0] = static_cast<int64_t>(rows->size());
+  }
+  Entry entry{&record, file, Part::kStored, DType::kF32, hf};
+  entry.rows = std::move(rows);
+  entry.cols = std::move(cols);
+  const bool matrix = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && record.ne.size() >= 2 &&
+                      name.find("norm") == std::string::npos;
+  if (layout && matrix && !entry.cols) {
+    const std::string module = name.substr(0, name.size() - 7);
+    Entry codes = entry, scales = entry;
+    codes.part = Part::kCodes;
+    codes.dtype = DType::kU32;
+    codes.shape.back() = record.ne[0] * layout->bits / 32;
+    scales.part = Part::kScales;
+    scales.shape.back() = record.ne[0] / layout->group;
+    Entry biases = scales;
+    biases.part = Part::kBiases;
+    entries_.emplace(name, codes);
+    entries_.emplace(module + ".scales", scales);
+    entries_.emplace(module + ".biases", biases);
+    return;
+  }
+  if (layout || entry.rows || entry.cols) {
+    entry.part = Part::kDecoded;
+  } else {
+    entry.dtype = record.type == GgmlType::kF32   ? DType::kF32
+                  : record.type == GgmlType::kF16 ? DType::kF16
+                                                  : DType::kBF16;
+  }
+  entries_.emplace(name, std::move(entry));
+}
+
+const TensorRecord& GgufWeights::require_record(const std::string& gguf_name) const {
+  const TensorRecord* found = record(gguf_name);
+  RS_CHECK(found != nullptr, "{}: no tensor '{}'", files_.front()->path().string(), gguf_name);
+  return *found;
+}
+
+void GgufWeights::add_built(const std::string& name, const TensorRecord& source, DType dtype,
+                            std::vector<int64_t> shape, std::function<void(uint8_t*)> build) {
+  const GgufFile* file = files_.front().get();
+  for (const auto& f : files_)
+    for (const auto& r : f->tensors())
+      if (&r == &source) file = f.get();
+  Entry entry{&source, file, Part::kBuilt, dtype, std::move(shape)};
+  entry.build = std::move(build);
+  entries_.emplace(name, std::move(entry));
 }
 
 const TensorRecord* GgufWeights::record(const std::string& gguf_name) const {
@@ -189,35 +266,59 @@ const TensorRecord* GgufWeights::record(const std::string& gguf_name) const {
   return it == records_.end() ? nullptr : it->second;
 }
 
+ThreadPool& GgufWeights::pool() const {
+  if (!pool_) pool_ = std::make_unique<ThreadPool>(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return *pool_;
+}
+
 const GgufWeights::Converted& GgufWeights::convert(const Entry& entry) const {
   std::lock_guard lock(mutex_);
-  auto it = converted_.find(entry.record);
+  const ConvertedKey key{entry.record, entry.rows.get(), entry.cols.get()};
+  auto it = converted_.find(key);
   if (it != converted_.end()) return it->second;
   const TensorRecord& record = *entry.record;
-  const int64_t rows = rows_of(record), in = record.ne[0];
+  // A 1-D tensor reorders element by element.
+  const int64_t rows = record.ne.size() == 1 ? record.ne[0] : rows_of(record);
+  const int64_t in = record.ne.size() == 1 ? 1 : record.ne[0];
   Converted out;
   if (entry.part == Part::kDecoded) {
     out.values = Buffer::host(rows * in * sizeof(float));
     decode_f32(record.type, record.data, rows * in, static_cast<float*>(out.values.data()));
-    if (entry.permute_heads > 0 && record.ne.size() == 1)  // a bias: one element per row
-      unpermute_rows(static_cast<uint8_t*>(out.values.data()), in, sizeof(float), entry.permute_heads);
-    else if (entry.permute_heads > 0)
-      unpermute_rows(static_cast<uint8_t*>(out.values.data()), rows, in * sizeof(float), entry.permute_heads);
+    if (entry.rows) out.values = gather_rows(out.values, *entry.rows, in * sizeof(float));
+    if (entry.cols) {
+      const int64_t kept = static_cast<int64_t>(out.values.bytes() / (in * sizeof(float)));
+      Buffer permuted = Buffer::host(kept * entry.cols->size() * sizeof(float));
+      const auto* src = static_cast<const float*>(out.values.data());
+      auto* dst = static_cast<float*>(permuted.data());
+      const int64_t width = static_cast<int64_t>(entry.cols->size());
+      for (int64_t r = 0; r < kept; ++r)
+        for (int64_t c = 0; c < width; ++c) dst[r * width + c] = src[r * in + (*entry.cols)[c]];
+      out.values = std::move(permuted);
+    }
   } else {
     const AffineLayout layout = *affine_layout(record.type);
     const int64_t groups = in / layout.group;
     out.codes = Buffer::host(rows * in * layout.bits / 8);
     out.scales = Buffer::host(rows * groups * sizeof(float));
     out.biases = Buffer::host(rows * groups * sizeof(float));
-    decode_affine(record.type, record.data, rows, in, static_cast<uint8_t*>(out.codes.data()),
-                  static_cast<float*>(out.scales.data()), static_cast<float*>(out.biases.data()));
-    if (entry.permute_heads > 0) {
-      unpermute_rows(static_cast<uint8_t*>(out.codes.data()), rows, in * layout.bits / 8, entry.permute_heads);
-      unpermute_rows(static_cast<uint8_t*>(out.scales.data()), rows, groups * sizeof(float), entry.permute_heads);
-      unpermute_rows(static_cast<uint8_t*>(out.biases.data()), rows, groups * sizeof(float), entry.permute_heads);
+    // Rows decode independently: a multi-GB model's blocks over every core.
+    const int64_t row_bytes = in * layout.bits / 8, block_bytes = static_cast<int64_t>(record.bytes) / rows;
+    pool().parallel_for(
+        rows,
+        [&](int64_t begin, int64_t end) {
+          decode_affine(record.type, record.data + begin * block_bytes, end - begin, in,
+                        static_cast<uint8_t*>(out.codes.data()) + begin * row_bytes,
+                        static_cast<float*>(out.scales.data()) + begin * groups,
+                        static_cast<float*>(out.biases.data()) + begin * groups);
+        },
+        64);
+    if (entry.rows) {
+      out.codes = gather_rows(out.codes, *entry.rows, in * layout.bits / 8);
+      out.scales = gather_rows(out.scales, *entry.rows, groups * sizeof(float));
+      out.biases = gather_rows(out.biases, *entry.rows, groups * sizeof(float));
     }
   }
-  return converted_.emplace(entry.record, std::move(out)).first->second;
+  return converted_.emplace(key, std::move(out)).first->second;
 }
 
 Tensor GgufWeights::tensor(const std::string& name) const {
@@ -228,6 +329,17 @@ Tensor GgufWeights::tensor(const std::string& name) const {
   void* data = nullptr;
   if (entry.part == Part::kStored) {
     data = const_cast<uint8_t*>(entry.record->data);
+  } else if (entry.part == Part::kBuilt) {
+    std::lock_guard lock(mutex_);
+    auto built = built_.find(name);
+    if (built == built_.end()) {
+      int64_t count = 1;
+      for (int64_t d : shape) count *= d;
+      Buffer buffer = Buffer::host(count * dtype_size(entry.dtype));
+      entry.build(static_cast<uint8_t*>(buffer.data()));
+      built = built_.emplace(name, std::move(buffer)).first;
+    }
+    data = built->second.data();
   } else {
     const Converted& converted = convert(entry);
     const Buffer& buffer = entry.part == Part::kCodes    ? converted.codes

@@ -7,16 +7,22 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "loader/gguf/gguf_file.h"
 #include "tensor/buffer.h"
 #include "tensor/tensor.h"
+
+namespace rs {
+class ThreadPool;
+}
 
 namespace rs::loader::gguf {
 
@@ -41,25 +47,44 @@ class GgufWeights {
   size_t total_bytes() const;
 
  private:
-  enum class Part : uint8_t { kStored, kCodes, kScales, kBiases, kDecoded };
+  enum class Part : uint8_t { kStored, kCodes, kScales, kBiases, kDecoded, kBuilt };
   struct Entry {
     const TensorRecord* record;
     const GgufFile* file;
     Part part;
     DType dtype;
     std::vector<int64_t> shape;
-    int32_t permute_heads = 0;  // > 0: Llama q/k rows to un-permute, heads of this many
+    // Hugging Face row r is GGUF row rows[r] (Llama's q/k un-permuted, Qwen3.5's value heads back in grouped order,
+    // a part of a fused tensor); columns likewise (decoded to f32). Null: as stored. 1-D tensors: one element a row.
+    std::shared_ptr<const std::vector<int64_t>> rows, cols;
+    // kBuilt: a Hugging Face tensor made from one or more GGUF tensors (gpt-oss's interleaved gate|up experts):
+    // fills dtype x shape bytes.
+    std::function<void(uint8_t*)> build;
   };
+  // Arch-specific tensors whose Hugging Face form combines GGUF tensors (gguf_weights_arch.cpp).
+  void add_gpt_oss_experts(int32_t layers);
+  void add_hybrid_qwen_layers(const std::string& arch, int32_t layers);
+  // Presents GGUF tensor `source` as Hugging Face tensor `name` (".weight" of a matrix: an affine triple when
+  // quantized), with rows and columns reordered as given and `shape` overriding the stored one.
+  void add_mapped(const std::string& name, const TensorRecord& source, std::shared_ptr<const std::vector<int64_t>> rows,
+                  std::shared_ptr<const std::vector<int64_t>> cols = nullptr, std::vector<int64_t> shape = {});
+  void add_built(const std::string& name, const TensorRecord& source, DType dtype, std::vector<int64_t> shape,
+                 std::function<void(uint8_t*)> build);
+  const TensorRecord& require_record(const std::string& gguf_name) const;
   struct Converted {
     Buffer codes, scales, biases, values;
   };
   const Converted& convert(const Entry& entry) const;
+  ThreadPool& pool() const;  // made on first use
 
   std::vector<std::unique_ptr<GgufFile>> files_;
   std::map<std::string, const TensorRecord*> records_;
   std::map<std::string, Entry> entries_;
   mutable std::mutex mutex_;
-  mutable std::map<const TensorRecord*, Converted> converted_;
+  using ConvertedKey = std::tuple<const TensorRecord*, const std::vector<int64_t>*, const std::vector<int64_t>*>;
+  mutable std::map<ConvertedKey, Converted> converted_;
+  mutable std::map<std::string, Buffer> built_;
+  mutable std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace rs::loader::gguf
