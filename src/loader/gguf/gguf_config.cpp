@@ -95,7 +95,7 @@ json hf_config(const GgufWeights& weights) {
   config["architectures"] = {known->hf};
   config["model_type"] = known->model_type;
   config["hidden_size"] = k.integer("embedding_length");
-  config["num_hidden_layers"] = k.integer("block_count");
+  config["num_hidden_layers"] = weights.block_count();
   const int64_t heads = k.integer("attention.head_count");
   config["num_attention_heads"] = heads;
   config["num_key_value_heads"] = k.integer_or("attention.head_count_kv", heads);

@@ -230,8 +230,8 @@ void GgufFile::parse(const uint8_t* data, size_t size) {
     uint64_t elements = 1;
     for (uint32_t d = 0; d < dims; ++d) {
       const uint64_t n = in.get<uint64_t>();
-      RS_CHECK(n <= (uint64_t{1} << 40) && (n == 0 || elements <= (uint64_t{1} << 50) / n),
-               "{}: tensor '{}' has an impossible size", path_.string(), record.name);
+      RS_CHECK(n > 0 && n <= (uint64_t{1} << 40) && elements <= (uint64_t{1} << 50) / n,
+               "{}: tensor '{}' has an empty or impossible size", path_.string(), record.name);
       elements *= n;
       record.ne.push_back(static_cast<int64_t>(n));
     }

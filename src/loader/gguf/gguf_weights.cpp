@@ -192,8 +192,16 @@ GgufWeights::GgufWeights(const std::vector<fs::path>& files) {
       add_mapped(mapped->name, record, rows);
     }
   }
-  if (arch == "gpt-oss") add_gpt_oss_experts(metadata_int(meta, arch + ".block_count"));
-  if (hybrid_qwen(arch)) add_hybrid_qwen_layers(arch, metadata_int(meta, arch + ".block_count"));
+  if (arch == "gpt-oss") add_gpt_oss_experts(block_count());
+  if (hybrid_qwen(arch)) add_hybrid_qwen_layers(arch, block_count());
+}
+
+int32_t GgufWeights::block_count() const {
+  const std::string arch = metadata().value("general.architecture", std::string());
+  const int32_t layers = metadata_int(metadata(), arch + ".block_count");
+  RS_CHECK(layers >= 0 && static_cast<size_t>(layers) <= records_.size(), "{}: {}.block_count is {} for {} tensors",
+           files_.front()->path().string(), arch, layers, records_.size());
+  return layers;
 }
 
 void GgufWeights::add_mapped(const std::string& name, const TensorRecord& record,

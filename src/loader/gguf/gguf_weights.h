@@ -45,6 +45,10 @@ class GgufWeights {
   std::string file_of(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;
+  // Tensors in the files, mapped or not (a bound on any per-layer metadata).
+  size_t tensor_count() const { return records_.size(); }
+  // {arch}.block_count, checked against the tensors (every layer has some).
+  int32_t block_count() const;
 
  private:
   enum class Part : uint8_t { kStored, kCodes, kScales, kBiases, kDecoded, kBuilt };

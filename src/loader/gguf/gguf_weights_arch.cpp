@@ -110,10 +110,17 @@ void GgufWeights::add_hybrid_qwen_layers(const std::string& arch, int32_t layers
     return it->get<int64_t>();
   };
   const int64_t nk = key("ssm.group_count"), nv = key("ssm.time_step_rank"), hk = key("ssm.state_size");
-  const int64_t kernel = key("ssm.conv_kernel");
-  RS_CHECK(nk > 0 && nv % nk == 0 && key("ssm.inner_size") % nv == 0, "{}: inconsistent ssm.* keys",
-           files_.front()->path().string());
-  const int64_t hv = key("ssm.inner_size") / nv, ratio = nv / nk;
+  const int64_t kernel = key("ssm.conv_kernel"), inner = key("ssm.inner_size");
+  // Bounded by the tensors before any order is built from them (the file's metadata is outside input).
+  const TensorRecord* first = nullptr;
+  for (int32_t layer = 0; layer < layers && !first; ++layer) first = record("blk." + std::to_string(layer) + ".ssm_a");
+  if (!first) return;
+  RS_CHECK(nk > 0 && nv > 0 && hk > 0 && first->ne[0] == nv && nv % nk == 0 && inner % nv == 0 && inner / nv > 0,
+           "{}: ssm.* keys (group_count {}, time_step_rank {}, inner_size {}, state_size {}) do not fit ssm_a [{}]",
+           files_.front()->path().string(), nk, nv, inner, hk, first->ne[0]);
+  const int64_t hv = inner / nv, ratio = nv / nk;
+  RS_CHECK(hk <= (int64_t{1} << 24) && hv <= (int64_t{1} << 24), "{}: ssm head sizes {} and {} are impossible",
+           files_.front()->path().string(), hk, hv);
   const bool tiled = arch != "qwen3next" && nk != nv;
   // Hugging Face's value-head order over `width`-wide heads, after `offset` untouched leading entries.
   const auto value_order = [&](int64_t width, int64_t offset) -> std::shared_ptr<const std::vector<int64_t>> {
@@ -125,6 +132,13 @@ void GgufWeights::add_hybrid_qwen_layers(const std::string& arch, int32_t layers
         for (int64_t d = 0; d < width; ++d) order->push_back(offset + (j * nk + g) * width + d);
     return order;
   };
+  // Each reordered tensor must hold the rows (or columns) the order names.
+  const auto rows_are = [&](const TensorRecord& t, int64_t rows, bool columns = false) {
+    const int64_t have = columns ? t.ne[0] : t.ne.size() == 1 ? t.ne[0] : t.ne[1];
+    RS_CHECK(t.ne.size() <= 2 && have == rows, "{}: '{}' has {} {} where the ssm.* keys give {}",
+             files_.front()->path().string(), t.name, have, columns ? "columns" : "rows", rows);
+    return &t;
+  };
   for (int32_t layer = 0; layer < layers; ++layer) {
     const std::string g = "blk." + std::to_string(layer) + ".";
     if (!record(g + "ssm_a")) continue;  // a full-attention layer
@@ -133,8 +147,9 @@ void GgufWeights::add_hybrid_qwen_layers(const std::string& arch, int32_t layers
              "with a current convert_hf_to_gguf.py",
              files_.front()->path().string(), layer);
     const std::string p = "model.layers." + std::to_string(layer) + ".linear_attn.";
-    add_mapped(p + "in_proj_qkv.weight", require_record(g + "attn_qkv.weight"), value_order(hv, 2 * nk * hk));
-    add_mapped(p + "in_proj_z.weight", require_record(g + "attn_gate.weight"), value_order(hv, 0));
+    add_mapped(p + "in_proj_qkv.weight", *rows_are(require_record(g + "attn_qkv.weight"), 2 * nk * hk + nv * hv),
+               value_order(hv, 2 * nk * hk));
+    add_mapped(p + "in_proj_z.weight", *rows_are(require_record(g + "attn_gate.weight"), nv * hv), value_order(hv, 0));
     if (arch == "qwen3next") {
       // ssm_ba rows per key head g: b of its r value heads, then a.
       auto b_rows = std::make_shared<std::vector<int64_t>>(), a_rows = std::make_shared<std::vector<int64_t>>();
@@ -143,19 +158,20 @@ void GgufWeights::add_hybrid_qwen_layers(const std::string& arch, int32_t layers
           b_rows->push_back(k * 2 * ratio + j);
           a_rows->push_back(k * 2 * ratio + ratio + j);
         }
-      add_mapped(p + "in_proj_b.weight", require_record(g + "ssm_ba.weight"), b_rows);
+      add_mapped(p + "in_proj_b.weight", *rows_are(require_record(g + "ssm_ba.weight"), 2 * nv), b_rows);
       add_mapped(p + "in_proj_a.weight", require_record(g + "ssm_ba.weight"), a_rows);
     } else {
-      add_mapped(p + "in_proj_b.weight", require_record(g + "ssm_beta.weight"), value_order(1, 0));
-      add_mapped(p + "in_proj_a.weight", require_record(g + "ssm_alpha.weight"), value_order(1, 0));
+      add_mapped(p + "in_proj_b.weight", *rows_are(require_record(g + "ssm_beta.weight"), nv), value_order(1, 0));
+      add_mapped(p + "in_proj_a.weight", *rows_are(require_record(g + "ssm_alpha.weight"), nv), value_order(1, 0));
     }
     const TensorRecord& conv = require_record(g + "ssm_conv1d.weight");
-    RS_CHECK(conv.ne.size() == 2 && conv.ne[0] == kernel, "{}: '{}' is not [C, K]", files_.front()->path().string(),
-             conv.name);
+    RS_CHECK(conv.ne.size() == 2 && conv.ne[0] == kernel && conv.ne[1] == 2 * nk * hk + nv * hv,
+             "{}: '{}' is not [C, K]", files_.front()->path().string(), conv.name);
     add_mapped(p + "conv1d.weight", conv, value_order(hv, 2 * nk * hk), nullptr, {conv.ne[1], kernel, 1});
-    add_mapped(p + "dt_bias", require_record(g + "ssm_dt.bias"), value_order(1, 0));
+    add_mapped(p + "dt_bias", *rows_are(require_record(g + "ssm_dt.bias"), nv), value_order(1, 0));
     add_mapped(p + "norm.weight", require_record(g + "ssm_norm.weight"), nullptr);
-    add_mapped(p + "out_proj.weight", require_record(g + "ssm_out.weight"), nullptr, value_order(hv, 0));
+    add_mapped(p + "out_proj.weight", *rows_are(require_record(g + "ssm_out.weight"), nv * hv, true), nullptr,
+               value_order(hv, 0));
     // ssm_a = -exp(A_log) in f32: A_log = log(-a), in double and rounded once (no f32 A_log is guaranteed to give a
     // back through exp; the model uses exp(A_log) only, so this keeps it within an ulp of the file).
     const TensorRecord& a = require_record(g + "ssm_a");
