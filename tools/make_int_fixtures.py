@@ -96,8 +96,21 @@ def f16_scale(scale):
     return np.where(s == 0, np.float16(2.0**-24), s).astype(np.float16)
 
 
+def pack_bitstream(q, bits):
+    """uint values < 2^bits along the last axis as one little-endian bit stream (element j at bit j*bits), in uint32
+    words: MLX's 3-, 5- and 6-bit packing (8 values in 3 or 5 bytes, 4 values in 3 bytes), the same stream 2/4/8 give."""
+    q = np.asarray(q, dtype=np.uint8)
+    assert (q.shape[-1] * bits) % 32 == 0, (q.shape, bits)
+    stream = np.unpackbits(q[..., None], axis=-1, bitorder="little")[..., :bits]
+    packed = np.packbits(stream.reshape(q.shape[:-1] + (q.shape[-1] * bits,)), axis=-1, bitorder="little")
+    return np.ascontiguousarray(packed).view("<u4")
+
+
 def pack_sequential(q, bits, axis):
     """uint values < 2^bits, packed 32/bits to a uint32 word along `axis`, element k of a word at bits k*bits."""
+    if 32 % bits:
+        assert axis in (-1, np.asarray(q).ndim - 1)
+        return pack_bitstream(q, bits)
     q = np.moveaxis(np.asarray(q, dtype=np.uint32), axis, -1)
     per = 32 // bits
     assert q.shape[-1] % per == 0, (q.shape, bits)
@@ -218,11 +231,13 @@ def f16_to_f32(h):
 
 
 def loop_mlx_codes(words, out_dim, in_dim, bits):
-    per, mask = 32 // bits, (1 << bits) - 1
+    """Element j of a row at bit j*bits of the row's words read as one little-endian integer (any bits)."""
+    mask = (1 << bits) - 1
     q = np.zeros((out_dim, in_dim), dtype=np.int64)
     for r in range(out_dim):
+        row = sum(u32(words[r, k]) << (32 * k) for k in range(words.shape[1]))
         for j in range(in_dim):
-            q[r, j] = (u32(words[r, j // per]) >> ((j % per) * bits)) & mask
+            q[r, j] = (row >> (j * bits)) & mask
     return q
 
 
@@ -307,14 +322,14 @@ def save_folder(folder, config, tensors, dequantized, src):
         json.dump(plain, f, indent=2)
 
 
-def make_mlx(root, src_name, out_name, overrides, sanitize=None):
+def make_mlx(root, src_name, out_name, overrides, sanitize=None, defaults=None):
     """sanitize(name, w): how an f32 tensor kept unquantized is stored (mlx_lm's model.sanitize); the twin keeps w.
     A module whose `in` the default group size does not divide stays f32 with no config entry, as mlx_lm's
     quantize_model leaves it (its loader tells it by the absent `.scales`)."""
     src = os.path.join(root, src_name)
     weights = read_safetensors(os.path.join(src, "model.safetensors"))
     config = json.load(open(os.path.join(src, "config.json")))
-    quantization = {"group_size": 32, "bits": 4}
+    quantization = dict(defaults or {"group_size": 32, "bits": 4})
     quantization.update(overrides)
     config["quantization"] = quantization
     config["quantization_config"] = dict(quantization)
@@ -355,6 +370,14 @@ def make_mlx(root, src_name, out_name, overrides, sanitize=None):
 def make_qwen3_mlx4(root):
     make_mlx(root, "qwen3", "qwen3_mlx4", {"model.layers.1.mlp.down_proj": {"group_size": 64, "bits": 8},
                                            "model.layers.2.self_attn.o_proj": False})
+
+
+def make_qwen3_mlx3(root):
+    """mlx-community's 3-, 5- and 6-bit conversions: 3-bit g64 by default, the MLP down projections at 6 bits and one
+    o_proj at 5 (per-module overrides); the codes are one little-endian bit stream per row (pack_bitstream)."""
+    make_mlx(root, "qwen3", "qwen3_mlx3", {f"model.layers.{n}.mlp.down_proj": {"group_size": 64, "bits": 6}
+                                           for n in range(3)} | {"model.layers.0.self_attn.o_proj": {"bits": 5}},
+             defaults={"group_size": 64, "bits": 3})
 
 
 def make_qwen3_moe_mlx4(root):
@@ -425,7 +448,7 @@ def self_check():
     w[3, 32:64] = 0.25  # a constant group
     w[5, :32] = np.abs(w[5, :32]) + 0.01  # a group entirely above zero
 
-    for group, bits in ((32, 4), (64, 8)):
+    for group, bits in ((32, 4), (64, 8), (64, 3), (32, 5), (64, 6)):
         words, scale_bits, bias_bits, deq = mlx_quantize(w, group, bits)
         assert words.dtype == np.uint32 and words.shape == (16, 128 * bits // 32)
         got, q = loop_mlx_dequant(words, scale_bits, bias_bits, 16, 128, group, bits)
@@ -438,6 +461,10 @@ def self_check():
         assert np.array_equal(got.view(np.uint32), deq.view(np.uint32)), ("mlx dequant", bits)
         stacked = mlx_quantize(np.stack([w, -w]), group, bits)
         assert np.array_equal(stacked[0][0], words) and np.array_equal(stacked[3][1], mlx_quantize(-w, group, bits)[3])
+
+    # MLX's 3-bit pack: values 0..7 in order make bytes 0b10001000, 0b11000110, 0b11111010 (bits 3k little-endian).
+    assert pack_bitstream(np.tile(np.arange(8, dtype=np.uint8), 4).reshape(1, 32), 3).view(np.uint8)[0, :3].tolist() \
+        == [0b10001000, 0b11000110, 0b11111010]
 
     wa = w.reshape(32, 64)  # out 32, in 64 (its rows 6 and 10 hold the constant and the all-positive groups)
     qweight, qzeros, scales, deq = awq_quantize(wa, 32, 4)
@@ -697,6 +724,7 @@ def main():
     args = parser.parse_args()
     self_check()
     make_qwen3_mlx4(args.root)
+    make_qwen3_mlx3(args.root)
     make_qwen3_moe_mlx4(args.root)
     make_qwen3_next_mlx4(args.root)
     make_awq(args.root)

@@ -56,10 +56,10 @@ void check_compressed_tensors(const json& q, const std::string& source, Quantiza
   }
 }
 
-// Bits the integer kernels read: whole codes per byte.
+// MLX's affine bits: 2, 4 and 8 are read as stored; 3, 5 and 6 (one bit stream per row) are widened to 8-bit codes.
 void check_bits(int64_t bits, const std::string& source, const std::string& what) {
-  RS_CHECK(bits == 2 || bits == 4 || bits == 8, "{}: {} quantizes to {} bits; supported: 2, 4 and 8", source, what,
-           bits);
+  RS_CHECK(bits >= 2 && bits <= 8 && bits != 7, "{}: {} quantizes to {} bits; supported: 2, 3, 4, 5, 6 and 8", source,
+           what, bits);
 }
 void check_group(int64_t group, const std::string& source, const std::string& what) {
   RS_CHECK(group >= 16 && (group & (group - 1)) == 0,

@@ -86,7 +86,7 @@ TEST(QuantizationConfig, RefusesWhatItCannotLoad) {
             std::string::npos);
   EXPECT_NE(message(R"({"quantization_config": {"quant_method": "gptq", "group_size": -1}})").find("group_size -1"),
             std::string::npos);
-  EXPECT_NE(message(R"({"quantization": {"group_size": 64, "bits": 3}})").find("3 bits"), std::string::npos);
+  EXPECT_NE(message(R"({"quantization": {"group_size": 64, "bits": 7}})").find("7 bits"), std::string::npos);
   EXPECT_NE(message(R"({"quantization": {"group_size": 64, "bits": 4, "m.q": {"group_size": 48, "bits": 4}}})")
                 .find("module 'm.q' has group size 48"),
             std::string::npos);

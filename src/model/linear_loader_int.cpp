@@ -15,6 +15,14 @@ inline uint32_t code_at(const uint8_t* row, int64_t i, int bits) {
   const int64_t bit = i * bits;
   return (row[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1);
 }
+// Element i of a little-endian bit stream of b-bit codes, for any b <= 8 (a code may straddle two bytes).
+inline uint32_t stream_code(const uint8_t* row, int64_t i, int bits) {
+  const int64_t bit = i * bits;
+  const int shift = static_cast<int>(bit & 7);
+  uint32_t window = row[bit >> 3];
+  if (shift + bits > 8) window |= static_cast<uint32_t>(row[(bit >> 3) + 1]) << 8;
+  return (window >> shift) & ((1u << bits) - 1);
+}
 inline void set_code(uint8_t* row, int64_t i, int bits, uint32_t value) {
   const int64_t bit = i * bits;
   row[bit >> 3] = static_cast<uint8_t>(row[bit >> 3] | (value << (bit & 7)));
@@ -41,13 +49,14 @@ LinearWeight LinearLoader::load_mlx(const std::string& module, const TensorSlice
   const int64_t words = info->shape.back();
   RS_CHECK(words > 0 && (words * 32) % in == 0, "'{}' holds {} words per row for {} inputs", name, words, in);
   const int bits = static_cast<int>(words * 32 / in);
-  RS_CHECK(bits == 2 || bits == 4 || bits == 8, "'{}' is {}-bit MLX: supported are 2, 4 and 8 bits", name, bits);
+  RS_CHECK(bits >= 2 && bits <= 8 && bits != 7, "'{}' is {}-bit MLX: supported are 2, 3, 4, 5, 6 and 8 bits", name,
+           bits);
   const auto scale_info = weights_.info(module + ".scales");
   RS_CHECK(scale_info && weights_.contains(module + ".biases"), "MLX weight '{}' has no scales and biases beside it",
            name);
   const int64_t groups = scale_info->shape.back();
-  RS_CHECK(groups > 0 && in % groups == 0 && (in / groups) % (8 / std::min(bits, 8)) == 0,
-           "'{}.scales' has {} groups for {} inputs", module, groups, in);
+  RS_CHECK(groups > 0 && in % groups == 0 && (in / groups) % 8 == 0, "'{}.scales' has {} groups for {} inputs", module,
+           groups, in);
   const int64_t group = in / groups;
   std::vector<int64_t> shape = slice.stack ? std::vector<int64_t>{slice.stack, out, words} : std::vector{out, words};
   const Tensor packed = weights_.require(name, shape, DType::kU32);
@@ -57,14 +66,25 @@ LinearWeight LinearLoader::load_mlx(const std::string& module, const TensorSlice
   RS_CHECK(slice.index < std::max<int64_t>(slice.stack, 1), "expert {} of {} in '{}'", slice.index, slice.stack, name);
   // One expert of a stacked [E, out, ...] tensor is a view at its offset (u32 words read as little-endian bytes).
   const int64_t row_bytes = words * 4, first = slice.index * out;
-  const Tensor codes(static_cast<uint8_t*>(packed.data()) + first * row_bytes, DType::kU8, {out, row_bytes});
+  Tensor codes(static_cast<uint8_t*>(packed.data()) + first * row_bytes, DType::kU8, {out, row_bytes});
+  if (bits != 2 && bits != 4 && bits != 8) {
+    // 3, 5 and 6 bits: each row one little-endian bit stream (element j at bit j * bits), widened to a byte per code.
+    Buffer wide = Buffer::host(out * in);
+    const auto* src = codes.data_as<uint8_t>();
+    auto* dst = static_cast<uint8_t*>(wide.data());
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t i = 0; i < in; ++i)
+        dst[o * in + i] = static_cast<uint8_t>(stream_code(src + o * row_bytes, i, bits));
+    codes = keep(std::move(wide), DType::kU8, {out, in});
+  }
   Buffer pairs = Buffer::host(out * groups * 2 * sizeof(float));
   float* p = static_cast<float*>(pairs.data());
   for (int64_t i = 0; i < out * groups; ++i) {
     p[2 * i] = load_float(scales, first * groups + i);
     p[2 * i + 1] = load_float(biases, first * groups + i);
   }
-  return affine(codes, keep(std::move(pairs), DType::kF32, {out, groups, 2}), out, in, bits, group);
+  const int stored_bits = bits == 2 || bits == 4 ? bits : 8;
+  return affine(codes, keep(std::move(pairs), DType::kF32, {out, groups, 2}), out, in, stored_bits, group);
 }
 
 LinearWeight LinearLoader::widen_affine(const LinearWeight& w, int bits, int64_t group) {
@@ -198,7 +218,9 @@ LinearWeight LinearLoader::load_gptq(const std::string& module, int64_t out, int
 LinearWeight LinearLoader::quantize_affine(const Tensor& weight, const std::string& name, int bits, int64_t group) {
   // MLX's rule: per group, scale = (max - min) / (2^bits - 1), bias = min, q = round((w - bias) / scale). Used for
   // dummy weights of an integer config (timing the format), never for a checkpoint's own values.
-  const int64_t out = weight.dim(0), in = weight.dim(1), groups = in / group, row_bytes = in * bits / 8;
+  // 3, 5 and 6 bits keep their levels in byte codes, as loaded checkpoints of those widths are.
+  const int stored = bits == 2 || bits == 4 || bits == 8 ? bits : 8;
+  const int64_t out = weight.dim(0), in = weight.dim(1), groups = in / group, row_bytes = in * stored / 8;
   RS_CHECK(in % group == 0, "{} inputs are not whole groups of {}", in, group);
   const float levels = static_cast<float>((1 << bits) - 1);
   Buffer codes = Buffer::host(out * row_bytes);
@@ -216,14 +238,14 @@ LinearWeight LinearLoader::quantize_affine(const Tensor& weight, const std::stri
         p[(o * groups + g) * 2] = scale;
         p[(o * groups + g) * 2 + 1] = lo;
         for (int64_t i = g * group; i < (g + 1) * group; ++i)
-          set_code(c + o * row_bytes, i, bits,
+          set_code(c + o * row_bytes, i, stored,
                    static_cast<uint32_t>(std::clamp(std::nearbyint((row[i] - lo) / scale), 0.0f, levels)));
       }
     }
   });
   LinearWeight w = affine(keep(std::move(codes), DType::kU8, {out, row_bytes}),
-                          keep(std::move(pairs), DType::kF32, {out, groups, 2}), out, in, bits, group);
-  if (!name.empty()) weights_.note_stored_as(name, w.weight.bytes() + out * groups * 4);  // 16-bit pairs on disk
+                          keep(std::move(pairs), DType::kF32, {out, groups, 2}), out, in, stored, group);
+  if (!name.empty()) weights_.note_stored_as(name, out * in * bits / 8 + out * groups * 4);  // as stored on disk
   return w;
 }
 

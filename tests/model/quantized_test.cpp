@@ -163,14 +163,16 @@ INSTANTIATE_TEST_SUITE_P(Fp8, QuantizedCheckpoint,
                                            Case{"qwen3_moe_fp8_ct", "qwen3_moe"}),
                          [](const auto& info) { return info.param.name; });
 
-// tools/make_int_fixtures.py: MLX affine (4-bit g32 with an 8-bit override and an unquantized module; quantized
+// tools/make_int_fixtures.py: MLX affine (4-bit g32 with an 8-bit override and an unquantized module; 3-bit g64 with
+// 5- and 6-bit overrides, bit streams widened to byte codes at load; quantized
 // embeddings, stacked switch_mlp experts, an 8-bit router; Qwen3-Next as mlx_lm's sanitize() leaves it: norms stored
 // as 1 + w, the depthwise conv [C, K, 1]), AutoAWQ GEMM, GPTQ v1 4-bit asymmetric (also act-order) and
 // 8-bit symmetric.
 INSTANTIATE_TEST_SUITE_P(Integer, QuantizedCheckpoint,
-                         ::testing::Values(Case{"qwen3_mlx4", "qwen3"}, Case{"qwen3_moe_mlx4", "qwen3_moe"},
-                                           Case{"qwen3_awq", "qwen3"}, Case{"qwen3_gptq", "qwen3"},
-                                           Case{"qwen3_gptq8", "qwen3"}, Case{"qwen3_gptq_actorder", "qwen3"},
+                         ::testing::Values(Case{"qwen3_mlx4", "qwen3"}, Case{"qwen3_mlx3", "qwen3"},
+                                           Case{"qwen3_moe_mlx4", "qwen3_moe"}, Case{"qwen3_awq", "qwen3"},
+                                           Case{"qwen3_gptq", "qwen3"}, Case{"qwen3_gptq8", "qwen3"},
+                                           Case{"qwen3_gptq_actorder", "qwen3"},
                                            Case{"qwen3_next_mlx4", "qwen3_next", kHybridFastLogitTolerance}),
                          [](const auto& info) { return info.param.name; });
 
