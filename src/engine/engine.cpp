@@ -82,6 +82,8 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
       config_.load_format == "dummy" ? loader::WeightSource::dummy(config_.dummy_seed, model_config_.dtype)
                                      : loader::WeightSource::checkpoint(model_dir));
   model_->load(*weights_, *backend_, config_.progress);
+  // A device model reads its uploaded copies: host buffers made while loading (GGUF blocks) go.
+  if (!backend_->device().is_cpu()) weights_->release_converted();
   RS_LOG_INFO("loaded {} ({} MiB of weights) on {}", model_config_.architecture, weights_->bytes_loaded() >> 20,
               backend_->name());
 

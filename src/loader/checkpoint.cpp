@@ -169,6 +169,10 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
+void Checkpoint::release_converted() {
+  if (gguf_) gguf_->release_converted();
+}
+
 size_t Checkpoint::total_bytes() const {
   if (gguf_) return gguf_->total_bytes();
   size_t total = 0;

@@ -51,6 +51,8 @@ class Checkpoint {
   std::string file_of(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;
+  // Frees host buffers made while loading (a GGUF file's converted blocks); mmap'd views stay valid.
+  void release_converted();
 
  private:
   std::filesystem::path dir_;

@@ -41,6 +41,11 @@ class WeightSource {
   Tensor require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype = {});
   Tensor require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype = {});
   bool is_dummy() const { return checkpoint_ == nullptr; }
+  // For a model whose weights now live on a device: frees host buffers the checkpoint made while loading (a GGUF
+  // file's converted blocks), which nothing reads once uploaded. mmap'd and dummy tensors stay.
+  void release_converted() {
+    if (checkpoint_) checkpoint_->release_converted();
+  }
   // Bytes of the weights handed out, as the model keeps them: a tensor quantized as it loads counts at its quantized
   // size once note_stored_as() says so (decode bandwidth bounds divide by these).
   size_t bytes_loaded() const { return bytes_loaded_; }

@@ -196,6 +196,13 @@ GgufWeights::GgufWeights(const std::vector<fs::path>& files) {
   if (hybrid_qwen(arch)) add_hybrid_qwen_layers(arch, block_count());
 }
 
+void GgufWeights::release_converted() {
+  std::lock_guard lock(mutex_);
+  converted_.clear();
+  built_.clear();
+  pool_.reset();
+}
+
 int32_t GgufWeights::block_count() const {
   const std::string arch = metadata().value("general.architecture", std::string());
   const int32_t layers = metadata_int(metadata(), arch + ".block_count");

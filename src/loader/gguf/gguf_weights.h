@@ -45,6 +45,8 @@ class GgufWeights {
   std::string file_of(const std::string& name) const;
   std::vector<std::string> names() const;
   size_t total_bytes() const;
+  // Frees every buffer made while loading (converted blocks, built tensors): the views handed out become invalid.
+  void release_converted();
   // Tensors in the files, mapped or not (a bound on any per-layer metadata).
   size_t tensor_count() const { return records_.size(); }
   // {arch}.block_count, checked against the tensors (every layer has some).
