@@ -9,10 +9,10 @@
 #include "apps/radixserve/bench_util.h"
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/model_option.h"
 #include "base/clock.h"
 #include "base/thread_pool.h"
 #include "engine/single_sequence.h"
-#include "model_option.h"
 
 namespace rs::app {
 namespace {
@@ -80,7 +80,6 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure prefill and decode throughput (JSON on stdout)");
   // Not ->required(): `bench one-batch --model X` leaves this one empty; the callback checks it.
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt length")
       ->check(positive_number())

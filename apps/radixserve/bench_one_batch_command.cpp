@@ -14,8 +14,8 @@
 #include "apps/radixserve/bench_util.h"
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/model_option.h"
 #include "base/log.h"
-#include "model_option.h"
 
 namespace rs::app {
 namespace {
@@ -262,7 +262,6 @@ CLI::App* add_bench_one_batch_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("one-batch", "Prefill and decode one static batch per batch size (a table)");
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
       ->required()
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   cmd->add_option("--batch-size", options->batch_sizes, "Batch sizes to run, in order (e.g. 1,8,32,128)")
       ->delimiter(',')

@@ -11,12 +11,12 @@
 #include "apps/radixserve/bench_report.h"
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/model_option.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "loadgen/latency_stats.h"
 #include "loadgen/workload.h"
-#include "model_option.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {
@@ -281,7 +281,6 @@ void add_bench_throughput_command(CLI::App& bench) {
   CLI::App* cmd = bench.add_subcommand("throughput", "Offline throughput through the in-process scheduler");
   cmd->add_option("--model", options->model_dir, "Checkpoint folder (config.json is enough with --load-format dummy)")
       ->required()
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   cmd->add_option("--num-prompts", options->workload.num_prompts, "Requests, all submitted at once")
       ->check(positive_number())

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "apps/radixserve/model_option.h"
 #include "base/error.h"
 #include "chat/chat_template.h"
-#include "model_option.h"
 
 namespace rs::app {
 namespace {
@@ -66,7 +66,6 @@ void add_chat_template_command(CLI::App& app) {
       ->add_option("--model", options->model_dir,
                    "Model directory (tokenizer_config.json, chat_template.jinja, config.json)")
       ->required()
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   command
       ->add_option("--messages", options->messages_file,

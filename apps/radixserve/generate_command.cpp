@@ -10,10 +10,10 @@
 
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/model_option.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/clock.h"
 #include "engine/single_sequence.h"
-#include "model_option.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {
@@ -179,7 +179,6 @@ void add_generate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt and print it as JSON");
   cmd->add_option("--model", options->model_dir, "Hugging Face checkpoint folder")
       ->required()
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", options->prompt, "Prompt text (needs tokenizer.json)");

@@ -1,4 +1,4 @@
-#include "model_option.h"
+#include "apps/radixserve/model_option.h"
 
 #include <exception>
 

@@ -13,12 +13,13 @@
 
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/model_option.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "grammar/compiler.h"
 #include "kv/kv_footprint.h"
-#include "model_option.h"
+#include "loader/model_folder.h"
 #include "sched/scheduler.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
@@ -174,6 +175,8 @@ std::string served_name(const ServeOptions& options) {
   if (!options.served_model_names.empty()) return options.served_model_names.front();
   std::filesystem::path folder = std::filesystem::absolute(options.model_dir).lexically_normal();
   if (folder.filename().empty()) folder = folder.parent_path();
+  // A hub cache snapshot (--model ORG/NAME) serves as ORG/NAME, as vLLM names it.
+  if (const std::string repo = loader::hub_repo_of(folder); !repo.empty()) return repo;
   return folder.filename().string();
 }
 
@@ -302,7 +305,6 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("model,--model", options->model_dir,
                   "Model folder (config.json, safetensors, tokenizer.json); `serve DIR` as vLLM's `serve MODEL`")
       ->required()
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   // vLLM flags with no setting of their own here: accepted where their meaning holds.
   cmd->add_flag_callback(

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "apps/radixserve/cli_checks.h"
+#include "apps/radixserve/model_option.h"
 #include "base/log.h"
-#include "model_option.h"
 #include "spec/draft_model_drafter.h"
 #include "spec/ngram_drafter.h"
 
@@ -159,7 +159,6 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
   cmd.add_option("--speculative-draft-model", spec.draft_model_dir,
                  "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft, or the "
                  "EAGLE-3 head's folder for eagle3")
-      ->check(CLI::ExistingPath)
       ->transform(model_folder());
   cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
                  "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/model_option.h"
 #include "base/error.h"
-#include "model_option.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <regex>
 
 #include "base/error.h"
@@ -108,7 +109,65 @@ fs::path cache_dir() {
   return fs::temp_directory_path() / fmt::format("radixserve-cache-{}", ::getuid());
 }
 
-fs::path resolve_model_folder(const fs::path& path) {
+fs::path hub_cache_dir() {
+  if (const char* dir = std::getenv("HF_HUB_CACHE"); dir && *dir) return dir;
+  if (const char* home = std::getenv("HF_HOME"); home && *home) return fs::path(home) / "hub";
+  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return fs::path(dir) / "huggingface" / "hub";
+  if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "huggingface" / "hub";
+  return fs::path(".cache") / "huggingface" / "hub";
+}
+
+std::string hub_repo_of(const fs::path& folder) {
+  static const std::regex kSnapshot(R"(.*/models--([^/]+?)--([^/]+)/snapshots/[^/]+/?)");
+  std::smatch match;
+  const std::string text = folder.lexically_normal().string();
+  return std::regex_match(text, match, kSnapshot) ? match[1].str() + "/" + match[2].str() : "";
+}
+
+namespace {
+
+// A repository id's snapshot in the hub cache, as huggingface_hub lays it out: refs/main names the revision; a cache
+// with one snapshot and no ref (copied caches) uses that one.
+std::optional<fs::path> hub_snapshot(const std::string& org, const std::string& name) {
+  const fs::path repo = hub_cache_dir() / ("models--" + org + "--" + name);
+  if (!fs::is_directory(repo / "snapshots")) return std::nullopt;
+  std::ifstream ref(repo / "refs" / "main");
+  std::string revision;
+  if (ref && std::getline(ref, revision) && !revision.empty() && fs::is_directory(repo / "snapshots" / revision))
+    return repo / "snapshots" / revision;
+  std::vector<fs::path> snapshots;
+  for (const auto& item : fs::directory_iterator(repo / "snapshots"))
+    if (item.is_directory()) snapshots.push_back(item.path());
+  RS_CHECK(snapshots.size() == 1, "{}: {} snapshots and no refs/main: pass the snapshot folder itself", repo.string(),
+           snapshots.size());
+  return snapshots.front();
+}
+
+// "ORG/NAME" or "ORG/NAME/FILE..." that is not a path on disk: the hub cache's copy, or a clear error.
+fs::path from_hub(const fs::path& path) {
+  static const std::regex kRepo(R"(([A-Za-z0-9][\w.-]*)/([\w.-]+)((/[^/]+)*))");
+  std::smatch match;
+  const std::string text = path.string();
+  RS_CHECK(std::regex_match(text, match, kRepo) && !path.is_absolute(),
+           "{}: no such file or folder (give a model folder, a .gguf file or a Hugging Face repository id ORG/NAME)",
+           text);
+  const auto snapshot = hub_snapshot(match[1].str(), match[2].str());
+  RS_CHECK(snapshot.has_value(),
+           "{}: not a folder or file here, and not in the Hugging Face cache ({}); download it first (e.g. `hf "
+           "download {}/{}`; radixserve does not download models yet) or set HF_HOME / HF_HUB_CACHE",
+           text, (hub_cache_dir() / ("models--" + match[1].str() + "--" + match[2].str())).string(), match[1].str(),
+           match[2].str());
+  if (match[3].length() == 0) return *snapshot;
+  const fs::path target = *snapshot / match[3].str().substr(1);
+  RS_CHECK(fs::exists(target), "{}: the cached snapshot {} has no {}", text, snapshot->string(),
+           match[3].str().substr(1));
+  return target;
+}
+
+}  // namespace
+
+fs::path resolve_model_folder(const fs::path& given) {
+  const fs::path path = fs::exists(given) ? given : from_hub(given);
   std::vector<fs::path> candidates;
   if (fs::is_regular_file(path) && gguf::is_gguf(path)) {
     static const std::regex kSplit(R"((.*)-\d{5}-of-\d{5}\.gguf)");
