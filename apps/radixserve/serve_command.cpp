@@ -8,7 +8,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "apps/radixserve/cli_checks.h"
@@ -24,6 +26,7 @@
 #include "server/http_server.h"
 #include "server/openai_request.h"
 #include "server/stats_line.h"
+#include "server/tool_call_parser.h"
 
 namespace rs::app {
 namespace {
@@ -39,8 +42,40 @@ struct ServeOptions {
   engine::EngineConfig engine;
   int32_t drain_timeout_s = 30;
   std::string reasoning_parser = "none";  // "qwen3": <think> ... </think> -> reasoning_content
-  std::string tool_call_parser = "none";  // "qwen3": <tool_call>{json}</tool_call> -> tool_calls
+  std::string tool_call_parser = "none";  // hermes (qwen3), qwen3_coder, llama3_json, mistral, auto or none
 };
+
+// The chat template's text, wherever the model keeps it (--chat-template file, chat_template.jinja, or
+// tokenizer_config.json's chat_template, a string or named templates), for --tool-call-parser auto.
+std::string chat_template_text(const ServeOptions& options) {
+  const auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  if (!options.chat_template.empty()) return read(options.chat_template);
+  const std::filesystem::path dir(options.model_dir);
+  if (std::filesystem::exists(dir / "chat_template.jinja")) return read(dir / "chat_template.jinja");
+  const auto config = nlohmann::json::parse(read(dir / "tokenizer_config.json"), nullptr, false);
+  if (!config.is_object() || !config.contains("chat_template")) return "";
+  std::string text;
+  for (const auto& entry :
+       config["chat_template"].is_array() ? config["chat_template"] : nlohmann::json::array({config["chat_template"]}))
+    if (entry.is_string())
+      text += entry.get<std::string>();
+    else if (entry.is_object() && entry.contains("template") && entry["template"].is_string())
+      text += entry["template"].get<std::string>();
+  return text;
+}
+
+// --tool-call-parser: a format by name, or auto (the chat template's own), or none.
+std::optional<server::ToolCallFormat> tool_call_format(const ServeOptions& options, const server::ModelText& text) {
+  if (options.tool_call_parser == "none") return std::nullopt;
+  if (options.tool_call_parser != "auto") return server::tool_call_format_named(options.tool_call_parser);
+  if (text.harmony_chat()) return std::nullopt;  // harmony calls are parsed anyway
+  const auto format = server::tool_call_format_of_template(chat_template_text(options));
+  if (!format) RS_LOG_WARN("--tool-call-parser auto: the chat template writes no tool-call format radixserve knows");
+  return format;
+}
 
 // gpt-oss: harmony's special tokens, when chats are rendered in harmony and the tokenizer has them all.
 server::HarmonyTokens harmony_tokens(const server::ModelText& text) {
@@ -219,7 +254,7 @@ void run_serve(ServeOptions options) {
   model.text = server::ModelText::load(options.model_dir, options.chat_template);
   model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
   model.harmony = harmony_tokens(model.text);
-  model.hermes_tool_calls = options.tool_call_parser == "qwen3";
+  model.tool_call_format = tool_call_format(options, model.text);
   if (model.text.has_tokenizer())
     model.grammar =
         std::make_shared<grammar::GrammarCompiler>(grammar::TokenVocab::from_tokenizer(*model.text.tokenizer()));
@@ -355,9 +390,10 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"none", "qwen3"}))
       ->capture_default_str();
   cmd->add_option("--tool-call-parser", options->tool_call_parser,
-                  "Turn <tool_call>{json}</tool_call> in chat answers into tool_calls: qwen3 (Qwen3 / Hermes format) "
+                  "Turn tool calls in chat answers into tool_calls: hermes or qwen3 (<tool_call>{json}</tool_call>), "
+                  "qwen3_coder (Qwen3-Coder / Qwen3.5 XML), llama3_json, mistral, auto (the chat template's format) "
                   "or none (gpt-oss harmony calls are always parsed)")
-      ->check(CLI::IsMember({"none", "qwen3"}))
+      ->check(CLI::IsMember({"none", "qwen3", "hermes", "qwen3_coder", "llama3_json", "mistral", "auto"}))
       ->capture_default_str();
   add_limit_options(*cmd, *options);
   add_engine_options(*cmd, options->engine);

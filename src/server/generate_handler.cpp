@@ -92,7 +92,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     options.separate_reasoning = model_.reasoning.enabled() || model_.harmony.enabled();
-    options.parse_tool_calls = options.parse_tool_calls && (model_.hermes_tool_calls || model_.harmony.enabled());
+    options.parse_tool_calls = options.parse_tool_calls && (model_.tool_call_format || model_.harmony.enabled());
     if (auto error = check_num_choices(1, options.n)) return *error;
     if (model_.serves(model_name)) {
       if (!model_.text.has_chat_template())
@@ -157,10 +157,12 @@ std::optional<ApiError> GenerateHandler::compile_constraint(GenerationOptions& o
     return invalid_param(constraint.param,
                          fmt::format("'{}' needs the model's tokenizer, which this model lacks.", constraint.param),
                          "unsupported_parameter");
-  if (constraint.kind == OutputConstraint::Kind::kToolCalls && !model_.hermes_tool_calls && !model_.harmony.enabled())
+  // The constraint's grammar writes Hermes <tool_call>{json}</tool_call> blocks (or harmony calls).
+  if (constraint.kind == OutputConstraint::Kind::kToolCalls && model_.tool_call_format != ToolCallFormat::kHermes &&
+      !model_.harmony.enabled())
     return invalid_param("tool_choice",
-                         "tool_choice 'required' or a named function needs the model's tool-call format: start the "
-                         "server with --tool-call-parser qwen3.",
+                         "tool_choice 'required' or a named function needs the Hermes tool-call format: start the "
+                         "server with --tool-call-parser hermes (qwen3).",
                          "unsupported_parameter");
   // Harmony chats (gpt-oss) answer in channels: the constraint applies to the final message.
   auto compiled =

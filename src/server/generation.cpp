@@ -26,8 +26,9 @@ Generation::Generation(const ServingModel& model, const GenerationOptions& optio
       for (int32_t token : prompts_[i / options_.n]) choices_.back().echo += prompt_text.push(token);
       choices_.back().echo += prompt_text.flush();
     }
-    if (options_.parse_tool_calls && model_.hermes_tool_calls && !model_.harmony.enabled())
-      choices_.back().tools.emplace();
+    if (options_.parse_tool_calls && model_.tool_call_format && !model_.harmony.enabled()) {
+      choices_.back().tools.emplace(*model_.tool_call_format, options_.tools.is_null() ? nullptr : &options_.tools);
+    }
     if (!options_.separate_reasoning) continue;
     if (model_.harmony.enabled())
       choices_.back().harmony.emplace(model_.harmony, options_.parse_tool_calls);

@@ -69,8 +69,9 @@ struct ServingModel {
   ReasoningTags reasoning;
   // gpt-oss: chat answers routed by harmony channel (analysis -> reasoning_content, final -> content).
   HarmonyTokens harmony;
-  // Tool calls in the Qwen3 / Hermes <tool_call> format are parsed (--tool-call-parser qwen3); harmony's always are.
-  bool hermes_tool_calls = false;
+  // The format tool calls are parsed from (--tool-call-parser); none: tools reach the template, calls stay text.
+  // gpt-oss's harmony calls are always parsed.
+  std::optional<ToolCallFormat> tool_call_format;
   // Compiles structured output constraints for this model's vocabulary (cached by text); null without a tokenizer.
   std::shared_ptr<grammar::GrammarCompiler> grammar;
 

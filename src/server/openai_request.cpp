@@ -386,10 +386,12 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
   for (const char* name : {"audio", "prediction", "functions", "function_call", "web_search_options"})
     reader.unsupported(name, "this server generates text only");
   if (const json* tools = reader.find("tools")) {
-    if (!tools->is_array())
+    if (!tools->is_array()) {
       reader.fail(wrong_type("tools", "an array", *tools));
-    else
+    } else {
       request.template_extra["tools"] = *tools;
+      request.options.tools = *tools;
+    }
     const json* choice = reader.find("tool_choice");
     request.options.parse_tool_calls = tools->is_array() && !tools->empty() && !(choice && *choice == "none");
   }

@@ -33,6 +33,7 @@ struct GenerationOptions {
   bool echo = false;                // completions: the prompt's text comes first in each choice
   bool separate_reasoning = false;  // chat with --reasoning-parser: reasoning goes to reasoning_content
   bool parse_tool_calls = false;    // chat with tools (tool_choice not "none") and a model whose calls are parsed
+  nlohmann::ordered_json tools;     // the chat's tools (parsers type call arguments by their schemas), or null
   engine::SamplingParams sampling;  // logprobs / top_logprobs included
   OutputConstraint constraint;      // structured output (response_format, regex, ebnf, guided_*, tool_choice)
   // The constraint compiled for the served model (by the handler); null when there is none.
