@@ -2,9 +2,11 @@
 """CTest: every bad argument to `radixserve tokenize` and `generate` is refused with a clear message and a non-zero
 exit, before any model loads: token ids outside int32 or the vocabulary (4294967297 once wrapped to 1), NaN sampling
 parameters (they passed CLI11's range checks), an empty --prompt (once "give exactly one of ..."), and bounds shown
-readably (CLI11's PositiveNumber printed DBL_MAX's 309 digits).
+readably (CLI11's PositiveNumber printed DBL_MAX's 309 digits), and `serve` of a folder without a tokenizer (unless
+--skip-tokenizer-init).
 
 Usage: cli_errors_test.py RADIXSERVE DEMO_MODEL_DIR"""
+import pathlib
 import subprocess
 import sys
 
@@ -40,6 +42,9 @@ def main() -> None:
     expect_error(binary, generate + ["--temperature", "-1"], "--temperature: -1 is not a number >= 0")
     expect_error(binary, ["generate", "--model", model, "--prompt", ""], "--prompt is empty")
     expect_error(binary, ["generate", "--model", model], "give exactly one of --prompt-ids and --prompt")
+    # serve refuses a model folder without a tokenizer unless told to serve token ids only (before it listens).
+    fixture = str(pathlib.Path(model).resolve().parent.parent / "tests/data/models/qwen3")
+    expect_error(binary, ["serve", "--model", fixture, "--port", "0"], "pass --skip-tokenizer-init")
     print("ok")
 
 

@@ -43,6 +43,7 @@ struct ServeOptions {
   int32_t drain_timeout_s = 30;
   std::string reasoning_parser = "none";  // "qwen3": <think> ... </think> -> reasoning_content
   std::string tool_call_parser = "none";  // hermes (qwen3), qwen3_coder, llama3_json, mistral, auto or none
+  bool skip_tokenizer_init = false;       // token-id prompts only: no tokenizer is loaded (vLLM's flag)
 };
 
 // The chat template's text, wherever the model keeps it (--chat-template file, chat_template.jinja, or
@@ -233,6 +234,12 @@ void run_serve(ServeOptions options) {
     if (const char* key = std::getenv("RADIXSERVE_API_KEY")) options.http.api_key = key;
   RS_CHECK(!options.http.protect_metrics || !options.http.api_key.empty(),
            "--protect-metrics needs an API key (--api-key or $RADIXSERVE_API_KEY)");
+  // A server without a tokenizer answers only token-id prompts: say so at start, not in every chat's 400.
+  RS_CHECK(options.skip_tokenizer_init ||
+               std::filesystem::exists(std::filesystem::path(options.model_dir) / "tokenizer.json"),
+           "{}: no tokenizer.json, so text prompts and chats cannot work; add the tokenizer files, or pass "
+           "--skip-tokenizer-init to serve token-id prompts only",
+           options.model_dir);
   options.http.version = version_string();
   server::HttpServer http(options.http);
   http.start();  // /health says "loading" from here on
@@ -251,7 +258,7 @@ void run_serve(ServeOptions options) {
   model.vocab_size = engine.model_config().vocab_size;
   model.eos_token_ids = engine.model_config().eos_token_ids;
   model.sampling_defaults = server::sampling_defaults(engine.model_config().generation_defaults);
-  model.text = server::ModelText::load(options.model_dir, options.chat_template);
+  if (!options.skip_tokenizer_init) model.text = server::ModelText::load(options.model_dir, options.chat_template);
   model.reasoning = reasoning_tags(options.reasoning_parser, model.text);
   model.harmony = harmony_tokens(model.text);
   model.tool_call_format = tool_call_format(options, model.text);
@@ -389,6 +396,9 @@ void add_serve_command(CLI::App& app) {
                   "Split chat answers into reasoning_content and content: qwen3 (<think> ... </think>) or none")
       ->check(CLI::IsMember({"none", "qwen3"}))
       ->capture_default_str();
+  cmd->add_flag("--skip-tokenizer-init", options->skip_tokenizer_init,
+                "Load no tokenizer: serve token-id prompts only (return_token_ids), as vLLM's flag; without it a model "
+                "folder lacking tokenizer.json is refused");
   cmd->add_option("--tool-call-parser", options->tool_call_parser,
                   "Turn tool calls in chat answers into tool_calls: hermes or qwen3 (<tool_call>{json}</tool_call>), "
                   "qwen3_coder (Qwen3-Coder / Qwen3.5 XML), llama3_json, mistral, auto (the chat template's format) "

@@ -35,7 +35,7 @@ for (const model of ['tests/data/models/llama', 'tests/data/models/qwen3', 'test
     const list = prompts();
     const maxTokens = (i) => 4 + (i % 5) * 3;
     // Reference: one request at a time, nothing cached (fresh server, distinct prompts flushed between calls).
-    const solo = await startServer({ model, args: ['--max-running-requests', '1'] });
+    const solo = await startServer({ model, args: ['--skip-tokenizer-init', '--max-running-requests', '1'] });
     const reference = [];
     try {
       for (let i = 0; i < list.length; ++i) {
@@ -47,7 +47,7 @@ for (const model of ['tests/data/models/llama', 'tests/data/models/qwen3', 'test
     }
 
     // All 16 at once, with chunked prefill of 8 tokens under a 24-token step budget.
-    const batched = await startServer({ model, args: ['--chunked-prefill-size', '8', '--max-prefill-tokens', '24',
+    const batched = await startServer({ model, args: ['--skip-tokenizer-init', '--chunked-prefill-size', '8', '--max-prefill-tokens', '24',
       '--page-size', '4'] });
     try {
       const client = batched.client();
@@ -80,7 +80,7 @@ for (const model of ['tests/data/models/llama', 'tests/data/models/qwen3', 'test
       Math.ceil((maxPrefill + maxRunning) / pageSize));
     const bytes = (400 * (config.num_hidden_layers - windowLayers) + windowPages * pageSize * windowLayers) *
       bytesPerLayerToken;
-    const tight = await startServer({ model, args: ['--kv-cache-gb', String(bytes / 2 ** 30), '--page-size',
+    const tight = await startServer({ model, args: ['--skip-tokenizer-init', '--kv-cache-gb', String(bytes / 2 ** 30), '--page-size',
       String(pageSize), '--max-running-requests', String(maxRunning), '--max-prefill-tokens', String(maxPrefill)] });
     try {
       const client = tight.client();
