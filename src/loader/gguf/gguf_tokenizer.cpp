@@ -25,6 +25,9 @@ constexpr PreTokenizer kPreTokenizers[] = {
     {"qwen2",
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      true, false},
+    {"qwen35",  // Qwen3.5's: combining marks join letters
+     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+     true, false},
     {"llama-bpe",
      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
      false, true},
@@ -64,13 +67,17 @@ std::optional<HfTokenizer> hf_tokenizer(const json& metadata) {
   RS_CHECK(merges.is_array(), "GGUF tokenizer.ggml.merges is not an array");
   const std::string pre_name = metadata.value("tokenizer.ggml.pre", std::string("gpt2"));
   const PreTokenizer* pre = nullptr;
+  // Other names llama.cpp gives the same expressions (DeepSeek-R1's Qwen distills, older Llama 3 conversions).
+  std::string canonical = pre_name;
+  if (canonical == "deepseek-r1-qwen") canonical = "qwen2";
+  if (canonical == "llama3" || canonical == "llama-v3") canonical = "llama-bpe";
+  if (canonical == "default") canonical = "gpt2";
   for (const PreTokenizer& candidate : kPreTokenizers)
-    if (pre_name == candidate.name || (pre_name == "default" && std::string(candidate.name) == "gpt2"))
-      pre = &candidate;
+    if (canonical == candidate.name) pre = &candidate;
   RS_CHECK(
       pre != nullptr,
-      "GGUF pre-tokenizer '{}' is not known to radixserve (known: qwen2, llama-bpe, gpt-4o, gpt2); pass the Hugging "
-      "Face folder instead",
+      "GGUF pre-tokenizer '{}' is not known to radixserve (known: qwen2, qwen35, llama-bpe, gpt-4o, gpt2); pass the "
+      "Hugging Face folder instead",
       pre_name);
 
   json vocab = json::object();
