@@ -179,9 +179,10 @@ INSTANTIATE_TEST_SUITE_P(Integer, QuantizedCheckpoint,
 // tools/make_gguf_fixtures.py: GGUF files as convert_hf_to_gguf.py + llama-quantize lay them out: all-F32 qwen3; Llama
 // in Q8_0 with q/k rows permuted for ggml's RoPE and Llama 3.1's scaling as rope_freqs, also as a two-part gguf-split;
 // qwen3 in the legacy types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 with F16 and BF16 tensors); and, on models widened to
-// multiples of 256, a Q4_K_M-like mix of Q4_K, Q5_K and Q6_K, dense and MoE (experts as ffn_*_exps stacks); gpt-oss
-// with its MXFP4 experts split into gate and up stacks; Qwen3-Next, Qwen3.5 and Qwen3.5-MoE in Q8_0 with convert's
-// transforms (norms stored as 1 + w, -exp(A_log), regrouped projections, Qwen3.5's tiled value heads).
+// multiples of 256, a Q4_K_M-like mix of Q4_K, Q5_K and Q6_K and a Q3_K_M-like one with Q2_K and Q3_K, dense and MoE
+// (experts as ffn_*_exps stacks); gpt-oss with its MXFP4 experts split into gate and up stacks; Qwen3-Next, Qwen3.5 and
+// Qwen3.5-MoE in Q8_0 with convert's transforms (norms stored as 1 + w, -exp(A_log), regrouped projections, Qwen3.5's
+// tiled value heads).
 INSTANTIATE_TEST_SUITE_P(
     Gguf, QuantizedCheckpoint,
     ::testing::Values(Case{"qwen3_gguf_f32", "qwen3", kFastLogitTolerance, "qwen3_gguf_f32.gguf"},
@@ -190,6 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"qwen3_gguf_q4", "qwen3", kFastLogitTolerance, "qwen3_gguf_q4.gguf"},
                       Case{"qwen3_gguf_k", "qwen3", kFastLogitTolerance, "qwen3_gguf_k.gguf", false},
                       Case{"qwen3_moe_gguf_k", "qwen3_moe", kFastLogitTolerance, "qwen3_moe_gguf_k.gguf", false},
+                      Case{"qwen3_gguf_k23", "qwen3", kFastLogitTolerance, "qwen3_gguf_k23.gguf", false},
                       // 300-token prompts through sliding windows and sinks: the fast path measured 0.50 here.
                       Case{"gpt_oss_gguf", "gpt_oss", kHybridFastLogitTolerance, "gpt_oss_gguf.gguf"},
                       Case{"qwen3_next_gguf", "qwen3_next", kHybridFastLogitTolerance, "qwen3_next_gguf.gguf"},

@@ -84,6 +84,43 @@ void decode_block(GgmlType type, const uint8_t* b, uint8_t* code, float* scale, 
       }
       return;
     }
+    case GgmlType::kQ2_K: {
+      // 16 groups of 16: scale d * (s & 15), bias -dmin * (s >> 4); codes 2 bits, four per byte of qs, the byte of
+      // element l of 32-byte half h at bits 2 j for the j-th pair of groups.
+      const uint8_t* sc = b;
+      const uint8_t* qs = b + 16;
+      const float d = half(b + 80), dmin = half(b + 82);
+      for (int g = 0; g < 16; ++g) {
+        scale[g] = d * static_cast<float>(sc[g] & 0xF);
+        bias[g] = -(dmin * static_cast<float>(sc[g] >> 4));
+      }
+      for (int n = 0; n < 2; ++n)  // 128 elements per 32 bytes of qs
+        for (int j = 0; j < 4; ++j)
+          for (int l = 0; l < 32; ++l) code[128 * n + 32 * j + l] = (qs[32 * n + l] >> (2 * j)) & 3;
+      return;
+    }
+    case GgmlType::kQ3_K: {
+      // 16 groups of 16: scale d * (s - 32) with s 6 bits (4 low bits from bytes 0-7, 2 high from bytes 8-11), code
+      // = low 2 bits | high bit << 2, value (code - 4) * scale.
+      const uint8_t* hmask = b;
+      const uint8_t* qs = b + 32;
+      const uint8_t* packed = b + 96;
+      const float d = half(b + 108);
+      for (int g = 0; g < 16; ++g) {
+        const int low = g < 8 ? packed[g] & 0xF : packed[g - 8] >> 4;
+        const int high = (packed[8 + g % 4] >> (2 * (g / 4))) & 3;
+        scale[g] = d * static_cast<float>((low | (high << 4)) - 32);
+        bias[g] = -4.0f * scale[g];
+      }
+      for (int n = 0; n < 2; ++n)
+        for (int j = 0; j < 4; ++j)
+          for (int l = 0; l < 32; ++l) {
+            const int e = 128 * n + 32 * j + l;
+            const int high = (hmask[l] >> (4 * n + j)) & 1;
+            code[e] = static_cast<uint8_t>(((qs[32 * n + l] >> (2 * j)) & 3) | (high << 2));
+          }
+      return;
+    }
     case GgmlType::kQ6_K: {
       const uint8_t* ql = b;
       const uint8_t* qh = b + 128;
@@ -121,7 +158,9 @@ std::optional<AffineLayout> affine_layout(GgmlType type) {
     case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
     case GgmlType::kQ5_K: return AffineLayout{8, 32};
-    case GgmlType::kQ6_K: return AffineLayout{8, 16};
+    case GgmlType::kQ6_K:
+    case GgmlType::kQ3_K: return AffineLayout{8, 16};
+    case GgmlType::kQ2_K: return AffineLayout{2, 16};
     default: return std::nullopt;
   }
 }
@@ -138,16 +177,18 @@ void decode_affine(GgmlType type, const uint8_t* data, int64_t rows, int64_t in,
   float scale[16], bias[16];
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* row = codes + r * row_bytes;
-    if (layout->bits == 4) std::memset(row, 0, row_bytes);
+    if (layout->bits < 8) std::memset(row, 0, row_bytes);
     for (int64_t k = 0; k < blocks; ++k) {
       decode_block(type, data + (r * blocks + k) * block.bytes, code, scale, bias);
       const int64_t first = k * block.elements;
       for (int64_t e = 0; e < block.elements; ++e) {
         const int64_t i = first + e;
-        if (layout->bits == 8)
+        if (layout->bits == 8) {
           row[i] = code[e];
-        else
-          row[i >> 1] = static_cast<uint8_t>(row[i >> 1] | (code[e] << ((i & 1) * 4)));
+        } else {
+          const int64_t bit = i * layout->bits;
+          row[bit >> 3] = static_cast<uint8_t>(row[bit >> 3] | (code[e] << (bit & 7)));
+        }
       }
       for (int64_t g = 0; g < groups_per_block; ++g) {
         scales[r * groups + k * groups_per_block + g] = scale[g];

@@ -120,6 +120,8 @@ BlockShape block_shape(GgmlType type) {
     case GgmlType::kQ5_0: return {22, 32};    // f16 d, 4 bytes of high bits, 16 bytes of nibbles
     case GgmlType::kQ5_1: return {24, 32};    // f16 d, f16 m, 4 + 16 bytes
     case GgmlType::kQ8_0: return {34, 32};    // f16 d, 32 int8
+    case GgmlType::kQ2_K: return {84, 256};   // 16 bytes of 4-bit scale|min, 64 of 2-bit codes, f16 d, f16 dmin
+    case GgmlType::kQ3_K: return {110, 256};  // 32 bytes of high bits, 64 of 2-bit codes, 12 of 6-bit scales, f16 d
     case GgmlType::kQ4_K: return {144, 256};  // f16 d, f16 dmin, 12 bytes of 6-bit scales and mins, 128 of nibbles
     case GgmlType::kQ5_K: return {176, 256};  // as Q4_K plus 32 bytes of high bits
     case GgmlType::kQ6_K: return {210, 256};  // 128 low nibbles, 64 of high 2 bits, 16 int8 scales, f16 d

@@ -183,6 +183,55 @@ void ggml_q6_k(const uint8_t* x, float* y) {
   }
 }
 
+void ggml_q2_k(const uint8_t* x, float* y) {
+  const float d = h(x + 80), min = h(x + 82);
+  const uint8_t* q = x + 16;
+  int is = 0;
+  for (int n = 0; n < 256; n += 128) {
+    int shift = 0;
+    for (int j = 0; j < 4; ++j) {
+      uint8_t sc = x[is++];
+      float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+      for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<int8_t>((q[l] >> shift) & 3) - ml;
+      sc = x[is++];
+      dl = d * (sc & 0xF), ml = min * (sc >> 4);
+      for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<int8_t>((q[l + 16] >> shift) & 3) - ml;
+      shift += 2;
+    }
+    q += 32;
+  }
+}
+
+void ggml_q3_k(const uint8_t* x, float* y) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  uint32_t aux[4] = {};
+  std::memcpy(aux, x + 96, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  const auto* scales = reinterpret_cast<const int8_t*>(aux);
+  const float d_all = h(x + 108);
+  const uint8_t* q = x + 32;
+  const uint8_t* hm = x;
+  uint8_t m = 1;
+  int is = 0;
+  for (int n = 0; n < 256; n += 128) {
+    int shift = 0;
+    for (int j = 0; j < 4; ++j) {
+      float dl = d_all * (scales[is++] - 32);
+      for (int l = 0; l < 16; ++l) *y++ = dl * (static_cast<int8_t>((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+      dl = d_all * (scales[is++] - 32);
+      for (int l = 0; l < 16; ++l)
+        *y++ = dl * (static_cast<int8_t>((q[l + 16] >> shift) & 3) - ((hm[l + 16] & m) ? 0 : 4));
+      shift += 2;
+      m <<= 1;
+    }
+    q += 32;
+  }
+}
+
 void ggml_legacy(GgmlType type, const uint8_t* x, float* y) {
   const float d = h(x);
   switch (type) {
@@ -229,7 +278,8 @@ struct Case {
 TEST(GgufBlocks, DecodeMatchesGgmlLoopsBitForBit) {
   const Case cases[] = {{GgmlType::kQ4_0, {0}},    {GgmlType::kQ4_1, {0, 2}}, {GgmlType::kQ5_0, {0}},
                         {GgmlType::kQ5_1, {0, 2}}, {GgmlType::kQ8_0, {0}},    {GgmlType::kQ4_K, {0, 2}},
-                        {GgmlType::kQ5_K, {0, 2}}, {GgmlType::kQ6_K, {208}}};
+                        {GgmlType::kQ5_K, {0, 2}}, {GgmlType::kQ6_K, {208}},  {GgmlType::kQ2_K, {80, 82}},
+                        {GgmlType::kQ3_K, {108}}};
   for (const Case& c : cases) {
     SCOPED_TRACE(type_name(c.type));
     const BlockShape block = block_shape(c.type);
@@ -246,6 +296,10 @@ TEST(GgufBlocks, DecodeMatchesGgmlLoopsBitForBit) {
         ggml_q4_k(x, y, c.type == GgmlType::kQ5_K);
       else if (c.type == GgmlType::kQ6_K)
         ggml_q6_k(x, y);
+      else if (c.type == GgmlType::kQ2_K)
+        ggml_q2_k(x, y);
+      else if (c.type == GgmlType::kQ3_K)
+        ggml_q3_k(x, y);
       else
         ggml_legacy(c.type, x, y);
     }

@@ -222,7 +222,8 @@ void GgufWeights::add_mapped(const std::string& name, const TensorRecord& record
       record.type == GgmlType::kF32 || record.type == GgmlType::kF16 || record.type == GgmlType::kBF16;
   RS_CHECK(stored_float || layout,
            "{}: tensor '{}' is {}; radixserve reads GGUF tensors in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-           "Q4_K, Q5_K and Q6_K (MXFP4 for gpt-oss experts; requantize the file with llama-quantize to one of them)",
+           "Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (MXFP4 for gpt-oss experts; requantize the file with llama-quantize to one "
+           "of them)",
            file->path().string(), record.name, type_name(record.type));
   std::vector<int64_t> hf = shape;  // given whole, or the stored shape with the selected rows
   if (hf.empty()) {
