@@ -249,6 +249,13 @@ void run_serve(ServeOptions options) {
   engine::Engine& engine = stack.engine();
   const kv::KvPoolConfig& pool = engine.kv_pool().config();
   log_kv_plan(engine, pool);
+  // The KV pool, not the model, bounds a request here: say so loudly rather than cut contexts silently.
+  if (stack.max_request_tokens() < engine.context_length())
+    RS_LOG_WARN(
+        "the KV pool holds {} tokens of full attention: requests are limited to {} of the model's {} tokens of "
+        "context (give more memory with --kv-cache-gb / --mem-fraction-static, or set --context-length {} to "
+        "make it the server's limit)",
+        stack.max_request_tokens(), stack.max_request_tokens(), engine.context_length(), stack.max_request_tokens());
 
   server::ServingModel model;
   model.name = served_name(options);
