@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "loader/gguf/gguf_weights.h"
+#include "loader/mapped_file.h"
 #include "loader/safetensors.h"
 #include "loader/torch_zip.h"
 
@@ -67,22 +68,9 @@ bool is_lfs_pointer(const uint8_t* data, size_t size) {
 }  // namespace
 
 CheckpointFile::CheckpointFile(const fs::path& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  RS_CHECK(fd >= 0, "{}: cannot open: {}", path.string(), std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    RS_FAIL("{}: not a regular file", path.string());
-  }
-  size_ = static_cast<size_t>(info.st_size);
-  if (size_ < 8) {
-    ::close(fd);
-    RS_FAIL("{}: file of {} bytes is too short to be safetensors or a PyTorch checkpoint (truncated?)", path.string(),
-            size_);
-  }
-  mapping_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  RS_CHECK(mapping_ != MAP_FAILED, "{}: mmap failed: {}", path.string(), std::strerror(errno));
+  const Mapping mapping = map_readonly(path, 8, "safetensors or a PyTorch checkpoint");
+  mapping_ = mapping.data;
+  size_ = mapping.size;
   try {
     const auto* bytes = static_cast<const uint8_t*>(mapping_);
     // torch.save before 1.6 wrote a bare pickle stream that opens with PROTO 2 and a LONG1 of 10 bytes (its magic

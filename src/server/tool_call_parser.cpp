@@ -38,17 +38,17 @@ std::optional<ToolCall> call_of(const json& call, std::initializer_list<const ch
 }
 
 // The JSON schema type of parameter `param` of function `name` among OpenAI `tools`, or "".
-std::string schema_type(const json& tools, const std::string& name, const std::string& param) {
-  if (!tools.is_array()) return "";
-  for (const auto& tool : tools) {
-    const json& function = tool.contains("function") ? tool["function"] : tool;
+std::string schema_type(const nlohmann::ordered_json* tools, const std::string& name, const std::string& param) {
+  if (!tools || !tools->is_array()) return "";
+  for (const auto& tool : *tools) {
+    const auto& function = tool.contains("function") ? tool["function"] : tool;
     if (!function.is_object() || function.value("name", std::string()) != name) continue;
-    const json* properties = nullptr;
+    const nlohmann::ordered_json* properties = nullptr;
     if (function.contains("parameters") && function["parameters"].is_object() &&
         function["parameters"].contains("properties"))
       properties = &function["parameters"]["properties"];
     if (!properties || !properties->is_object() || !properties->contains(param)) return "";
-    const json& type = (*properties)[param].value("type", json());
+    const nlohmann::ordered_json type = (*properties)[param].value("type", nlohmann::ordered_json());
     if (type.is_string()) return type.get<std::string>();
     if (type.is_array())  // ["integer", "null"]: the first non-null type
       for (const auto& t : type)
@@ -71,7 +71,7 @@ json typed_value(const std::string& value, const std::string& type) {
 }
 
 // <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...</function> -> a call.
-std::optional<ToolCall> qwen3_coder_call(std::string_view body, const json& tools) {
+std::optional<ToolCall> qwen3_coder_call(std::string_view body, const nlohmann::ordered_json* tools) {
   body = trim(body);
   constexpr std::string_view kFunction = "<function=", kEndFunction = "</function>";
   constexpr std::string_view kParameter = "<parameter=", kEndParameter = "</parameter>";
@@ -181,9 +181,8 @@ std::optional<ToolCallFormat> tool_call_format_of_template(std::string_view t) {
   return std::nullopt;
 }
 
-ToolCallParser::ToolCallParser(ToolCallFormat format, const nlohmann::ordered_json* tools) : format_(format) {
-  if (tools) tools_ = json::parse(tools->dump());
-}
+ToolCallParser::ToolCallParser(ToolCallFormat format, const nlohmann::ordered_json* tools)
+    : format_(format), tools_(tools) {}
 
 void ToolCallParser::close_call(Output& out) {
   std::optional<ToolCall> call;

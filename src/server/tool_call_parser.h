@@ -39,7 +39,8 @@ class ToolCallParser {
     std::vector<ToolCall> calls;
   };
 
-  // `tools`: the request's OpenAI tools (qwen3_coder types its string values by their JSON schema); may be null.
+  // `tools`: the request's OpenAI tools (qwen3_coder types its string values by their JSON schema); may be null and
+  // must outlive the parser.
   explicit ToolCallParser(ToolCallFormat format = ToolCallFormat::kHermes,
                           const nlohmann::ordered_json* tools = nullptr);
 
@@ -53,7 +54,7 @@ class ToolCallParser {
   Output feed_whole_reply(std::string_view text);
 
   ToolCallFormat format_;
-  nlohmann::ordered_json tools_;
+  const nlohmann::ordered_json* tools_;  // the request's (outlives the parser: both belong to one generation)
   bool in_call_ = false;
   std::string pending_;  // text that may be the start of a tag
   std::string call_;     // the body of the call being read (whole-reply formats: the held reply)

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "loader/mapped_file.h"
 
 namespace rs::loader::gguf {
 namespace fs = std::filesystem;
@@ -164,21 +165,9 @@ bool is_gguf(const fs::path& path) {
 }
 
 GgufFile::GgufFile(const fs::path& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  RS_CHECK(fd >= 0, "{}: cannot open: {}", path.string(), std::strerror(errno));
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    ::close(fd);
-    RS_FAIL("{}: not a regular file", path.string());
-  }
-  mapped_size_ = static_cast<size_t>(info.st_size);
-  if (mapped_size_ == 0) {
-    ::close(fd);
-    RS_FAIL("{}: empty file", path.string());
-  }
-  mapping_ = ::mmap(nullptr, mapped_size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  RS_CHECK(mapping_ != MAP_FAILED, "{}: mmap failed: {}", path.string(), std::strerror(errno));
+  const Mapping mapping = map_readonly(path, 4, "a GGUF file");
+  mapping_ = mapping.data;
+  mapped_size_ = mapping.size;
   try {
     parse(static_cast<const uint8_t*>(mapping_), mapped_size_);
   } catch (...) {

@@ -46,9 +46,8 @@ const std::map<std::string, std::string>& layer_modules() {
 }
 
 struct MappedName {
-  std::string name;            // the Hugging Face tensor ("model.layers.0.self_attn.q_proj.weight")
-  std::string part;            // the GGUF part ("attn_q"; "" outside blocks)
-  bool matrix_weight = false;  // a Linear/Embedding ".weight", served as an affine triple when quantized
+  std::string name;  // the Hugging Face tensor ("model.layers.0.self_attn.q_proj.weight")
+  std::string part;  // the GGUF part ("attn_q"; "" outside blocks)
 };
 
 // gpt-oss names some parts differently (mlp.router, self_attn.sinks without ".weight", post_attention_norm).
@@ -57,7 +56,7 @@ std::optional<MappedName> arch_name(const std::string& arch, const std::string& 
   if (arch != "gpt-oss") return std::nullopt;
   const std::string prefix = "model.layers." + layer + ".";
   if (part == "attn_sinks") return MappedName{prefix + "self_attn.sinks", part};
-  if (part == "ffn_gate_inp") return MappedName{prefix + "mlp.router." + suffix, part, suffix == "weight"};
+  if (part == "ffn_gate_inp") return MappedName{prefix + "mlp.router." + suffix, part};
   return std::nullopt;
 }
 
@@ -66,19 +65,16 @@ std::optional<MappedName> hf_name(const std::string& name, const std::string& ar
   if (dot == std::string::npos) return std::nullopt;
   const std::string base = name.substr(0, dot), suffix = name.substr(dot + 1);
   if (suffix != "weight" && suffix != "bias") return std::nullopt;
-  const bool weight = suffix == "weight";
-  if (base == "token_embd") return MappedName{"model.embed_tokens." + suffix, "", weight};
+  if (base == "token_embd") return MappedName{"model.embed_tokens." + suffix, ""};
   if (base == "output_norm") return MappedName{"model.norm." + suffix, ""};
-  if (base == "output") return MappedName{"lm_head." + suffix, "", weight};
+  if (base == "output") return MappedName{"lm_head." + suffix, ""};
   static const std::regex kBlock(R"(blk\.(\d+)\.(.+))");
   std::smatch match;
   if (!std::regex_match(base, match, kBlock)) return std::nullopt;
   if (auto special = arch_name(arch, match[1].str(), match[2].str(), suffix)) return special;
   const auto module = layer_modules().find(match[2].str());
   if (module == layer_modules().end()) return std::nullopt;
-  const bool norm = module->second.find("norm") != std::string::npos;
-  return MappedName{"model.layers." + match[1].str() + "." + module->second + "." + suffix, match[2].str(),
-                    weight && !norm};
+  return MappedName{"model.layers." + match[1].str() + "." + module->second + "." + suffix, match[2].str()};
 }
 
 bool hybrid_qwen(const std::string& arch) { return arch == "qwen3next" || arch == "qwen35" || arch == "qwen35moe"; }
@@ -214,9 +210,7 @@ int32_t GgufWeights::block_count() const {
 void GgufWeights::add_mapped(const std::string& name, const TensorRecord& record,
                              std::shared_ptr<const std::vector<int64_t>> rows,
                              std::shared_ptr<const std::vector<int64_t>> cols, std::vector<int64_t> shape) {
-  const GgufFile* file = files_.front().get();
-  for (const auto& f : files_)
-    if (&record >= f->tensors().data() && &record < f->tensors().data() + f->tensors().size()) file = f.get();
+  const GgufFile* file = file_holding(record);
   const auto layout = affine_layout(record.type);
   const bool stored_float =
       record.type == GgmlType::kF32 || record.type == GgmlType::kF16 || record.type == GgmlType::kBF16;
@@ -260,6 +254,12 @@ void GgufWeights::add_mapped(const std::string& name, const TensorRecord& record
   entries_.emplace(name, std::move(entry));
 }
 
+const GgufFile* GgufWeights::file_holding(const TensorRecord& record) const {
+  for (const auto& f : files_)
+    if (&record >= f->tensors().data() && &record < f->tensors().data() + f->tensors().size()) return f.get();
+  return files_.front().get();
+}
+
 const TensorRecord& GgufWeights::require_record(const std::string& gguf_name) const {
   const TensorRecord* found = record(gguf_name);
   RS_CHECK(found != nullptr, "{}: no tensor '{}'", files_.front()->path().string(), gguf_name);
@@ -268,11 +268,7 @@ const TensorRecord& GgufWeights::require_record(const std::string& gguf_name) co
 
 void GgufWeights::add_built(const std::string& name, const TensorRecord& source, DType dtype,
                             std::vector<int64_t> shape, std::function<void(uint8_t*)> build) {
-  const GgufFile* file = files_.front().get();
-  for (const auto& f : files_)
-    for (const auto& r : f->tensors())
-      if (&r == &source) file = f.get();
-  Entry entry{&source, file, Part::kBuilt, dtype, std::move(shape)};
+  Entry entry{&source, file_holding(source), Part::kBuilt, dtype, std::move(shape)};
   entry.build = std::move(build);
   entries_.emplace(name, std::move(entry));
 }

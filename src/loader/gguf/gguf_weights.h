@@ -77,6 +77,7 @@ class GgufWeights {
   void add_built(const std::string& name, const TensorRecord& source, DType dtype, std::vector<int64_t> shape,
                  std::function<void(uint8_t*)> build);
   const TensorRecord& require_record(const std::string& gguf_name) const;
+  const GgufFile* file_holding(const TensorRecord& record) const;  // the part a record came from
   struct Converted {
     Buffer codes, scales, biases, values;
   };
