@@ -9,7 +9,8 @@
 #        LAB=1 (run bench/cuda/fp8_scale_layouts.cu first), NO_PREFILL=1, BATCHES=none (no one-batch),
 #        VARIANTS ("bf16 fp8-channel fp8-block"; also int4-mlx (4-bit g64, LM head too), int4-awq (g128),
 #        gguf-q4km / gguf-q8 (a Qwen3-8B GGUF of random blocks from tools/make_gguf_dummy.py, loaded as a file)),
-#        THROUGHPUT=N (also bench throughput, N prompts of 1000 + 1000, N running), SKIP_BUILD=1 (a warm machine)
+#        THROUGHPUT=N (also bench throughput, N prompts of 1000 + 1000, N running), SKIP_BUILD=1 (a warm machine),
+#        KV ("auto"; "auto fp8" also runs each variant with --kv-cache-dtype fp8), INPUT_LEN (one-batch; 512)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-/tmp/rs-fp8}
@@ -54,13 +55,16 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
   for variant in "fp8-block:configs/Qwen3-8B-FP8:" "bf16:configs/Qwen3-8B:" \
                  "fp8-channel:configs/Qwen3-8B:--quantization fp8" "int4-mlx:configs/Qwen3-8B-MLX4:" \
                  "int4-awq:configs/Qwen3-8B-AWQ:" "gguf-q4km:/tmp/Qwen3-8B-q4km.gguf:" "gguf-q8:/tmp/Qwen3-8B-q8.gguf:"; do
-    IFS=: read -r tag model flags <<< "$variant"
-    [[ " ${VARIANTS:-bf16 fp8-channel fp8-block} " == *" $tag "* ]] || continue
-    [[ "$tag" == gguf-* ]] || flags="--load-format dummy $flags"  # a GGUF file is loaded as it is
+    IFS=: read -r base model base_flags <<< "$variant"
+    [[ " ${VARIANTS:-bf16 fp8-channel fp8-block} " == *" $base "* ]] || continue
+    [[ "$base" == gguf-* ]] || base_flags="--load-format dummy $base_flags"  # a GGUF file is loaded as it is
+    for kv in ${KV:-auto}; do  # KV="auto fp8": each variant with its default cache and with an fp8 one
+    tag=$base flags=$base_flags
+    [[ "$kv" == auto ]] || { tag="$base+kv-$kv"; flags="$flags --kv-cache-dtype $kv"; }
     if [[ "${BATCHES:-}" != none ]]; then
     echo "== $tag: bench one-batch ${BATCHES:-1,8,32}"
     timeout 240 "$app" bench one-batch --model "$model" --backend cuda $flags \
-      --batch-size "${BATCHES:-1,8,32}" --input-len 512 --output-len 64 --json "$logs/one_batch_$tag.json" \
+      --batch-size "${BATCHES:-1,8,32}" --input-len "${INPUT_LEN:-512}" --output-len 64 --json "$logs/one_batch_$tag.json" \
       > "$logs/one_batch_$tag.log" 2>&1 || { status=1; tail -5 "$logs/one_batch_$tag.log"; }
     grep -E "FP8 GEMM|^ +[0-9]+ |batch  prefill" "$logs/one_batch_$tag.log" | sort -u | tail -14
     fi
@@ -77,6 +81,7 @@ if [[ -z "${SKIP_BENCH:-}" ]]; then
         --json "$logs/throughput_$tag.json" > "$logs/throughput_$tag.log" 2>&1 || status=1
       grep -iE "tok/s|req/s" "$logs/throughput_$tag.log" | tail -3
     fi
+    done
   done
 fi
 tar -C "$out" -czf "$out/fp8.tar.gz" logs --exclude='*.o' 2>/dev/null

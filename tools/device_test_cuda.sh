@@ -128,6 +128,14 @@ if [[ -x "$app" ]]; then
     # The bf16 fast path (activations rounded to bf16 in GEMMs, bf16 KV) is compared, not required to match.
     gpu_fast=$(run --backend cuda || echo cuda-failed)
     [[ "$cpu_ids" == "$gpu_fast" ]] && echo "    (bf16 fast path: identical too)" || echo "    bf16 fast path: $gpu_fast"
+    # An fp8 KV cache: exact mode on both backends computes in f32 on the dequantized cache; a k/v value that lands on
+    # an e4m3 rounding boundary may take the other code on the other backend, so this is compared, not required.
+    cpu_fp8=$(run --backend cpu --exact-f32 --kv-cache-dtype fp8 || echo cpu-failed)
+    gpu_fp8=$(run --backend cuda --exact-f32 --kv-cache-dtype fp8 || echo cuda-failed)
+    gpu_fp8_fast=$(run --backend cuda --kv-cache-dtype fp8 || echo cuda-failed)
+    [[ "$gpu_fp8" != *failed && "$gpu_fp8_fast" != *failed && "$cpu_fp8" != *failed ]] || status=1
+    echo "    fp8 KV: cuda exact $([[ "$cpu_fp8" == "$gpu_fp8" ]] && echo identical || echo "differs: $gpu_fp8 vs cpu $cpu_fp8");" \
+      "fast $([[ "$cpu_fp8" == "$gpu_fp8_fast" ]] && echo identical || echo "differs: $gpu_fp8_fast")"
   done
   # EAGLE-3 on CUDA: the constructed exact heads on the cycle target (tests/speculative_test.py check_eagle3) must give
   # the CPU's tokens with every first draft accepted (cycle_head: the target's features reach the head; cycle_head_bin:

@@ -46,12 +46,14 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       .add_option_function<std::string>(
           "--kv-cache-dtype",
           [&config](const std::string& name) {
-            config.kv_cache_dtype = name == "bf16"  ? engine::KvCacheDtype::kBf16
-                                    : name == "f32" ? engine::KvCacheDtype::kF32
-                                                    : engine::KvCacheDtype::kAuto;
+            config.kv_cache_dtype = name == "bf16"                        ? engine::KvCacheDtype::kBf16
+                                    : name == "f32"                       ? engine::KvCacheDtype::kF32
+                                    : name == "fp8" || name == "fp8_e4m3" ? engine::KvCacheDtype::kFp8E4M3
+                                                                          : engine::KvCacheDtype::kAuto;
           },
-          "KV cache element type: auto (the weights' dtype; f32 with --exact-f32), bf16 or f32")
-      ->check(CLI::IsMember({"auto", "bf16", "f32"}))
+          "KV cache element type: auto (the weights' dtype; f32 with --exact-f32), bf16, f32, or fp8_e4m3 (alias "
+          "fp8): one byte per value, half bf16's memory, with the checkpoint's per-layer k_scale/v_scale (else 1)")
+      ->check(CLI::IsMember({"auto", "bf16", "f32", "fp8", "fp8_e4m3"}))
       ->default_str("auto");
   command
       .add_option("--mem-fraction-static,--gpu-memory-utilization", config.mem_fraction_static,

@@ -73,7 +73,7 @@ void BM_Attention(benchmark::State& state) {
   const Tensor vc = bf16 ? Tensor(p.vc16.data(), DType::kBF16, {cache_rows, p.kv_heads, p.hd})
                          : Tensor(p.vc.data(), DType::kF32, {cache_rows, p.kv_heads, p.hd});
   for (auto _ : state) {
-    rs::cpu::attention(pool, Tensor(p.q.data(), DType::kF32, {tokens, p.heads, p.hd}), kc, vc, p.batch, params,
+    rs::cpu::attention(pool, Tensor(p.q.data(), DType::kF32, {tokens, p.heads, p.hd}), {kc, vc}, p.batch, params,
                        Tensor(p.out.data(), DType::kF32, {tokens, p.heads * p.hd}));
     benchmark::DoNotOptimize(p.out.data());
   }

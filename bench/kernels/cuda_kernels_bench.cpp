@@ -144,7 +144,7 @@ void BM_CudaAttention(benchmark::State& state) {
   Buffer out = be->alloc(tokens * heads * hd * 4);
   Tensor ot(out.data(), DType::kF32, {tokens, int64_t{heads} * hd}, be->device());
   const AttentionParams params{heads, kv_heads, hd, 0.125f, 0, Tensor()};
-  time_loop(state, *be, [&] { be->attention(q, kc, vc, batch, params, ot); });
+  time_loop(state, *be, [&] { be->attention(q, {kc, vc}, batch, params, ot); });
   const double kv_bytes = 2.0 * seqs * kv_len * kv_heads * hd * 4;
   const double pairs = q_len == 1 ? double(kv_len) : 0.5 * q_len * (q_len + 1) + double(q_len) * (kv_len - q_len);
   set_rates(state, kv_bytes, 4.0 * seqs * pairs * heads * hd);

@@ -66,6 +66,15 @@ struct QkvNormRope {
   int32_t rotary_dim = 0;
 };
 
+// One layer's paged K/V: k and v [cache rows, kv_heads, head_dim] in the pool's element type (f32, bf16 or FP8 e4m3).
+// An FP8 cache holds x / scale rounded to nearest and saturated to +-448, and reads back e4m3 x scale: one scale per
+// tensor per layer (the checkpoint's k_scale / v_scale, else 1). Other types ignore the scales.
+struct KvCache {
+  Tensor k, v;
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+};
+
 // Batch metadata on the backend's device, uploaded once per step by the engine (see engine/forward_batch.h).
 struct BatchView {
   Tensor positions;   // i32 [T]
@@ -187,10 +196,10 @@ class Backend {
   // x [T, heads, head_dim]; cos_sin f32 [max_pos, rotary_dim] = (cos[0..d/2) | sin[0..d/2)), scaling folded in.
   virtual void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) = 0;
   // Writes k, v [T, kv_heads, head_dim] into the cache rows batch.kv_slots (negative slot = skip).
-  virtual void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) = 0;
+  virtual void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) = 0;
   // Causal paged attention with optional window and sinks. q [T, heads, hd] -> out [T, heads*hd].
-  virtual void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
-                         const AttentionParams& params, Tensor out) = 0;
+  virtual void attention(const Tensor& q, const KvCache& cache, const BatchView& batch, const AttentionParams& params,
+                         Tensor out) = 0;
   // x += delta, then out = rms_norm(x) (the residual add and the next norm in one pass); x [rows, width].
   virtual void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one,
                             Tensor out) = 0;
@@ -198,16 +207,16 @@ class Backend {
   // q and k are RMS-normed per head (when q_norm/k_norm are given) and rotated like rope(); q goes to q_out
   // [T, heads, head_dim], k and v to the cache rows batch.kv_slots (as store_kv).
   virtual void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                           const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
-                           const BatchView& batch, Tensor q_out) = 0;
+                           const Tensor& cos_sin, int32_t rotary_dim, const KvCache& cache, const BatchView& batch,
+                           Tensor q_out) = 0;
   // qkv_prepare() into q_scratch [T, heads, head_dim], then attention() on it: one op so that a backend can fuse the
   // two (CUDA: a decode step's attention kernel prepares its own q and stores k and v, one launch fewer per layer;
   // q_scratch is then left unwritten).
-  virtual void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, Tensor k_cache, Tensor v_cache,
+  virtual void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, const KvCache& cache,
                              const BatchView& batch, const AttentionParams& params, Tensor q_scratch, Tensor out) {
-    qkv_prepare(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, prepare.cos_sin, prepare.rotary_dim, k_cache, v_cache,
-                batch, q_scratch);
-    attention(q_scratch, k_cache, v_cache, batch, params, out);
+    qkv_prepare(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, prepare.cos_sin, prepare.rotary_dim, cache, batch,
+                q_scratch);
+    attention(q_scratch, cache, batch, params, out);
   }
   // out = a + b (elementwise, same shape); out may alias a.
   virtual void add(const Tensor& a, const Tensor& b, Tensor out) = 0;

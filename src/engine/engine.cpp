@@ -57,6 +57,7 @@ DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& mode
   switch (config.kv_cache_dtype) {
     case KvCacheDtype::kF32: return DType::kF32;
     case KvCacheDtype::kBf16: return DType::kBF16;
+    case KvCacheDtype::kFp8E4M3: return DType::kF8E4M3;
     case KvCacheDtype::kAuto: break;
   }
   return !config.exact_f32 && model.dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;

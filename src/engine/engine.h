@@ -25,7 +25,7 @@ namespace rs::engine {
 class StepStaging;
 
 // Element type of the KV cache. kAuto: the weights' dtype (bf16 checkpoints keep bf16 K/V), f32 with exact_f32.
-enum class KvCacheDtype : uint8_t { kAuto, kBf16, kF32 };
+enum class KvCacheDtype : uint8_t { kAuto, kBf16, kF32, kFp8E4M3 };
 
 struct EngineConfig {
   std::string backend = "cpu";       // "cpu" | "cuda[:N]"

@@ -1,6 +1,7 @@
 #include "kv/kv_pool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 namespace rs::kv {
@@ -65,6 +66,7 @@ KvPool::KvPool(Backend& backend, KvPoolConfig config) : config_(std::move(config
   layer_group_.assign(num_layers, -1);
   k_.resize(num_layers);
   v_.resize(num_layers);
+  scales_.resize(num_layers);
   for (int g = 0; g < num_groups(); ++g) {
     const KvGroup& group = config_.groups[g];
     RS_CHECK(group.num_pages > 0, "KV group {} has no pages", g);
@@ -79,6 +81,14 @@ KvPool::KvPool(Backend& backend, KvPoolConfig config) : config_(std::move(config
       }
     }
   }
+}
+
+void KvPool::set_scales(int layer, float k_scale, float v_scale) {
+  RS_CHECK(layer >= 0 && layer < static_cast<int>(scales_.size()) && layer_group_[layer] >= 0,
+           "layer {} keeps no K/V in this pool", layer);
+  RS_CHECK(k_scale > 0.0f && v_scale > 0.0f && std::isfinite(k_scale) && std::isfinite(v_scale),
+           "layer {}: KV cache scales must be positive and finite (k {}, v {})", layer, k_scale, v_scale);
+  scales_[layer] = {k_scale, v_scale};
 }
 
 size_t KvPool::total_bytes() const {

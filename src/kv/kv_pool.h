@@ -59,6 +59,10 @@ class KvPool {
   // Cache of one layer: [num_pages * page_size, kv_heads, head_dim] of its group.
   Tensor k_cache(int layer) const { return k_[layer]; }
   Tensor v_cache(int layer) const { return v_[layer]; }
+  // The layer's K/V with their FP8 scales (1 until set_scales).
+  KvCache cache(int layer) const { return {k_[layer], v_[layer], scales_[layer].k, scales_[layer].v}; }
+  // FP8 cache scales of one layer (the checkpoint's k_scale / v_scale); positive.
+  void set_scales(int layer, float k_scale, float v_scale);
   size_t total_bytes() const;
 
  private:
@@ -66,6 +70,10 @@ class KvPool {
   std::vector<int> layer_group_;
   std::vector<Buffer> buffers_;
   std::vector<Tensor> k_, v_;
+  struct Scales {
+    float k = 1.0f, v = 1.0f;
+  };
+  std::vector<Scales> scales_;
 };
 
 }  // namespace rs::kv

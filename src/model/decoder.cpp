@@ -386,7 +386,7 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::Kv
   const AttentionParams params{static_cast<int32_t>(heads),  static_cast<int32_t>(config_.num_kv_heads),
                                static_cast<int32_t>(hd),     1.0f / std::sqrt(static_cast<float>(hd)),
                                config_.layer_windows[layer], a.sinks};
-  backend_->qkv_attention(qkv, prepare, kv.k_cache(layer), kv.v_cache(layer), view, params, q3, attn);
+  backend_->qkv_attention(qkv, prepare, kv.cache(layer), view, params, q3, attn);
   if (a.gate.out_features > 0) {  // out = attn * sigmoid(gate . h)
     Tensor gate = attn_gate_.slice_rows(0, tokens);
     backend_->linear(h, a.gate, Tensor(), gate);

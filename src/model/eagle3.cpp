@@ -193,8 +193,8 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
                                1.0f / std::sqrt(static_cast<float>(hd)),
                                0,
                                Tensor()};
-  backend_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), eps, rope_, rotary_dim_}, kv.k_cache(0), kv.v_cache(0),
-                          view, params, q3, attn);
+  backend_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), eps, rope_, rotary_dim_}, kv.cache(0), view, params, q3,
+                          attn);
   backend_->linear(attn, o_, Tensor(), proj);
   // residual = h + attention; en = post_attention_layernorm(residual); residual += mlp(en)
   backend_->copy(residual, h);

@@ -99,12 +99,12 @@ void CpuBackend::linear(const Tensor& x, const LinearWeight& w, const Tensor& bi
 void CpuBackend::rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) {
   cpu::rope(pool_, x, positions, cos_sin, rotary_dim);
 }
-void CpuBackend::store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) {
-  cpu::store_kv(k, v, k_cache, v_cache, batch);
+void CpuBackend::store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) {
+  cpu::store_kv(k, v, cache, batch);
 }
-void CpuBackend::attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
-                           const AttentionParams& params, Tensor out) {
-  cpu::attention(pool_, q, k_cache, v_cache, batch, params, out);
+void CpuBackend::attention(const Tensor& q, const KvCache& cache, const BatchView& batch, const AttentionParams& params,
+                           Tensor out) {
+  cpu::attention(pool_, q, cache, batch, params, out);
 }
 void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor out) { cpu::add(pool_, a, b, out); }
 void CpuBackend::add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one,
@@ -113,8 +113,9 @@ void CpuBackend::add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weigh
   cpu::rms_norm(pool_, x, weight, eps, add_one, out);
 }
 void CpuBackend::qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                             const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
-                             const BatchView& batch, Tensor q_out) {
+                             const Tensor& cos_sin, int32_t rotary_dim, const KvCache& cache, const BatchView& batch,
+                             Tensor q_out) {
+  const Tensor& k_cache = cache.k;
   const int64_t tokens = q_out.dim(0), heads = q_out.dim(1), hd = q_out.dim(2), kv_heads = k_cache.dim(1);
   const int64_t q_width = heads * hd, kv_width = kv_heads * hd, width = q_width + 2 * kv_width;
   RS_CHECK(qkv.numel() == tokens * width && k_cache.dim(2) == hd, "qkv_prepare: qkv {} for q {} and cache {}",
@@ -135,7 +136,7 @@ void CpuBackend::qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tens
   if (!k_norm.empty()) cpu::rms_norm(pool_, k3, k_norm, eps, false, k3);
   cpu::rope(pool_, q_out, batch.positions, cos_sin, rotary_dim);
   cpu::rope(pool_, k3, batch.positions, cos_sin, rotary_dim);
-  cpu::store_kv(k3, v3, k_cache, v_cache, batch);
+  cpu::store_kv(k3, v3, cache, batch);
 }
 void CpuBackend::silu_mul(const Tensor& gate_up, Tensor out) { cpu::silu_mul(pool_, gate_up, out); }
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) { cpu::gather_rows(x, rows, out); }

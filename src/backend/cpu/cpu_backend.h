@@ -32,12 +32,12 @@ class CpuBackend final : public Backend {
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) override;
   void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) override;
   void rope(Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim) override;
-  void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) override;
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
-                 const AttentionParams& params, Tensor out) override;
+  void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) override;
+  void attention(const Tensor& q, const KvCache& cache, const BatchView& batch, const AttentionParams& params,
+                 Tensor out) override;
   void add_rms_norm(Tensor x, const Tensor& delta, const Tensor& weight, float eps, bool add_one, Tensor out) override;
   void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos_sin,
-                   int32_t rotary_dim, Tensor k_cache, Tensor v_cache, const BatchView& batch, Tensor q_out) override;
+                   int32_t rotary_dim, const KvCache& cache, const BatchView& batch, Tensor q_out) override;
   void add(const Tensor& a, const Tensor& b, Tensor out) override;
   void silu_mul(const Tensor& gate_up, Tensor out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) override;

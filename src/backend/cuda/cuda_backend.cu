@@ -320,25 +320,25 @@ class CudaBackend final : public Backend {
                 cos_sin.data_as<float>(), cos_sin.dim(0), rotary_dim, ctx_->error_flags(), ctx_->stream());
   }
 
-  void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) override {
-    const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
+  void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) override {
+    const int64_t row_width = cache.k.dim(1) * cache.k.dim(2);
     RS_CHECK(k.numel() == k.dim(0) * row_width && v.numel() == k.numel(),
              "store_kv: k {} does not match cache rows of {}", k.shape_string(), row_width);
-    check_cache_dtype(k_cache, v_cache);
-    on_device({&k, &v, &k_cache, &v_cache, &batch.kv_slots});
+    const KvType type = check_cache(cache);
+    on_device({&k, &v, &cache.k, &cache.v, &batch.kv_slots});
     launch_store_kv(k.data_as<float>(), v.data_as<float>(), k.dim(0), row_width, batch.kv_slots.data_as<int32_t>(),
-                    k_cache.dim(0), k_cache.data(), v_cache.data(), k_cache.dtype() == DType::kBF16,
+                    cache.k.dim(0), cache.k.data(), cache.v.data(), type, cache.k_scale, cache.v_scale,
                     ctx_->error_flags(), ctx_->stream());
   }
 
-  void attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
-                 const AttentionParams& params, Tensor out) override {
+  void attention(const Tensor& q, const KvCache& cache, const BatchView& batch, const AttentionParams& params,
+                 Tensor out) override {
     RS_CHECK(q.numel() == q.dim(0) * params.num_heads * params.head_dim, "attention: q {} for {} heads of {}",
              q.shape_string(), params.num_heads, params.head_dim);
     on_device({&q});
-    AttentionArgs a = attention_args(static_cast<int32_t>(q.dim(0)), k_cache, v_cache, batch, params, out);
+    AttentionArgs a = attention_args(static_cast<int32_t>(q.dim(0)), cache, batch, params, out);
     a.q = q.data_as<float>();
-    if (use_flash_attention(batch, params, a.cache_bf16)) return launch_flash(a, batch, params);
+    if (use_flash_attention(batch, params, a.cache_type)) return launch_flash(a, batch, params);
     const int64_t partial = a.batch_invariant
                                 ? 0
                                 : attention_partial_floats(a.num_tokens, params.num_heads, params.head_dim,
@@ -348,16 +348,16 @@ class CudaBackend final : public Backend {
   }
 
   // A decode step (one token per sequence) on the flash kernel prepares q, k and v inside the attention kernel.
-  void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, Tensor k_cache, Tensor v_cache,
-                     const BatchView& batch, const AttentionParams& params, Tensor q_scratch, Tensor out) override {
+  void qkv_attention(const Tensor& qkv, const QkvNormRope& prepare, const KvCache& cache, const BatchView& batch,
+                     const AttentionParams& params, Tensor q_scratch, Tensor out) override {
     const int32_t tokens = static_cast<int32_t>(q_scratch.dim(0));
     const bool fuse = tokens > 0 && tokens == batch.num_seqs && !ctx_->batch_invariant() &&
                       params.num_heads / std::max(params.num_kv_heads, 1) <= 16 &&
-                      use_flash_attention(batch, params, k_cache.dtype() == DType::kBF16);
-    if (!fuse) return Backend::qkv_attention(qkv, prepare, k_cache, v_cache, batch, params, q_scratch, out);
-    AttentionArgs a = attention_args(tokens, k_cache, v_cache, batch, params, out);
+                      use_flash_attention(batch, params, check_cache(cache));
+    if (!fuse) return Backend::qkv_attention(qkv, prepare, cache, batch, params, q_scratch, out);
+    AttentionArgs a = attention_args(tokens, cache, batch, params, out);
     a.prepare = prepare_args(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, prepare.cos_sin, prepare.rotary_dim,
-                             k_cache, v_cache, batch, q_scratch);
+                             cache, batch, q_scratch);
     a.prepare.q_out = nullptr;  // q stays in the attention kernel's shared memory
     launch_flash(a, batch, params);
   }
@@ -373,8 +373,8 @@ class CudaBackend final : public Backend {
   }
 
   void qkv_prepare(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps, const Tensor& cos_sin,
-                   int32_t rotary_dim, Tensor k_cache, Tensor v_cache, const BatchView& batch, Tensor q_out) override {
-    launch_qkv_prepare(prepare_args(qkv, q_norm, k_norm, eps, cos_sin, rotary_dim, k_cache, v_cache, batch, q_out),
+                   int32_t rotary_dim, const KvCache& cache, const BatchView& batch, Tensor q_out) override {
+    launch_qkv_prepare(prepare_args(qkv, q_norm, k_norm, eps, cos_sin, rotary_dim, cache, batch, q_out),
                        ctx_->stream());
   }
 
@@ -558,32 +558,35 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  // Tensor cores (flash_attention.cu) on a bf16 cache unless "cuda-core" was asked for. Exact mode keeps the CUDA-core
-  // kernel, whose products follow the CPU reference's order more closely.
-  bool use_flash_attention(const BatchView& batch, const AttentionParams& params, bool cache_bf16) const {
+  // Tensor cores (flash_attention.cu) on a bf16 or fp8 cache unless "cuda-core" was asked for. Exact mode keeps the
+  // CUDA-core kernel, whose products follow the CPU reference's order more closely.
+  bool use_flash_attention(const BatchView& batch, const AttentionParams& params, KvType cache_type) const {
     if (!flash_ || ctx_->exact_f32() || batch.seq_token_start.empty() || batch.num_seqs <= 0 || !(params.scale > 0))
       return false;
-    if (!flash_attention_supported(params.num_heads, params.num_kv_heads, params.head_dim, cache_bf16)) return false;
+    if (!flash_attention_supported(params.num_heads, params.num_kv_heads, params.head_dim, cache_type)) return false;
     RS_CHECK(batch.seq_token_start.numel() == int64_t{batch.num_seqs} + 1,
              "attention: seq_token_start {} for {} sequences", batch.seq_token_start.shape_string(), batch.num_seqs);
     return true;
   }
 
   // The arguments every attention launch shares (q and the split choice come from the caller).
-  AttentionArgs attention_args(int32_t tokens, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+  AttentionArgs attention_args(int32_t tokens, const KvCache& cache, const BatchView& batch,
                                const AttentionParams& params, Tensor out) const {
+    const Tensor &k_cache = cache.k, &v_cache = cache.v;
     RS_CHECK(params.num_kv_heads > 0 && params.num_heads % params.num_kv_heads == 0 && params.head_dim <= 256 &&
                  out.numel() == int64_t{tokens} * params.num_heads * params.head_dim,
              "attention: out {} for {} tokens with {} heads / {} kv heads of {}", out.shape_string(), tokens,
              params.num_heads, params.num_kv_heads, params.head_dim);
-    check_cache_dtype(k_cache, v_cache);
+    const KvType type = check_cache(cache);
     RS_CHECK(k_cache.dim(-1) == params.head_dim, "attention: cache {} has rows of {} values", k_cache.shape_string(),
              params.head_dim);
     on_device({&k_cache, &v_cache, &out, &batch.positions, &batch.token_seq, &batch.page_table, &params.sinks});
     AttentionArgs a{};
     a.k_cache = k_cache.data();
     a.v_cache = v_cache.data();
-    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
+    a.cache_type = type;
+    a.k_scale = type == KvType::kFp8 ? cache.k_scale : 1.0f;  // kernels multiply by them unconditionally
+    a.v_scale = type == KvType::kFp8 ? cache.v_scale : 1.0f;
     a.positions = batch.positions.data_as<int32_t>();
     a.token_seq = batch.token_seq.data_as<int32_t>();
     a.page_table = batch.page_table.data_as<int32_t>();
@@ -624,8 +627,9 @@ class CudaBackend final : public Backend {
   }
 
   QkvPrepareArgs prepare_args(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                              const Tensor& cos_sin, int32_t rotary_dim, Tensor k_cache, Tensor v_cache,
-                              const BatchView& batch, Tensor q_out) const {
+                              const Tensor& cos_sin, int32_t rotary_dim, const KvCache& cache, const BatchView& batch,
+                              Tensor q_out) const {
+    const Tensor &k_cache = cache.k, &v_cache = cache.v;
     const int64_t tokens = q_out.dim(0), heads = q_out.dim(1), hd = q_out.dim(2), kv_heads = k_cache.dim(1);
     RS_CHECK(qkv.numel() == tokens * (heads + 2 * kv_heads) * hd && k_cache.dim(2) == hd &&
                  cos_sin.dim(1) == rotary_dim && rotary_dim <= hd && rotary_dim % 2 == 0 &&
@@ -634,7 +638,7 @@ class CudaBackend final : public Backend {
              k_cache.shape_string(), rotary_dim);
     RS_CHECK(q_norm.empty() == k_norm.empty() && (q_norm.empty() || q_norm.dtype() == k_norm.dtype()),
              "qkv_prepare: q and k norms must both be given, in one dtype");
-    check_cache_dtype(k_cache, v_cache);
+    const KvType type = check_cache(cache);
     on_device({&qkv, &q_norm, &k_norm, &cos_sin, &k_cache, &v_cache, &q_out, &batch.kv_slots, &batch.positions});
     QkvPrepareArgs a{};
     a.qkv = qkv.data_as<float>();
@@ -650,7 +654,9 @@ class CudaBackend final : public Backend {
     a.cache_rows = k_cache.dim(0);
     a.k_cache = k_cache.data();
     a.v_cache = v_cache.data();
-    a.cache_bf16 = k_cache.dtype() == DType::kBF16;
+    a.cache_type = type;
+    a.k_scale = cache.k_scale;
+    a.v_scale = cache.v_scale;
     a.q_out = q_out.data_as<float>();
     a.error_flags = ctx_->error_flags();
     a.num_tokens = tokens;
@@ -660,9 +666,13 @@ class CudaBackend final : public Backend {
     return a;
   }
 
-  static void check_cache_dtype(const Tensor& k_cache, const Tensor& v_cache) {
-    RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
-             "CUDA KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
+  static KvType check_cache(const KvCache& cache) {
+    const DType dtype = cache.k.dtype();
+    RS_CHECK((dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3) && cache.v.dtype() == dtype,
+             "CUDA KV cache must be f32, bf16 or fp8 e4m3, not {}", dtype_name(dtype));
+    RS_CHECK(dtype != DType::kF8E4M3 || (cache.k_scale > 0.0f && cache.v_scale > 0.0f),
+             "FP8 KV cache scales must be positive (k {}, v {})", cache.k_scale, cache.v_scale);
+    return dtype == DType::kF32 ? KvType::kF32 : dtype == DType::kBF16 ? KvType::kBF16 : KvType::kFp8;
   }
 
   // The device-side view of a step's sequences for the gated-delta-net kernels.

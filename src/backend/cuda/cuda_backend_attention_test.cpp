@@ -1,7 +1,7 @@
 // Parity of the CUDA K/V store and paged attention (prefill, decode, mixed batches; windows; sinks; key splits for
 // long contexts) with the CPU reference backend on random inputs, for both kernels: CUDA cores (the exact backend) and
-// tensor cores (flash_attention.cu: the fast backend on a bf16 cache; 64-row tiles for decode and head_dim 64 / 256,
-// 128-row tiles for head_dim 128 prefill).
+// tensor cores (flash_attention.cu: the fast backend on a bf16 or fp8 cache; 64-row tiles for decode and head_dim
+// 64 / 256, 128-row tiles for head_dim 128 prefill). An fp8 cache is stored with per-tensor scales other than 1.
 #include "backend/cuda/parity_test_util.h"
 
 namespace rs::cuda_test {
@@ -36,7 +36,7 @@ TEST_F(CudaParity, StoreKvAndAttention) {
       {16, 2, 256, {3000, 700, 133}, {1, 300, 70}},
       {32, 8, 128, {40, 2000}, {1, 37}},  // a chunk shorter than one 128-row tile
   };
-  for (const DType cache_dtype : {DType::kF32, DType::kBF16})
+  for (const DType cache_dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3})
     for (const AttentionCase& c : cases) {
       const int32_t seqs = static_cast<int32_t>(c.kv_len.size());
       const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
@@ -83,11 +83,19 @@ TEST_F(CudaParity, StoreKvAndAttention) {
       Tensor kc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
       Tensor vc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, c.head_dim});
       Tensor kc_d = dev(kc_h), vc_d = dev(vc_h);
-      cpu_->store_kv(k, v, kc_h, vc_h, store_h);
-      gpu_->store_kv(dev(k), dev(v), kc_d, vc_d, store_d);
+      const float k_scale = cache_dtype == DType::kF8E4M3 ? 0.25f : 1.0f;
+      const float v_scale = cache_dtype == DType::kF8E4M3 ? 0.125f : 1.0f;
+      const KvCache cache_h{kc_h, vc_h, k_scale, v_scale}, cache_d{kc_d, vc_d, k_scale, v_scale};
+      cpu_->store_kv(k, v, cache_h, store_h);
+      gpu_->store_kv(dev(k), dev(v), cache_d, store_d);
       if (cache_dtype == DType::kF32) {
         EXPECT_PARITY(fetch<float>(kc_d), as_floats(kc_h), kExact, "store_kv k");
         EXPECT_PARITY(fetch<float>(vc_d), as_floats(vc_h), kExact, "store_kv v");
+      } else if (cache_dtype == DType::kF8E4M3) {  // both divide by the scale and round to nearest, saturated
+        const uint8_t* kh = kc_h.data_as<uint8_t>();
+        const uint8_t* vh = vc_h.data_as<uint8_t>();
+        EXPECT_EQ(fetch<uint8_t>(kc_d), std::vector<uint8_t>(kh, kh + kc_h.numel())) << "store_kv k (fp8)";
+        EXPECT_EQ(fetch<uint8_t>(vc_d), std::vector<uint8_t>(vh, vh + vc_h.numel())) << "store_kv v (fp8)";
       } else {  // both round to nearest even: identical bits
         const uint16_t* kh = kc_h.data_as<uint16_t>();
         const uint16_t* vh = vc_h.data_as<uint16_t>();
@@ -109,23 +117,26 @@ TEST_F(CudaParity, StoreKvAndAttention) {
                                                 : host(to_bf16(sink_values), DType::kBF16, {c.heads});
           const float scale = 1.0f / std::sqrt(float(c.head_dim));
           Tensor ref = host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim});
-          cpu_->attention(q, kc_h, vc_h, batch_h,
-                          AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks}, ref);
+          cpu_->attention(q, cache_h, batch_h, AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, sinks},
+                          ref);
           Tensor out = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
-          gpu_->attention(q_d, kc_d, vc_d, batch_d,
+          gpu_->attention(q_d, cache_d, batch_d,
                           AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out);
           const std::string what =
               fmt::format("attention h={}/{} hd={} max_len={} T={} window={} sinks={} cache={}", c.heads, c.kv_heads,
                           c.head_dim, max_len, tokens, window, sink_mode, dtype_name(cache_dtype));
-          // A bf16 cache rounds q and the probabilities to bf16 on both backends, each at its own running max.
+          // A bf16 cache rounds q and the probabilities to bf16 on both backends, each at its own running max. An fp8
+          // cache computes in f32 on the dequantized cache on the CPU and the CUDA cores; the tensor cores (fast
+          // backend) round q and the probabilities to bf16.
           const double tolerance = cache_dtype == DType::kBF16 ? kAttentionBf16 : kAttention;
+          const double fast_tolerance = cache_dtype == DType::kF32 ? kAttention : kAttentionBf16;
           EXPECT_PARITY(fetch<float>(out), as_floats(ref), tolerance, what);
           Tensor out_fast = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
           gpu_->synchronize();  // the fast backend runs on its own stream
-          fast_->attention(q_d, kc_d, vc_d, batch_d,
+          fast_->attention(q_d, cache_d, batch_d,
                            AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_fast);
           fast_->synchronize();
-          EXPECT_PARITY(fetch<float>(out_fast), as_floats(ref), tolerance, what + " (fast backend)");
+          EXPECT_PARITY(fetch<float>(out_fast), as_floats(ref), fast_tolerance, what + " (fast backend)");
         }
       }
     }

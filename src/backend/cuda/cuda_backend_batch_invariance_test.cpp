@@ -155,7 +155,7 @@ TEST_F(BatchInvariance, AttentionRowsDoNotDependOnTheStep) {
     const Tensor v =
         dev(host(normal(rng_, all_tokens * kv_width), DType::kF32, {all_tokens, shape.kv_heads, shape.head_dim}));
     const Tensor sinks = dev(host(normal(rng_, shape.heads, 2.0f), DType::kF32, {shape.heads}));
-    for (const DType cache_dtype : {DType::kBF16, DType::kF32}) {
+    for (const DType cache_dtype : {DType::kBF16, DType::kF32, DType::kF8E4M3}) {
       Tensor kc = dev(host_zeros(cache_dtype, {cache_rows, shape.kv_heads, shape.head_dim}));
       Tensor vc = dev(host_zeros(cache_dtype, {cache_rows, shape.kv_heads, shape.head_dim}));
       const BatchView store{dev(host(all_pos, DType::kI32, {all_tokens})),
@@ -167,7 +167,7 @@ TEST_F(BatchInvariance, AttentionRowsDoNotDependOnTheStep) {
                             seqs,
                             300,
                             Tensor()};
-      gpu_->store_kv(k, v, kc, vc, store);
+      gpu_->store_kv(k, v, {kc, vc}, store);
       for (const int32_t window : {0, 100}) {
         for (const bool with_sinks : {false, true}) {
           const std::string what = fmt::format("h={}/{} hd={} cache={} window={} sinks={}", shape.heads, shape.kv_heads,
@@ -204,9 +204,9 @@ TEST_F(BatchInvariance, AttentionRowsDoNotDependOnTheStep) {
             const AttentionParams params{shape.heads,    shape.kv_heads,
                                          shape.head_dim, 1.0f / std::sqrt(float(shape.head_dim)),
                                          window,         with_sinks ? sinks : Tensor()};
-            run_on(*det_, [&](Backend& b) { b.attention(q_d, kc, vc, batch, params, out); });
+            run_on(*det_, [&](Backend& b) { b.attention(q_d, {kc, vc}, batch, params, out); });
             const std::vector<float> rows = fetch<float>(out);
-            run_on(*fast_, [&](Backend& b) { b.attention(q_d, kc, vc, batch, params, out); });
+            run_on(*fast_, [&](Backend& b) { b.attention(q_d, {kc, vc}, batch, params, out); });
             const std::vector<float> default_rows = fetch<float>(out);
             for (int32_t t = 0; t < tokens; ++t) {
               const auto key = std::make_pair(step[tok_seq[t]].seq, pos[t]);

@@ -35,7 +35,7 @@ TEST_F(CudaParity, QkvPrepare) {
   const Case cases[] = {{8, 2, 128, 128, true}, {8, 8, 64, 64, false}, {4, 1, 64, 32, true}, {6, 2, 80, 80, false}};
   const int64_t tokens = 9, cache_rows = 64, max_pos = 512;
   for (const Case& c : cases)
-    for (const DType cache_dtype : {DType::kF32, DType::kBF16}) {
+    for (const DType cache_dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
       const int64_t hd = c.head_dim, width = (c.heads + 2 * c.kv_heads) * hd;
       std::vector<int32_t> positions(tokens), slots(tokens);
       for (int64_t t = 0; t < tokens; ++t) {
@@ -53,14 +53,31 @@ TEST_F(CudaParity, QkvPrepare) {
              vc_h = host_zeros(cache_dtype, {cache_rows, c.kv_heads, hd});
       Tensor kc_d = dev(kc_h), vc_d = dev(vc_h);
       Tensor q_h = host_zeros(DType::kF32, {tokens, c.heads, hd}), q_d = dev(q_h);
-      cpu_->qkv_prepare(qkv, q_norm, k_norm, 1e-6f, table, c.rotary_dim, kc_h, vc_h, batch_h, q_h);
-      gpu_->qkv_prepare(dev(qkv), dev(q_norm), dev(k_norm), 1e-6f, dev(table), c.rotary_dim, kc_d, vc_d, batch_d, q_d);
+      const float k_scale = cache_dtype == DType::kF8E4M3 ? 0.5f : 1.0f;
+      const float v_scale = cache_dtype == DType::kF8E4M3 ? 0.25f : 1.0f;
+      cpu_->qkv_prepare(qkv, q_norm, k_norm, 1e-6f, table, c.rotary_dim, {kc_h, vc_h, k_scale, v_scale}, batch_h, q_h);
+      gpu_->qkv_prepare(dev(qkv), dev(q_norm), dev(k_norm), 1e-6f, dev(table), c.rotary_dim,
+                        {kc_d, vc_d, k_scale, v_scale}, batch_d, q_d);
       const std::string what = fmt::format("qkv_prepare {}/{}x{} rot {} norms {} {}", c.heads, c.kv_heads, hd,
                                            c.rotary_dim, c.norms, dtype_name(cache_dtype));
       EXPECT_PARITY(fetch<float>(q_d), as_floats(q_h), kElementwise, what + " q");
       if (cache_dtype == DType::kF32) {
         EXPECT_PARITY(fetch<float>(kc_d), as_floats(kc_h), kElementwise, what + " k cache");
         EXPECT_PARITY(fetch<float>(vc_d), as_floats(vc_h), kExact, what + " v cache");
+      } else if (cache_dtype == DType::kF8E4M3) {
+        // k: one e4m3 rounding of values that agree to ~1e-6, so at most one code step apart; v: identical codes.
+        const std::vector<uint8_t> k_got = fetch<uint8_t>(kc_d);
+        const uint8_t* kh = kc_h.data_as<uint8_t>();
+        int64_t apart = 0;
+        for (int64_t i = 0; i < kc_h.numel(); ++i) {
+          const float got = fp8_e4m3_to_f32(k_got[i]), ref = fp8_e4m3_to_f32(kh[i]);
+          const float step = std::max(std::abs(ref) / 8.0f, 1.0f / 512.0f);
+          EXPECT_LE(std::abs(got - ref), step) << what << " k cache element " << i;
+          apart += k_got[i] != kh[i];
+        }
+        EXPECT_LE(apart, kc_h.numel() / 100) << what << " k cache codes that differ";
+        const uint8_t* vh = vc_h.data_as<uint8_t>();
+        EXPECT_EQ(fetch<uint8_t>(vc_d), std::vector<uint8_t>(vh, vh + vc_h.numel())) << what << " v cache";
       } else {  // one bf16 rounding of values that agree to ~1e-6: at most one step of 2^-8 apart
         const uint16_t* kh = kc_h.data_as<uint16_t>();
         const uint16_t* vh = vc_h.data_as<uint16_t>();
@@ -79,14 +96,14 @@ TEST_F(CudaParity, QkvPrepareFlagsBadPositions) {
                         dev(host(std::vector<int32_t>{0}, DType::kI32, {1})), 16,       1,        0};
   Tensor kc = dev(host_zeros(DType::kF32, {16, 1, hd})), vc = dev(host_zeros(DType::kF32, {16, 1, hd}));
   Tensor q = dev(host_zeros(DType::kF32, {1, 1, hd}));
-  gpu_->qkv_prepare(qkv, Tensor(), Tensor(), 1e-6f, table, static_cast<int32_t>(hd), kc, vc, batch, q);
+  gpu_->qkv_prepare(qkv, Tensor(), Tensor(), 1e-6f, table, static_cast<int32_t>(hd), {kc, vc}, batch, q);
   EXPECT_THROW(gpu_->synchronize(), Error);
 }
 
 // A decode step's qkv_attention on the fast backend runs qkv_prepare inside the flash kernel: the output and the cache
 // must carry exactly the bits of qkv_prepare followed by attention (shared per-head code, the same bf16 roundings),
 // whichever split holds the new key, with windows, sinks, partial rotary dims, groups of 1 to 16 and head_dim
-// 64/128/256. The fused path leaves q_scratch unwritten, which shows it was taken.
+// 64/128/256, on a bf16 and an fp8 cache. The fused path leaves q_scratch unwritten, which shows it was taken.
 TEST_F(CudaParity, QkvAttentionDecodeFusesPrepareBitExactly) {
   struct Case {
     int32_t heads, kv_heads, head_dim, rotary_dim, window;
@@ -103,66 +120,75 @@ TEST_F(CudaParity, QkvAttentionDecodeFusesPrepareBitExactly) {
       {4, 4, 128, 96, 0, true, false, {33, 1500}},             // MHA, partial rotary
   };
   const int32_t page_size = 16, max_pos = 8192;
-  for (const Case& c : cases) {
-    const int32_t seqs = static_cast<int32_t>(c.kv_len.size()), hd = c.head_dim;
-    const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
-    const int32_t max_pages = (max_len + page_size - 1) / page_size;
-    int32_t total_pages = 0;
-    for (int32_t len : c.kv_len) total_pages += (len + page_size - 1) / page_size;
-    std::vector<int32_t> page_ids(total_pages);
-    std::iota(page_ids.begin(), page_ids.end(), 0);
-    std::shuffle(page_ids.begin(), page_ids.end(), rng_);
-    std::vector<int32_t> table(seqs * max_pages, -1), pos, seq, slots, starts{0};
-    for (int32_t s = 0, next = 0; s < seqs; ++s) {
-      for (int32_t p = 0; p < (c.kv_len[s] + page_size - 1) / page_size; ++p)
-        table[s * max_pages + p] = page_ids[next++];
-      const int32_t last = c.kv_len[s] - 1;
-      pos.push_back(last), seq.push_back(s), starts.push_back(s + 1);
-      slots.push_back(table[s * max_pages + last / page_size] * page_size + last % page_size);
-    }
-    const int64_t cache_rows = int64_t{total_pages} * page_size, width = (c.heads + 2 * c.kv_heads) * int64_t{hd};
-    const BatchView batch{dev(host(pos, DType::kI32, {seqs})),
-                          dev(host(seq, DType::kI32, {seqs})),
-                          dev(host(c.kv_len, DType::kI32, {seqs})),
-                          dev(host(table, DType::kI32, {seqs, max_pages})),
-                          dev(host(slots, DType::kI32, {seqs})),
-                          page_size,
-                          seqs,
-                          max_len,
-                          dev(host(starts, DType::kI32, {seqs + 1}))};
-    // Earlier keys: random bf16 rows everywhere (the new tokens' rows too: the fused kernel must overwrite them).
-    const Tensor k_old =
-        host(to_bf16(normal(rng_, cache_rows * c.kv_heads * hd)), DType::kBF16, {cache_rows, c.kv_heads, hd});
-    const Tensor v_old =
-        host(to_bf16(normal(rng_, cache_rows * c.kv_heads * hd)), DType::kBF16, {cache_rows, c.kv_heads, hd});
-    const Tensor qkv = dev(host(normal(rng_, seqs * width, 3.0f), DType::kF32, {seqs, width}));
-    const Tensor rope = dev(host(normal(rng_, int64_t{max_pos} * c.rotary_dim), DType::kF32, {max_pos, c.rotary_dim}));
-    const QkvNormRope prepare{c.norms ? dev(host(to_bf16(normal(rng_, hd)), DType::kBF16, {hd})) : Tensor(),
-                              c.norms ? dev(host(to_bf16(normal(rng_, hd)), DType::kBF16, {hd})) : Tensor(), 1e-6f,
-                              rope, c.rotary_dim};
-    const Tensor sinks = c.sinks ? dev(host(normal(rng_, c.heads, 2.0f), DType::kF32, {c.heads})) : Tensor();
-    const AttentionParams params{c.heads, c.kv_heads, hd, 1.0f / std::sqrt(float(hd)), c.window, sinks};
-    const std::vector<float> sentinel(int64_t{seqs} * c.heads * hd, 1234.5f);
+  for (const DType cache_dtype : {DType::kBF16, DType::kF8E4M3})
+    for (const Case& c : cases) {
+      const int32_t seqs = static_cast<int32_t>(c.kv_len.size()), hd = c.head_dim;
+      const int32_t max_len = *std::max_element(c.kv_len.begin(), c.kv_len.end());
+      const int32_t max_pages = (max_len + page_size - 1) / page_size;
+      int32_t total_pages = 0;
+      for (int32_t len : c.kv_len) total_pages += (len + page_size - 1) / page_size;
+      std::vector<int32_t> page_ids(total_pages);
+      std::iota(page_ids.begin(), page_ids.end(), 0);
+      std::shuffle(page_ids.begin(), page_ids.end(), rng_);
+      std::vector<int32_t> table(seqs * max_pages, -1), pos, seq, slots, starts{0};
+      for (int32_t s = 0, next = 0; s < seqs; ++s) {
+        for (int32_t p = 0; p < (c.kv_len[s] + page_size - 1) / page_size; ++p)
+          table[s * max_pages + p] = page_ids[next++];
+        const int32_t last = c.kv_len[s] - 1;
+        pos.push_back(last), seq.push_back(s), starts.push_back(s + 1);
+        slots.push_back(table[s * max_pages + last / page_size] * page_size + last % page_size);
+      }
+      const int64_t cache_rows = int64_t{total_pages} * page_size, width = (c.heads + 2 * c.kv_heads) * int64_t{hd};
+      const BatchView batch{dev(host(pos, DType::kI32, {seqs})),
+                            dev(host(seq, DType::kI32, {seqs})),
+                            dev(host(c.kv_len, DType::kI32, {seqs})),
+                            dev(host(table, DType::kI32, {seqs, max_pages})),
+                            dev(host(slots, DType::kI32, {seqs})),
+                            page_size,
+                            seqs,
+                            max_len,
+                            dev(host(starts, DType::kI32, {seqs + 1}))};
+      // Earlier keys: random rows everywhere (the new tokens' rows too: the fused kernel must overwrite them).
+      const bool fp8 = cache_dtype == DType::kF8E4M3;
+      const auto random_cache = [&] {
+        const std::vector<float> values = normal(rng_, cache_rows * c.kv_heads * hd);
+        if (!fp8) return host(to_bf16(values), DType::kBF16, {cache_rows, c.kv_heads, hd});
+        std::vector<uint8_t> codes(values.size());
+        for (size_t i = 0; i < values.size(); ++i) codes[i] = f32_to_fp8_e4m3(values[i] * 4.0f);
+        return host(codes, DType::kF8E4M3, {cache_rows, c.kv_heads, hd});
+      };
+      const Tensor k_old = random_cache(), v_old = random_cache();
+      const float k_scale = fp8 ? 0.25f : 1.0f, v_scale = fp8 ? 0.25f : 1.0f;
+      const Tensor qkv = dev(host(normal(rng_, seqs * width, 3.0f), DType::kF32, {seqs, width}));
+      const Tensor rope =
+          dev(host(normal(rng_, int64_t{max_pos} * c.rotary_dim), DType::kF32, {max_pos, c.rotary_dim}));
+      const QkvNormRope prepare{c.norms ? dev(host(to_bf16(normal(rng_, hd)), DType::kBF16, {hd})) : Tensor(),
+                                c.norms ? dev(host(to_bf16(normal(rng_, hd)), DType::kBF16, {hd})) : Tensor(), 1e-6f,
+                                rope, c.rotary_dim};
+      const Tensor sinks = c.sinks ? dev(host(normal(rng_, c.heads, 2.0f), DType::kF32, {c.heads})) : Tensor();
+      const AttentionParams params{c.heads, c.kv_heads, hd, 1.0f / std::sqrt(float(hd)), c.window, sinks};
+      const std::vector<float> sentinel(int64_t{seqs} * c.heads * hd, 1234.5f);
 
-    Tensor kc_ref = dev(k_old), vc_ref = dev(v_old), kc = dev(k_old), vc = dev(v_old);
-    Tensor q_ref = dev(host_zeros(DType::kF32, {seqs, c.heads, hd}));
-    Tensor q_fused = dev(host(sentinel, DType::kF32, {seqs, c.heads, hd}));
-    Tensor out_ref = dev(host_zeros(DType::kF32, {seqs, int64_t{c.heads} * hd}));
-    Tensor out = dev(host_zeros(DType::kF32, {seqs, int64_t{c.heads} * hd}));
-    gpu_->synchronize();
-    fast_->qkv_prepare(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, rope, c.rotary_dim, kc_ref, vc_ref, batch,
-                       q_ref);
-    fast_->attention(q_ref, kc_ref, vc_ref, batch, params, out_ref);
-    fast_->qkv_attention(qkv, prepare, kc, vc, batch, params, q_fused, out);
-    fast_->synchronize();
-    const std::string what = fmt::format("qkv_attention {}/{}x{} rot {} window {} sinks {} lens {}", c.heads,
-                                         c.kv_heads, hd, c.rotary_dim, c.window, c.sinks, fmt::join(c.kv_len, ","));
-    EXPECT_EQ(fetch<float>(q_fused), sentinel) << what << ": the fused path was not taken";
-    EXPECT_EQ(fetch<uint16_t>(kc), fetch<uint16_t>(kc_ref)) << what << " k cache";
-    EXPECT_EQ(fetch<uint16_t>(vc), fetch<uint16_t>(vc_ref)) << what << " v cache";
-    EXPECT_EQ(fetch<float>(out), fetch<float>(out_ref)) << what << " output";
-    std::printf("  %-48s bit-identical: %s\n", what.c_str(), ::testing::Test::HasFailure() ? "no" : "yes");
-  }
+      Tensor kc_ref = dev(k_old), vc_ref = dev(v_old), kc = dev(k_old), vc = dev(v_old);
+      Tensor q_ref = dev(host_zeros(DType::kF32, {seqs, c.heads, hd}));
+      Tensor q_fused = dev(host(sentinel, DType::kF32, {seqs, c.heads, hd}));
+      Tensor out_ref = dev(host_zeros(DType::kF32, {seqs, int64_t{c.heads} * hd}));
+      Tensor out = dev(host_zeros(DType::kF32, {seqs, int64_t{c.heads} * hd}));
+      gpu_->synchronize();
+      const KvCache cache_ref{kc_ref, vc_ref, k_scale, v_scale}, cache{kc, vc, k_scale, v_scale};
+      fast_->qkv_prepare(qkv, prepare.q_norm, prepare.k_norm, prepare.eps, rope, c.rotary_dim, cache_ref, batch, q_ref);
+      fast_->attention(q_ref, cache_ref, batch, params, out_ref);
+      fast_->qkv_attention(qkv, prepare, cache, batch, params, q_fused, out);
+      fast_->synchronize();
+      const std::string what =
+          fmt::format("qkv_attention {}/{}x{} rot {} window {} sinks {} lens {} {}", c.heads, c.kv_heads, hd,
+                      c.rotary_dim, c.window, c.sinks, fmt::join(c.kv_len, ","), dtype_name(cache_dtype));
+      EXPECT_EQ(fetch<float>(q_fused), sentinel) << what << ": the fused path was not taken";
+      EXPECT_EQ(fetch<uint8_t>(kc), fetch<uint8_t>(kc_ref)) << what << " k cache";
+      EXPECT_EQ(fetch<uint8_t>(vc), fetch<uint8_t>(vc_ref)) << what << " v cache";
+      EXPECT_EQ(fetch<float>(out), fetch<float>(out_ref)) << what << " output";
+      std::printf("  %-48s bit-identical: %s\n", what.c_str(), ::testing::Test::HasFailure() ? "no" : "yes");
+    }
 }
 
 TEST_F(CudaParity, QkvAttentionDecodeFlagsBadPositions) {
@@ -176,7 +202,7 @@ TEST_F(CudaParity, QkvAttentionDecodeFlagsBadPositions) {
   Tensor kc = dev(host_zeros(DType::kBF16, {16, 1, hd})), vc = dev(host_zeros(DType::kBF16, {16, 1, hd}));
   Tensor q = dev(host_zeros(DType::kF32, {1, 1, hd})), out = dev(host_zeros(DType::kF32, {1, hd}));
   gpu_->synchronize();
-  fast_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), 1e-6f, table, static_cast<int32_t>(hd)}, kc, vc, batch,
+  fast_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), 1e-6f, table, static_cast<int32_t>(hd)}, {kc, vc}, batch,
                        AttentionParams{1, 1, static_cast<int32_t>(hd), 0.125f, 0, Tensor()}, q, out);
   EXPECT_THROW(fast_->synchronize(), Error);
 }

@@ -1,6 +1,8 @@
-// Paged causal attention on CPU (f32 or bf16 KV cache), with per-layer sliding window and per-head sinks; also K/V
-// stores (a bf16 cache rounds K/V to nearest even as they are written; attention always computes in f32).
+// Paged causal attention on CPU (f32, bf16 or fp8 e4m3 KV cache), with per-layer sliding window and per-head sinks;
+// also K/V stores (a bf16 cache rounds K/V to nearest even as they are written, an fp8 cache stores x / scale rounded
+// to nearest and saturated; attention computes in f32 on the stored values, an fp8 code times its scale).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -11,41 +13,83 @@
 
 namespace rs::cpu {
 
-void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch) {
+namespace {
+
+bool is_kv_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3; }
+
+void check_cache(const KvCache& cache) {
+  RS_CHECK(is_kv_dtype(cache.k.dtype()) && cache.v.dtype() == cache.k.dtype(),
+           "CPU KV cache must be f32, bf16 or fp8 e4m3, not {}", dtype_name(cache.k.dtype()));
+  RS_CHECK(cache.k.dtype() != DType::kF8E4M3 || (cache.k_scale > 0.0f && cache.v_scale > 0.0f),
+           "FP8 KV cache scales must be positive (k {}, v {})", cache.k_scale, cache.v_scale);
+}
+
+// e4m3 code -> f32 value (NaN for the two NaN codes).
+const std::array<float, 256>& fp8_values() {
+  static const auto table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code) values[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    return values;
+  }();
+  return table;
+}
+
+// An FP8 cache row of n values: e4m3 code x scale, one rounding in f32 (the exactly dequantized cache).
+inline void fp8_row_to_f32(const uint8_t* x, int64_t n, float scale, float* out) {
+  const std::array<float, 256>& values = fp8_values();
+  for (int64_t i = 0; i < n; ++i) out[i] = values[x[i]] * scale;
+}
+
+inline void fp8_row_from_f32(const float* x, int64_t n, float scale, uint8_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_fp8_e4m3(x[i] / scale);
+}
+
+}  // namespace
+
+void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) {
+  const Tensor &k_cache = cache.k, &v_cache = cache.v;
   const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
   RS_CHECK(k.dim(-1) * (k.ndim() == 3 ? k.dim(1) : 1) == row_width || k.numel() == k.dim(0) * row_width,
            "store_kv: k {} does not match cache rows of {}", k.shape_string(), row_width);
-  RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
-           "CPU KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
-  const bool bf16 = k_cache.dtype() == DType::kBF16;
+  check_cache(cache);
+  const DType dtype = k_cache.dtype();
   const int32_t* slots = batch.kv_slots.data_as<int32_t>();
   for (int64_t t = 0; t < k.dim(0); ++t) {
     if (slots[t] < 0) continue;
     RS_DCHECK(slots[t] < k_cache.dim(0), "kv slot {} out of range", slots[t]);
     const float* kt = k.data_as<float>() + t * row_width;
     const float* vt = v.data_as<float>() + t * row_width;
-    if (bf16) {
-      round_row_to_bf16(kt, row_width, k_cache.data_as<uint16_t>() + slots[t] * row_width);
-      round_row_to_bf16(vt, row_width, v_cache.data_as<uint16_t>() + slots[t] * row_width);
+    const int64_t at = slots[t] * row_width;
+    if (dtype == DType::kBF16) {
+      round_row_to_bf16(kt, row_width, k_cache.data_as<uint16_t>() + at);
+      round_row_to_bf16(vt, row_width, v_cache.data_as<uint16_t>() + at);
+    } else if (dtype == DType::kF8E4M3) {
+      fp8_row_from_f32(kt, row_width, cache.k_scale, k_cache.data_as<uint8_t>() + at);
+      fp8_row_from_f32(vt, row_width, cache.v_scale, v_cache.data_as<uint8_t>() + at);
     } else {
-      std::memcpy(k_cache.data_as<float>() + slots[t] * row_width, kt, row_width * sizeof(float));
-      std::memcpy(v_cache.data_as<float>() + slots[t] * row_width, vt, row_width * sizeof(float));
+      std::memcpy(k_cache.data_as<float>() + at, kt, row_width * sizeof(float));
+      std::memcpy(v_cache.data_as<float>() + at, vt, row_width * sizeof(float));
     }
   }
 }
 
 namespace {
 
-// Row `row` (head_dim values) of a KV cache as f32: in place for an f32 cache, widened into `scratch` for bf16.
-inline const float* cache_row(const Tensor& cache, int64_t row, int32_t hd, float* scratch) {
+// Row `row` (head_dim values) of a KV cache as f32: in place for an f32 cache, widened into `scratch` for bf16 and
+// dequantized (code x scale) for fp8.
+inline const float* cache_row(const Tensor& cache, float scale, int64_t row, int32_t hd, float* scratch) {
   if (cache.dtype() == DType::kF32) return cache.data_as<float>() + row * hd;
-  bf16_row_to_f32(cache.data_as<uint16_t>() + row * hd, hd, scratch);
+  if (cache.dtype() == DType::kF8E4M3) {
+    fp8_row_to_f32(cache.data_as<uint8_t>() + row * hd, hd, scale, scratch);
+  } else {
+    bf16_row_to_f32(cache.data_as<uint16_t>() + row * hd, hd, scratch);
+  }
   return scratch;
 }
 
 // Reference path: one query row at a time over a full score row (any head_dim).
-void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                       const BatchView& batch, const AttentionParams& params, Tensor out) {
+void attention_rowwise(ThreadPool& pool, const Tensor& q, const KvCache& cache, const BatchView& batch,
+                       const AttentionParams& params, Tensor out) {
   const int64_t num_tokens = q.dim(0);
   const int32_t heads = params.num_heads, kv_heads = params.num_kv_heads, hd = params.head_dim;
   const int32_t group = heads / kv_heads;
@@ -86,7 +130,8 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       }
       float max_score = sinks.empty() ? -INFINITY : sinks[h];
       for (int32_t j = 0; j < count; ++j) {
-        const float s = dot_f32(qv, cache_row(k_cache, rows[j], hd, row_scratch.data()), hd) * params.scale;
+        const float s =
+            dot_f32(qv, cache_row(cache.k, cache.k_scale, rows[j], hd, row_scratch.data()), hd) * params.scale;
         scores[j] = s;
         max_score = std::max(max_score, s);
       }
@@ -95,7 +140,7 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const Tensor& k_cache,
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int32_t j = 0; j < count; ++j) {
         denom += scores[j];
-        axpy_f32(scores[j], cache_row(v_cache, rows[j], hd, row_scratch.data()), acc.data(), hd);
+        axpy_f32(scores[j], cache_row(cache.v, cache.v_scale, rows[j], hd, row_scratch.data()), acc.data(), hd);
       }
       float* o = out.data_as<float>() + (t * heads + h) * hd;
       const float inv = 1.0f / denom;
@@ -231,10 +276,11 @@ class ItemRows {
 
 // Query rows of tokens [t0, t1) of one sequence x the heads of KV head `kvh`, over their keys in blocks of kKeyBlock
 // with an online softmax. kChunks = head_dim / 16: each row's output accumulates in registers across a block.
-// CacheT: float (f32 cache) or uint16_t (bf16 cache, widened as each key block is copied).
+// CacheT: float (f32 cache), uint16_t (bf16 cache, widened as each key block is copied) or uint8_t (fp8 cache,
+// dequantized as each key block is copied).
 template <int kChunks, typename CacheT>
-void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch,
-                 const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
+void attend_item(const Tensor& q, const KvCache& cache, const BatchView& batch, const AttentionParams& params,
+                 const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
   constexpr int32_t hd = kChunks * 16;
   thread_local ItemRows rows;
   rows.start(batch, params, sinks, t0, t1, kvh);
@@ -253,8 +299,8 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
         k_rows[j] = v_rows[j] = zero_row;
         continue;
       }
-      const CacheT* k_src = static_cast<const CacheT*>(k_cache) + offset;
-      const CacheT* v_src = static_cast<const CacheT*>(v_cache) + offset;
+      const CacheT* k_src = cache.k.data_as<const CacheT>() + offset;
+      const CacheT* v_src = cache.v.data_as<const CacheT>() + offset;
       // One KV head's rows sit kv_heads * head_dim values apart (4 KiB for 8 x 128 f32): read in place by many query
       // rows, a block's keys fall into the same few L1 sets and evict each other. A contiguous copy costs far less
       // (3x on a 128-token prefill); a decode item's few rows read an f32 cache in place.
@@ -266,6 +312,10 @@ void attend_item(const Tensor& q, const void* k_cache, const void* v_cache, cons
         } else {
           k_rows[j] = k_src, v_rows[j] = v_src;
         }
+      } else if constexpr (std::is_same_v<CacheT, uint8_t>) {
+        fp8_row_to_f32(k_src, hd, cache.k_scale, k_block + j * hd);
+        fp8_row_to_f32(v_src, hd, cache.v_scale, v_block + j * hd);
+        k_rows[j] = k_block + j * hd, v_rows[j] = v_block + j * hd;
       } else {
         bf16_row_to_f32(k_src, hd, k_block + j * hd);
         bf16_row_to_f32(v_src, hd, v_block + j * hd);
@@ -313,9 +363,8 @@ inline __m512 dot16_bf16(const uint16_t* q, const uint16_t* const* k_rows) {
 // interleaved in key pairs once ([dim][2 keys]) so that one dpbf16 adds two keys' contributions to 16 output dims;
 // against widening every K/V value to f32 this cuts decode attention (two query rows per KV head) ~3x.
 template <int kVecs>
-void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache, const BatchView& batch,
-                      const AttentionParams& params, const float* sinks, int64_t t0, int64_t t1, int32_t kvh,
-                      float* out) {
+void attend_item_bf16(const Tensor& q, const KvCache& cache, const BatchView& batch, const AttentionParams& params,
+                      const float* sinks, int64_t t0, int64_t t1, int32_t kvh, float* out) {
   constexpr int32_t hd = kVecs * 32;
   thread_local ItemRows rows;
   thread_local std::vector<uint16_t> q_bf16;
@@ -347,8 +396,8 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
         k_rows[j] = v_rows[j] = zero_row;
         continue;
       }
-      k_rows[j] = static_cast<const uint16_t*>(k_cache) + offset;
-      v_rows[j] = static_cast<const uint16_t*>(v_cache) + offset;
+      k_rows[j] = cache.k.data_as<const uint16_t>() + offset;
+      v_rows[j] = cache.v.data_as<const uint16_t>() + offset;
       if (copy_block) {
         std::memcpy(k_block + j * hd, k_rows[j], hd * sizeof(uint16_t));
         k_rows[j] = k_block + j * hd;
@@ -389,8 +438,8 @@ void attend_item_bf16(const Tensor& q, const void* k_cache, const void* v_cache,
 }
 #endif
 
-using ItemFn = void (*)(const Tensor&, const void*, const void*, const BatchView&, const AttentionParams&, const float*,
-                        int64_t, int64_t, int32_t, float*);
+using ItemFn = void (*)(const Tensor&, const KvCache&, const BatchView&, const AttentionParams&, const float*, int64_t,
+                        int64_t, int32_t, float*);
 
 template <typename CacheT>
 ItemFn item_kernel_for(int32_t head_dim) {
@@ -408,7 +457,8 @@ ItemFn item_kernel_for(int32_t head_dim) {
 }
 
 ItemFn item_kernel(DType cache_dtype, int32_t head_dim) {
-  if (cache_dtype != DType::kBF16) return item_kernel_for<float>(head_dim);
+  if (cache_dtype == DType::kF32) return item_kernel_for<float>(head_dim);
+  if (cache_dtype == DType::kF8E4M3) return item_kernel_for<uint8_t>(head_dim);
 #if defined(__AVX512BF16__)
   switch (head_dim) {
     case 32: return attend_item_bf16<1>;
@@ -424,12 +474,11 @@ ItemFn item_kernel(DType cache_dtype, int32_t head_dim) {
 
 }  // namespace
 
-void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+void attention(ThreadPool& pool, const Tensor& q, const KvCache& cache, const BatchView& batch,
                const AttentionParams& params, Tensor out) {
-  RS_CHECK((k_cache.dtype() == DType::kF32 || k_cache.dtype() == DType::kBF16) && v_cache.dtype() == k_cache.dtype(),
-           "CPU KV cache must be f32 or bf16, not {}", dtype_name(k_cache.dtype()));
+  check_cache(cache);
 #if defined(__AVX512F__)
-  const ItemFn kernel = item_kernel(k_cache.dtype(), params.head_dim);
+  const ItemFn kernel = item_kernel(cache.k.dtype(), params.head_dim);
   if (kernel != nullptr) {
     std::vector<float> sinks;
     if (!params.sinks.empty()) {
@@ -470,14 +519,14 @@ void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const T
     pool.parallel_for(static_cast<int64_t>(balanced.size()) * kv_heads, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const Item& item = segments[balanced[i / kv_heads]];
-        kernel(q, k_cache.data(), v_cache.data(), batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0,
-               item.t1, static_cast<int32_t>(i % kv_heads), o);
+        kernel(q, cache, batch, params, sinks.empty() ? nullptr : sinks.data(), item.t0, item.t1,
+               static_cast<int32_t>(i % kv_heads), o);
       }
     });
     return;
   }
 #endif
-  attention_rowwise(pool, q, k_cache, v_cache, batch, params, out);
+  attention_rowwise(pool, q, cache, batch, params, out);
 }
 
 }  // namespace rs::cpu

@@ -42,8 +42,8 @@ void linear_rows(const float* x, int64_t num_tokens, const LinearWeight& w, cons
                  int64_t out_stride, int64_t row_begin, int64_t row_end, bool row_invariant = false);
 
 void rope(ThreadPool& pool, Tensor x, const Tensor& positions, const Tensor& cos_sin, int32_t rotary_dim);
-void store_kv(const Tensor& k, const Tensor& v, Tensor k_cache, Tensor v_cache, const BatchView& batch);
-void attention(ThreadPool& pool, const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const BatchView& batch,
+void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch);
+void attention(ThreadPool& pool, const Tensor& q, const KvCache& cache, const BatchView& batch,
                const AttentionParams& params, Tensor out);
 
 void moe_route(const Tensor& logits, MoeRouting routing, bool renormalize, Tensor ids, Tensor weights);

@@ -98,9 +98,11 @@ struct AttentionCase {
   std::vector<std::pair<int, int>> seqs;  // (context length, queries)
   // bf16: the reference sees K/V rounded as the cache holds them, and q rounded as the bf16 products take it; the
   // kernel also rounds the probabilities (to bf16: ~0.2%), hence the looser tolerance.
+  // fp8: the reference sees K/V as the cache holds them (e4m3 code x per-tensor scale); the kernel computes in f32.
   DType cache_dtype = DType::kF32;
   int page_size = 4;
   float scale = 0.3f;  // large scales give peaked scores whose running maximum moves between key blocks
+  float k_scale = 0.05f, v_scale = 0.02f;  // fp8 only
 };
 
 void check_paged_attention(const AttentionCase& c) {
@@ -134,6 +136,10 @@ void check_paged_attention(const AttentionCase& c) {
     if (c.cache_dtype == DType::kBF16)
       for (auto* values : {&qs.back(), &ks.back(), &vs.back()})
         for (float& x : *values) x = bf16_to_f32(f32_to_bf16(x));
+    if (c.cache_dtype == DType::kF8E4M3) {
+      for (float& x : ks.back()) x = fp8_e4m3_to_f32(f32_to_fp8_e4m3(x / c.k_scale)) * c.k_scale;
+      for (float& x : vs.back()) x = fp8_e4m3_to_f32(f32_to_fp8_e4m3(x / c.v_scale)) * c.v_scale;
+    }
     for (int i = 0; i < len; ++i) {
       const int slot = table[s * max_pages + i / page_size] * page_size + i % page_size;
       std::copy_n(ks[s].begin() + i * kv_heads * hd, kv_heads * hd, kc.begin() + slot * kv_heads * hd);
@@ -161,12 +167,20 @@ void check_paged_attention(const AttentionCase& c) {
     kc_t = Tensor(kc_bf16.data(), DType::kBF16, {total_pages * page_size, kv_heads, hd});
     vc_t = Tensor(vc_bf16.data(), DType::kBF16, {total_pages * page_size, kv_heads, hd});
   }
+  std::vector<uint8_t> kc_fp8(kc.size()), vc_fp8(vc.size());
+  if (c.cache_dtype == DType::kF8E4M3) {
+    for (size_t i = 0; i < kc.size(); ++i)
+      kc_fp8[i] = f32_to_fp8_e4m3(kc[i] / c.k_scale), vc_fp8[i] = f32_to_fp8_e4m3(vc[i] / c.v_scale);
+    kc_t = Tensor(kc_fp8.data(), DType::kF8E4M3, {total_pages * page_size, kv_heads, hd});
+    vc_t = Tensor(vc_fp8.data(), DType::kF8E4M3, {total_pages * page_size, kv_heads, hd});
+  }
+  const KvCache cache{kc_t, vc_t, c.k_scale, c.v_scale};
   for (bool use_sinks : {false, true})
     for (int window : {0, 1, 5, 37}) {
       AttentionParams params{heads,   kv_heads, hd,
                              c.scale, window,   use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
       std::vector<float> got(total_queries * heads * hd);
-      attention(pool, Tensor(q_batch.data(), DType::kF32, {total_queries, heads, hd}), kc_t, vc_t, batch, params,
+      attention(pool, Tensor(q_batch.data(), DType::kF32, {total_queries, heads, hd}), cache, batch, params,
                 Tensor(got.data(), DType::kF32, {total_queries, heads * hd}));
       int row = 0;
       for (size_t s = 0; s < c.seqs.size(); ++s) {
@@ -183,14 +197,14 @@ void check_paged_attention(const AttentionCase& c) {
 }
 
 TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
-  for (DType cache : {DType::kF32, DType::kBF16})
+  for (DType cache : {DType::kF32, DType::kBF16, DType::kF8E4M3})
     for (int hd : {8, 32, 64, 128})
       for (auto [heads, kv_heads] : {std::pair{4, 4}, {4, 2}, {8, 2}}) {
         check_paged_attention({heads, kv_heads, hd, {{37, 37}}, cache});                           // prefill
         check_paged_attention({heads, kv_heads, hd, {{70, 7}, {45, 1}, {3, 3}, {90, 1}}, cache});  // chunk + decodes
       }
   // gpt-oss and Qwen3-Next shapes (8 query heads per KV head; head_dim 256), pages of 16, peaked scores.
-  for (DType cache : {DType::kF32, DType::kBF16}) {
+  for (DType cache : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     check_paged_attention({16, 2, 64, {{100, 100}, {130, 1}}, cache, 16, 1.0f});
     check_paged_attention({4, 1, 256, {{50, 50}, {70, 2}}, cache, 16, 0.5f});
   }
@@ -206,13 +220,17 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
   std::vector<int32_t> table(pages), positions(len), seq(len, 0), slots(len), kv_len = {len};
   for (int p = 0; p < pages; ++p) table[p] = (p * 5 + 2) % pages;
   for (int i = 0; i < len; ++i) positions[i] = i, slots[i] = table[i / page_size] * page_size + i % page_size;
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     std::vector<float> kc(pages * page_size * kv_heads * hd), vc(kc.size());
     std::vector<uint16_t> kc16(kc.size()), vc16(kc.size());
-    Tensor kc_t = dtype == DType::kF32 ? Tensor(kc.data(), dtype, {pages * page_size, kv_heads, hd})
-                                       : Tensor(kc16.data(), dtype, {pages * page_size, kv_heads, hd});
-    Tensor vc_t = dtype == DType::kF32 ? Tensor(vc.data(), dtype, {pages * page_size, kv_heads, hd})
-                                       : Tensor(vc16.data(), dtype, {pages * page_size, kv_heads, hd});
+    std::vector<uint8_t> kc8(kc.size()), vc8(kc.size());
+    const auto storage = [&](std::vector<float>& f32, std::vector<uint16_t>& b16, std::vector<uint8_t>& b8) -> void* {
+      return dtype == DType::kF32    ? static_cast<void*>(f32.data())
+             : dtype == DType::kBF16 ? static_cast<void*>(b16.data())
+                                     : static_cast<void*>(b8.data());
+    };
+    Tensor kc_t(storage(kc, kc16, kc8), dtype, {pages * page_size, kv_heads, hd});
+    Tensor vc_t(storage(vc, vc16, vc8), dtype, {pages * page_size, kv_heads, hd});
     BatchView all{Tensor(positions.data(), DType::kI32, {len}),
                   Tensor(seq.data(), DType::kI32, {len}),
                   Tensor(kv_len.data(), DType::kI32, {1}),
@@ -222,7 +240,7 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
                   1,
                   len};
     store_kv(Tensor(k.data(), DType::kF32, {len, kv_heads, hd}), Tensor(v.data(), DType::kF32, {len, kv_heads, hd}),
-             kc_t, vc_t, all);
+             {kc_t, vc_t}, all);
     for (int window : {0, 37}) {
       const AttentionParams params{heads, kv_heads, hd, 0.125f, window, Tensor()};
       // The last token's output as the last of the last `queries` tokens.
@@ -237,8 +255,8 @@ TEST(CpuKernels, PagedAttentionIsBatchInvariant) {
                     1,
                     len};
         std::vector<float> out(queries * heads * hd);
-        attention(pool, Tensor(q.data() + first * heads * hd, DType::kF32, {queries, heads, hd}), kc_t, vc_t, b, params,
-                  Tensor(out.data(), DType::kF32, {queries, heads * hd}));
+        attention(pool, Tensor(q.data() + first * heads * hd, DType::kF32, {queries, heads, hd}), {kc_t, vc_t}, b,
+                  params, Tensor(out.data(), DType::kF32, {queries, heads * hd}));
         return std::vector<float>(out.end() - heads * hd, out.end());
       };
       const auto alone = last_row(1);
@@ -271,7 +289,7 @@ TEST(CpuKernels, StoreKvRoundsIntoABf16Cache) {
                   1,
                   tokens};
   store_kv(Tensor(k.data(), DType::kF32, {tokens, kv_heads, hd}), Tensor(v.data(), DType::kF32, {tokens, kv_heads, hd}),
-           Tensor(kc.data(), DType::kBF16, {4, kv_heads, hd}), Tensor(vc.data(), DType::kBF16, {4, kv_heads, hd}),
+           {Tensor(kc.data(), DType::kBF16, {4, kv_heads, hd}), Tensor(vc.data(), DType::kBF16, {4, kv_heads, hd})},
            batch);
   const int row = kv_heads * hd;
   for (int i = 0; i < row; ++i) {
@@ -279,6 +297,37 @@ TEST(CpuKernels, StoreKvRoundsIntoABf16Cache) {
     EXPECT_EQ(vc[0 * row + i], f32_to_bf16(v[2 * row + i]));  // token 2 -> slot 0
     EXPECT_EQ(kc[1 * row + i], 0);                            // token 1 (slot -1) wrote nothing
   }
+}
+
+TEST(CpuKernels, StoreKvQuantizesIntoAnFp8CacheWithItsScales) {
+  const int tokens = 2, kv_heads = 1, hd = 4;
+  std::vector<float> k = {0.1f, -0.3f, 1000.0f, -1000.0f, 0.0f, 2.0f, 0.013f, -448.0f};
+  std::vector<float> v = {1.0f, 2.0f, 3.0f, 4.0f, -1.0f, -2.0f, 0.5f, 0.25f};
+  std::vector<uint8_t> kc(2 * hd, 0xaa), vc(kc.size(), 0xaa);
+  std::vector<int32_t> slots = {1, 0}, positions = {0, 1}, seq = {0, 0};
+  BatchView batch{Tensor(positions.data(), DType::kI32, {tokens}),
+                  Tensor(seq.data(), DType::kI32, {tokens}),
+                  Tensor(),
+                  Tensor(),
+                  Tensor(slots.data(), DType::kI32, {tokens}),
+                  4,
+                  1,
+                  tokens};
+  const float k_scale = 0.5f, v_scale = 0.125f;
+  store_kv(Tensor(k.data(), DType::kF32, {tokens, kv_heads, hd}), Tensor(v.data(), DType::kF32, {tokens, kv_heads, hd}),
+           {Tensor(kc.data(), DType::kF8E4M3, {2, kv_heads, hd}), Tensor(vc.data(), DType::kF8E4M3, {2, kv_heads, hd}),
+            k_scale, v_scale},
+           batch);
+  for (int t = 0; t < tokens; ++t)
+    for (int i = 0; i < hd; ++i) {
+      const int slot = slots[t];
+      EXPECT_EQ(kc[slot * hd + i], f32_to_fp8_e4m3(k[t * hd + i] / k_scale)) << t << " " << i;
+      EXPECT_EQ(vc[slot * hd + i], f32_to_fp8_e4m3(v[t * hd + i] / v_scale)) << t << " " << i;
+    }
+  // Saturation: +-1000 / 0.5 stores +-448 (the largest finite e4m3), never NaN.
+  EXPECT_EQ(fp8_e4m3_to_f32(kc[1 * hd + 2]) * k_scale, 224.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(kc[1 * hd + 3]) * k_scale, -224.0f);
+  EXPECT_EQ(fp8_e4m3_to_f32(vc[1 * hd + 1]) * v_scale, 2.0f);  // exact: 16 x 0.125
 }
 
 TEST(CpuKernels, MoeRoutingModes) {

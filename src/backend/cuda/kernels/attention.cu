@@ -1,6 +1,6 @@
-// Paged causal attention on CUDA (f32 or bf16 KV cache) with per-layer sliding window and per-head sinks, and the K/V
-// store. One block of 4 warps per (token, head, key split). Each lane scores one key of a 32-key tile (its own cache
-// row), the warp keeps an online softmax, and P.V is accumulated with each lane owning head_dim/32 output dims
+// Paged causal attention on CUDA (f32, bf16 or fp8 e4m3 KV cache) with per-layer sliding window and per-head sinks, and
+// the K/V store. One block of 4 warps per (token, head, key split). Each lane scores one key of a 32-key tile (its own
+// cache row), the warp keeps an online softmax, and P.V is accumulated with each lane owning head_dim/32 output dims
 // (coalesced V reads). Warps are merged in shared memory; with several key splits (flash-decoding, for few long
 // sequences) a second kernel merges the splits and adds the sink term.
 #include <algorithm>
@@ -10,20 +10,25 @@
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
 #include "backend/cuda/kernels/launch.cuh"
+#include "backend/cuda/kernels/qkv_head.cuh"
 
 namespace rs::cuda {
 namespace {
 
 constexpr int kWarps = 4;
 
-// Cache element access: f32 as is, bf16 as raw bits (rounded to nearest even when stored).
+// Cache element access: f32 as is, bf16 as raw bits (rounded to nearest even when stored), fp8 as its e4m3 code's
+// value (the per-tensor scales multiply the scores and the output instead).
 __device__ __forceinline__ float cache_load(const float* p) { return *p; }
 __device__ __forceinline__ float cache_load(const uint16_t* p) { return bf16_bits_to_float(*p); }
-__device__ __forceinline__ void cache_store(float* p, float x) { *p = x; }
-__device__ __forceinline__ void cache_store(uint16_t* p, float x) { *p = __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float cache_load(const uint8_t* p) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(*p, __NV_E4M3)));
+}
 // A bf16 cache runs the products in bf16 (as the CPU backend and transformers' bf16 attention): q and the
-// probabilities are rounded to bf16 before they multiply K and V; sums stay f32.
+// probabilities are rounded to bf16 before they multiply K and V; sums stay f32. An fp8 cache computes in f32 on the
+// exactly dequantized values, as the CPU does (the reference path; the tensor-core kernel rounds as for bf16).
 __device__ __forceinline__ float product_operand(float x, const float*) { return x; }
+__device__ __forceinline__ float product_operand(float x, const uint8_t*) { return x; }
 __device__ __forceinline__ float product_operand(float x, const uint16_t*) {
   return __bfloat162float(__float2bfloat16_rn(x));
 }
@@ -36,6 +41,11 @@ __device__ __forceinline__ float4 cache_load4(const uint16_t* p) {
   unpack_bf16x2(w.y, f.z, f.w);
   return f;
 }
+__device__ __forceinline__ float4 cache_load4(const uint8_t* p) {
+  float w[4];
+  unpack_fp8x4(*reinterpret_cast<const uint32_t*>(p), w);
+  return make_float4(w[0], w[1], w[2], w[3]);
+}
 
 template <typename CacheT>
 __device__ __forceinline__ const CacheT* a_cache_tag() {
@@ -44,7 +54,8 @@ __device__ __forceinline__ const CacheT* a_cache_tag() {
 
 template <typename CacheT>
 __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_width, const int32_t* slots,
-                                int64_t cache_rows, CacheT* k_cache, CacheT* v_cache, uint32_t* error_flags) {
+                                int64_t cache_rows, CacheT* k_cache, CacheT* v_cache, float k_scale, float v_scale,
+                                uint32_t* error_flags) {
   pdl_enter();
   const int64_t t = blockIdx.x;
   const int64_t slot = slots[t];
@@ -54,8 +65,8 @@ __global__ void store_kv_kernel(const float* k, const float* v, int64_t row_widt
     return;
   }
   for (int64_t i = threadIdx.x; i < row_width; i += blockDim.x) {
-    cache_store(k_cache + slot * row_width + i, k[t * row_width + i]);
-    cache_store(v_cache + slot * row_width + i, v[t * row_width + i]);
+    store_cache(k_cache + slot * row_width + i, k[t * row_width + i], k_scale);
+    store_cache(v_cache + slot * row_width + i, v[t * row_width + i], v_scale);
   }
 }
 
@@ -87,6 +98,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   const CacheT* k_base = static_cast<const CacheT*>(a.k_cache) + static_cast<int64_t>(kvh) * hd;
   const CacheT* v_base = static_cast<const CacheT*>(a.v_cache) + static_cast<int64_t>(kvh) * hd;
   const bool vec4 = (hd & 3) == 0;
+  constexpr bool kFp8 = sizeof(CacheT) == 1;
+  const float score_scale = kFp8 ? a.scale * a.k_scale : a.scale, value_scale = kFp8 ? a.v_scale : 1.0f;
 
   float m = -INFINITY, l = 0.0f;
   float acc[kDimsPerLane];
@@ -114,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
         } else {
           for (int d = 0; d < hd; ++d) dot += cache_load(kr + d) * q_s[d];
         }
-        s = dot * a.scale;
+        s = dot * score_scale;
       }
     }
     const float m_new = fmaxf(m, warp_max(s));
@@ -177,7 +190,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
       float num = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) num += merged[w * stride + 2 + d] * factor[w];
-      out[d] = num * inv;
+      out[d] = num * inv * value_scale;
     }
   } else {
     float* part = a.partial + ((static_cast<int64_t>(t) * a.num_heads + h) * a.splits + split) * stride;
@@ -189,7 +202,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
       float num = 0.0f;
 #pragma unroll
       for (int w = 0; w < kWarps; ++w) num += merged[w * stride + 2 + d] * factor[w];
-      part[2 + d] = num;
+      part[2 + d] = num * value_scale;
     }
   }
 }
@@ -223,25 +236,33 @@ template <int kDimsPerLane>
 void launch_attention_for(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(a.num_tokens, a.num_heads, a.splits);
   const size_t smem = (((a.head_dim + 3) & ~3) + kWarps * (a.head_dim + 2)) * sizeof(float);
-  if (a.cache_bf16) {
-    launch_kernel(attention_kernel<kDimsPerLane, uint16_t>, grid, kWarps * 32, smem, stream, a);
-  } else {
-    launch_kernel(attention_kernel<kDimsPerLane, float>, grid, kWarps * 32, smem, stream, a);
+  switch (a.cache_type) {
+    case KvType::kBF16:
+      return launch_kernel(attention_kernel<kDimsPerLane, uint16_t>, grid, kWarps * 32, smem, stream, a);
+    case KvType::kFp8:
+      return launch_kernel(attention_kernel<kDimsPerLane, uint8_t>, grid, kWarps * 32, smem, stream, a);
+    case KvType::kF32: return launch_kernel(attention_kernel<kDimsPerLane, float>, grid, kWarps * 32, smem, stream, a);
   }
 }
 
 }  // namespace
 
 void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
-                     int64_t cache_rows, void* k_cache, void* v_cache, bool cache_bf16, uint32_t* error_flags,
-                     cudaStream_t stream) {
+                     int64_t cache_rows, void* k_cache, void* v_cache, KvType cache_type, float k_scale, float v_scale,
+                     uint32_t* error_flags, cudaStream_t stream) {
   if (num_tokens == 0) return;
-  if (cache_bf16) {
-    launch_kernel(store_kv_kernel<uint16_t>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
-                  static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), error_flags);
-  } else {
-    launch_kernel(store_kv_kernel<float>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
-                  static_cast<float*>(k_cache), static_cast<float*>(v_cache), error_flags);
+  switch (cache_type) {
+    case KvType::kBF16:
+      return launch_kernel(store_kv_kernel<uint16_t>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
+                           static_cast<uint16_t*>(k_cache), static_cast<uint16_t*>(v_cache), k_scale, v_scale,
+                           error_flags);
+    case KvType::kFp8:
+      return launch_kernel(store_kv_kernel<uint8_t>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
+                           static_cast<uint8_t*>(k_cache), static_cast<uint8_t*>(v_cache), k_scale, v_scale,
+                           error_flags);
+    case KvType::kF32:
+      return launch_kernel(store_kv_kernel<float>, num_tokens, 256, 0, stream, k, v, row_width, slots, cache_rows,
+                           static_cast<float*>(k_cache), static_cast<float*>(v_cache), k_scale, v_scale, error_flags);
   }
 }
 

@@ -1,5 +1,5 @@
-// Paged causal attention on tensor cores (mma.sync m16n8k16, bf16 operands, f32 accumulation) for a bf16 KV cache:
-// prefill chunks, decode rows and mixed batches in one kernel, in the FlashAttention-2 scheme.
+// Paged causal attention on tensor cores (mma.sync m16n8k16, bf16 operands, f32 accumulation) for a bf16 or fp8 KV
+// cache: prefill chunks, decode rows and mixed batches in one kernel, in the FlashAttention-2 scheme.
 //
 // A block owns one tile of query rows and one KV head. A tile packs the query heads of that KV head for consecutive
 // tokens of one sequence (row = token * group + head in group), so the heads of a GQA group share every K/V load, and a
@@ -13,8 +13,13 @@
 //
 // Numerics match the CUDA-core kernel for a bf16 cache: q and the probabilities are rounded to bf16 before they
 // multiply K and V; the softmax sums stay f32.
+//
+// An fp8 (e4m3) cache moves half the bytes: its tiles are copied raw (cp.async) into staging buffers, and each tile,
+// once in, is widened into one bf16 K/V tile (e4m3 values are exact in bf16) that the mma reads as above. The
+// per-tensor scales never touch the operands: k_scale multiplies the softmax scale and v_scale the output.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/device_utils.cuh"
@@ -76,7 +81,8 @@ __device__ __forceinline__ float fast_exp2(float x) {
 
 // Where row `row_index`'s results go: the output row (splits == 1) or its partial record, whose header [m in natural
 // log units, l] is written when `header`. Returns the pointer for the D values and the factor they are scaled by
-// (1 / softmax denominator with the sink, or 1 for a partial). m is in the exp2 domain (scores x scale x log2 e).
+// (v_scale / softmax denominator with the sink, or v_scale for a partial; v_scale is 1 but for an fp8 cache). m is in
+// the exp2 domain (scores x scale x log2 e).
 struct RowDestination {
   float* values;
   float factor;
@@ -92,14 +98,14 @@ __device__ __forceinline__ RowDestination row_destination(const AttentionArgs& a
       scale = fast_exp2(m - top);
       denom = l * scale + fast_exp2(sink - top);
     }
-    return {a.out + row_index * D, scale / denom};
+    return {a.out + row_index * D, a.v_scale * scale / denom};
   }
   float* part = a.partial + (row_index * a.splits + split) * (D + 2);
   if (header) {
     part[0] = m == -INFINITY ? -INFINITY : m * kLn2;
     part[1] = l;
   }
-  return {part + 2, 1.0f};
+  return {part + 2, a.v_scale};  // partial sums already scaled: the merge is linear in them
 }
 
 // Called by every thread of a block after its partial rows are written: the last of the tile's `splits` blocks to
@@ -165,7 +171,7 @@ __device__ void merge_splits_if_last(const AttentionArgs& a, const TileSlot& til
 // qkv_prepare + the staging below would give. The one split whose key range holds the token's own position also
 // stores the token's k and v for this KV head (no other block reads that key); the kernel's barrier after this orders
 // those stores before its cp.async reads of the tile.
-template <int D>
+template <int D, typename CacheT>
 __device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh, int split, int group, int tile_rows,
                                      uint16_t* q_s, float* buf) {
   const QkvPrepareArgs& p = a.prepare;
@@ -197,14 +203,14 @@ __device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh,
         q_s[swizzled<D>(item, i / 8) + i % 8] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
       });
     } else if (item == group) {
-      uint16_t* dst = static_cast<uint16_t*>(p.k_cache) + (slot * a.num_kv_heads + kvh) * D;
+      CacheT* dst = static_cast<CacheT*>(p.k_cache) + (slot * a.num_kv_heads + kvh) * D;
       const float* in = row + static_cast<int64_t>(a.num_heads + kvh) * D;
       prepare_head(in, D, p.k_norm, p.norm_type, p.eps, cos, sin, p.rotary_dim, pos_ok, mine,
-                   [&](int i, float v) { store_cache(dst + i, v); });
+                   [&](int i, float v) { store_cache(dst + i, v, p.k_scale); });
     } else {
-      uint16_t* dst = static_cast<uint16_t*>(p.v_cache) + (slot * a.num_kv_heads + kvh) * D;
+      CacheT* dst = static_cast<CacheT*>(p.v_cache) + (slot * a.num_kv_heads + kvh) * D;
       const float* in = row + static_cast<int64_t>(a.num_heads + a.num_kv_heads + kvh) * D;
-      for (int i = lane; i < D; i += 32) store_cache(dst + i, in[i]);
+      for (int i = lane; i < D; i += 32) store_cache(dst + i, in[i], p.v_scale);
     }
   }
   for (int idx = threadIdx.x; idx < (tile_rows - group) * (D / 8); idx += blockDim.x)
@@ -215,7 +221,7 @@ __device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh,
 // mma work), the four partial softmaxes merged through shared memory at the end. Otherwise each warp owns kMTiles
 // 16-row m-tiles and all 64 keys: with two, every K and V fragment a warp loads from shared memory feeds two mmas and
 // the warp has two independent chains of work (FlashAttention-2's 32 rows per warp).
-template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false, int kMTiles = 1>
+template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false, int kMTiles = 1, bool kFp8 = false>
 __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kernel(AttentionArgs a) {
   static_assert(!kSplitKeys || kMTiles == 1, "decode tiles are one m-tile");
   static_assert(!kPrepare || kSplitKeys, "only decode tiles prepare their own q");
@@ -226,11 +232,15 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   constexpr int kTiles = kSplitKeys ? 2 : kKeys / 8;           // 8-key n-tiles of S per warp
   // Decode has few blocks per SM and little math per tile: a third buffer keeps two tiles in flight per block.
   constexpr int kStages = kSplitKeys ? 3 : 2;
+  // bf16: K/V tiles are read where they land. fp8: they land raw in staging buffers and are widened into one bf16 tile.
+  constexpr int kBf16Stages = kFp8 ? 1 : kStages;
   extern __shared__ uint4 smem_raw[];
-  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);  // [kRows][D]
-  uint16_t* k_s = q_s + kRows * D;                        // [kStages][kKeys][D]
-  uint16_t* v_s = k_s + kStages * kKeys * D;              // [kStages][kKeys][D]
-  __shared__ int range[4];                                // min first key, max position, max first key, min position
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem_raw);                       // [kRows][D]
+  uint16_t* k_s = q_s + kRows * D;                                             // [kBf16Stages][kKeys][D]
+  uint16_t* v_s = k_s + kBf16Stages * kKeys * D;                               // [kBf16Stages][kKeys][D]
+  uint8_t* k_raw = reinterpret_cast<uint8_t*>(v_s + kBf16Stages * kKeys * D);  // fp8: [kStages][kKeys][D] codes
+  uint8_t* v_raw = k_raw + (kFp8 ? kStages * kKeys * D : 0);
+  __shared__ int range[4];  // min first key, max position, max first key, min position
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int group = a.num_heads / a.num_kv_heads;
@@ -274,7 +284,8 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   // Q rows -> bf16 shared tile (zeros past the last row).
   if constexpr (kPrepare) {
     __shared__ float prepare_buf[kWarps * D];
-    prepare_decode_token<D>(a, tile.first_token, kvh, split, group, kRows, q_s, prepare_buf);
+    prepare_decode_token<D, std::conditional_t<kFp8, uint8_t, uint16_t>>(a, tile.first_token, kvh, split, group, kRows,
+                                                                         q_s, prepare_buf);
   } else {
     for (int idx = threadIdx.x; idx < kRows * kChunks; idx += blockDim.x) {
       const int r = idx / kChunks, c = idx % kChunks;
@@ -298,23 +309,23 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   const int kt_begin = tile0 + min(tiles, split * per_split), kt_end = tile0 + min(tiles, (split + 1) * per_split);
 
   const int32_t* pages = a.page_table + static_cast<int64_t>(tile.seq) * a.max_pages;
+  using CacheT = std::conditional_t<kFp8, uint8_t, uint16_t>;
+  constexpr int kCacheChunks = D * sizeof(CacheT) / 16;  // 16-byte chunks per cache row
   const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * D;
-  const uint16_t* k_cache = static_cast<const uint16_t*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
-  const uint16_t* v_cache = static_cast<const uint16_t*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
+  const CacheT* k_cache = static_cast<const CacheT*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
+  const CacheT* v_cache = static_cast<const CacheT*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
   const int page_shift = a.page_shift, page_mask = a.page_size - 1;
   const auto load_kv = [&](int kt, int buf) {
-    uint16_t* k_dst = k_s + buf * kKeys * D;
-    uint16_t* v_dst = v_s + buf * kKeys * D;
-    for (int idx = threadIdx.x; idx < kKeys * kChunks; idx += blockDim.x) {
-      const int r = idx / kChunks, c = idx % kChunks, j = kt * kKeys + r;
-      const uint16_t *k_src = k_cache, *v_src = v_cache;
+    for (int idx = threadIdx.x; idx < kKeys * kCacheChunks; idx += blockDim.x) {
+      const int r = idx / kCacheChunks, c = idx % kCacheChunks, j = kt * kKeys + r;
+      const CacheT *k_src = k_cache, *v_src = v_cache;
       int bytes = 0;
       if (j >= key_lo && j <= key_hi) {
         const int32_t page = pages[page_shift >= 0 ? j >> page_shift : j / a.page_size];
         if (page >= 0) {
           const int64_t cache_row = page_shift >= 0 ? (static_cast<int64_t>(page) << page_shift) + (j & page_mask)
                                                     : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
-          const int64_t offset = cache_row * row_stride + c * 8;
+          const int64_t offset = cache_row * row_stride + c * (16 / sizeof(CacheT));
           k_src += offset;
           v_src += offset;
           bytes = 16;
@@ -322,14 +333,42 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
           set_error(a.error_flags, kErrAbsentPage);
         }
       }
-      cp_async_16(k_dst + swizzled<D>(r, c), k_src, bytes);
-      cp_async_16(v_dst + swizzled<D>(r, c), v_src, bytes);
+      if constexpr (kFp8) {
+        const int at = (buf * kKeys + r) * D + c * 16;
+        cp_async_16(k_raw + at, k_src, bytes);
+        cp_async_16(v_raw + at, v_src, bytes);
+      } else {
+        cp_async_16(k_s + buf * kKeys * D + swizzled<D>(r, c), k_src, bytes);
+        cp_async_16(v_s + buf * kKeys * D + swizzled<D>(r, c), v_src, bytes);
+      }
+    }
+  };
+  // fp8: staging buffer `buf` -> the bf16 tiles, 16 codes (two bf16 chunks) per thread and step. Exact: every e4m3
+  // value is a bf16 value (e4m3 -> f16 in hardware, then f16 -> f32 -> bf16 without rounding).
+  const auto widen_kv = [&](int buf) {
+    for (int idx = threadIdx.x; idx < 2 * kKeys * (D / 16); idx += blockDim.x) {
+      const int side = idx / (kKeys * (D / 16)), rest = idx % (kKeys * (D / 16));
+      const int r = rest / (D / 16), c = rest % (D / 16);
+      const uint4 codes = *reinterpret_cast<const uint4*>((side ? v_raw : k_raw) + (buf * kKeys + r) * D + c * 16);
+      uint16_t* dst = side ? v_s : k_s;
+      const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+      uint32_t packed[8];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        float f[4];
+        unpack_fp8x4(words[w], f);
+        packed[2 * w] = pack_bf16x2(f[0], f[1]);
+        packed[2 * w + 1] = pack_bf16x2(f[2], f[3]);
+      }
+      *reinterpret_cast<uint4*>(dst + swizzled<D>(r, 2 * c)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      *reinterpret_cast<uint4*>(dst + swizzled<D>(r, 2 * c + 1)) =
+          make_uint4(packed[4], packed[5], packed[6], packed[7]);
     }
   };
 
   // Scores stay raw (q.k) until the exponent, where one FMA applies scale x log2 e and subtracts the running max
   // (scale > 0, so the max of raw scores is the max of scaled ones). m is kept raw too.
-  const float scale_log2 = a.scale * kLog2e;
+  const float scale_log2 = a.scale * a.k_scale * kLog2e;  // k_scale is 1 but for an fp8 cache
   float o[kMTiles][D / 8][4];
   float m[kMTiles][2], l[kMTiles][2];
 #pragma unroll
@@ -361,10 +400,15 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
     __syncthreads();  // tile kt is in; every warp is done with the buffer the next load overwrites (step - 1's)
     if (kt + kStages - 1 < kt_end) load_kv(kt + kStages - 1, (step + kStages - 1) % kStages);
     cp_async_commit();
+    if constexpr (kFp8) {  // every warp finished reading the bf16 tiles at the barrier above
+      widen_kv(buf);
+      __syncthreads();
+    }
     if (!warp_active) continue;
+    const int tile_buf = kFp8 ? 0 : buf;
 
     // S = Q K^T for this warp's 16 rows and its keys of the tile.
-    const uint16_t* ks = k_s + buf * kKeys * D;
+    const uint16_t* ks = k_s + tile_buf * kKeys * D;
     float s[kMTiles][kTiles][4];
     if constexpr (kQInRegisters) {
 #pragma unroll
@@ -455,7 +499,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
         }
       }
     // O += P V: P's accumulator layout is the A operand of the next mma (two key n-tiles per 16-key step).
-    const uint16_t* vs = v_s + buf * kKeys * D;
+    const uint16_t* vs = v_s + tile_buf * kKeys * D;
 #pragma unroll
     for (int kk = 0; kk < kTiles / 2; ++kk) {
       uint32_t pa[kMTiles][4];
@@ -548,13 +592,15 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   if (a.splits > 1) merge_splits_if_last<D>(a, tile, kvh, group, rows, reinterpret_cast<float*>(k_s));
 }
 
-template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false, int kMTiles = 1>
+template <int D, int kWarps, bool kSplitKeys, bool kPrepare = false, int kMTiles = 1, bool kFp8 = false>
 void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   constexpr int kRows = kSplitKeys ? 16 : 16 * kMTiles * kWarps;
   constexpr int kStages = kSplitKeys ? 3 : 2;
-  const size_t smem = (kRows + 2 * kStages * kKeys) * D * sizeof(uint16_t);
+  // fp8: one bf16 K/V tile pair plus kStages raw tile pairs of one byte per value.
+  const size_t smem = kFp8 ? (kRows + 2 * kKeys) * D * sizeof(uint16_t) + 2 * kStages * kKeys * D
+                           : (kRows + 2 * kStages * kKeys) * D * sizeof(uint16_t);
   static const bool configured = [&] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles>,
+    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles, kFp8>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -563,14 +609,14 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   RS_CHECK(a.splits == 1 || (a.split_counters && int64_t{tiles} * a.num_kv_heads <= a.split_counter_words),
            "flash attention: {} tiles x {} KV heads exceed {} split counters", tiles, a.num_kv_heads,
            a.split_counter_words);
-  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles>, dim3(tiles, a.num_kv_heads, a.splits),
-                kWarps * 32, smem, stream, a);
+  launch_kernel(flash_attention_kernel<D, kWarps, kSplitKeys, kPrepare, kMTiles, kFp8>,
+                dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream, a);
 }
 
 }  // namespace
 
-bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, bool cache_bf16) {
-  return cache_bf16 && (head_dim == 64 || head_dim == 128 || head_dim == 256) && num_kv_heads > 0 &&
+bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, KvType cache_type) {
+  return cache_type != KvType::kF32 && (head_dim == 64 || head_dim == 128 || head_dim == 256) && num_kv_heads > 0 &&
          num_heads % num_kv_heads == 0 && num_heads / num_kv_heads <= 64;
 }
 
@@ -616,31 +662,43 @@ int64_t flash_attention_partial_floats(int32_t num_tokens, int32_t num_seqs, int
   return std::max(need, 2 * target * 128 * (head_dim + 2));
 }
 
+namespace {
+template <bool kFp8>
+void launch_flash_attention_for(const AttentionArgs& args, int32_t rows, cudaStream_t stream) {
+  if (args.prepare.qkv) {
+    if (args.head_dim == 64) return launch_for<64, 4, true, true, 1, kFp8>(args, stream);
+    if (args.head_dim == 256) return launch_for<256, 4, true, true, 1, kFp8>(args, stream);
+    return launch_for<128, 4, true, true, 1, kFp8>(args, stream);
+  }
+  if (args.head_dim == 64) {
+    rows == 16 ? launch_for<64, 4, true, false, 1, kFp8>(args, stream)
+               : launch_for<64, 4, false, false, 1, kFp8>(args, stream);
+  } else if (args.head_dim == 256) {  // Qwen3-Next / Qwen3.5 full-attention layers
+    rows == 16 ? launch_for<256, 4, true, false, 1, kFp8>(args, stream)
+               : launch_for<256, 4, false, false, 1, kFp8>(args, stream);
+  } else {
+    // 128-row prefill tiles: 4 warps of two m-tiles each. Measured on the H200 against 8 warps of one (Qwen3-8B dummy,
+    // `bench --prompt-tokens N`, same call): 16k 19,340 -> 20,921 tok/s, 32k 12,899 -> 14,452, identical sums.
+    rows == 16    ? launch_for<128, 4, true, false, 1, kFp8>(args, stream)
+    : rows == 128 ? launch_for<128, 4, false, false, 2, kFp8>(args, stream)
+                  : launch_for<128, 4, false, false, 1, kFp8>(args, stream);
+  }
+}
+}  // namespace
+
 void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
   if (args.num_tokens == 0) return;
   // Batch-invariant: 64-row tiles of 4 warps for every step (a decode row then sums exactly as a prefill row).
   const int32_t rows = args.batch_invariant ? 64
                                             : flash_attention_rows(args.num_tokens, args.num_seqs, args.num_heads,
                                                                    args.num_kv_heads, args.head_dim);
-  if (args.prepare.qkv) {
-    RS_CHECK(rows == 16 && args.num_tokens == args.num_seqs && args.cache_bf16,
+  RS_CHECK(args.cache_type != KvType::kF32, "flash attention reads a bf16 or fp8 cache");
+  if (args.prepare.qkv)
+    RS_CHECK(rows == 16 && args.num_tokens == args.num_seqs && args.prepare.cache_type == args.cache_type,
              "flash attention: only decode steps of groups up to 16 prepare their own q ({} tokens, {} sequences)",
              args.num_tokens, args.num_seqs);
-    if (args.head_dim == 64) return launch_for<64, 4, true, true>(args, stream);
-    if (args.head_dim == 256) return launch_for<256, 4, true, true>(args, stream);
-    return launch_for<128, 4, true, true>(args, stream);
-  }
-  if (args.head_dim == 64) {
-    rows == 16 ? launch_for<64, 4, true>(args, stream) : launch_for<64, 4, false>(args, stream);
-  } else if (args.head_dim == 256) {  // Qwen3-Next / Qwen3.5 full-attention layers
-    rows == 16 ? launch_for<256, 4, true>(args, stream) : launch_for<256, 4, false>(args, stream);
-  } else {
-    // 128-row prefill tiles: 4 warps of two m-tiles each. Measured on the H200 against 8 warps of one (Qwen3-8B dummy,
-    // `bench --prompt-tokens N`, same call): 16k 19,340 -> 20,921 tok/s, 32k 12,899 -> 14,452, identical sums.
-    rows == 16    ? launch_for<128, 4, true>(args, stream)
-    : rows == 128 ? launch_for<128, 4, false, false, 2>(args, stream)
-                  : launch_for<128, 4, false>(args, stream);
-  }
+  if (args.cache_type == KvType::kFp8) return launch_flash_attention_for<true>(args, rows, stream);
+  launch_flash_attention_for<false>(args, rows, stream);
 }
 
 }  // namespace rs::cuda

@@ -15,6 +15,9 @@ constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Element types that float-valued parameters (norm weights, biases, sinks, embedding tables) may be stored in.
 enum class ElemType : int32_t { kF32, kBF16, kF16 };
 
+// Element type of a paged KV cache. kFp8: e4m3 codes, one scale per tensor per layer (x = code x scale).
+enum class KvType : int32_t { kF32, kBF16, kFp8 };
+
 // Storage format of a linear weight [out, in]. kFp8: E4M3 codes times f32 block scales (GroupedWeights::fp8).
 // kInt4 / kInt8: unsigned codes packed little-endian along `in`, w = scale * q + bias per group
 // (GroupedWeights::affine; LinearWeight::kAffine: MLX, AWQ, GPTQ). kInt4Tiled: int4 codes re-tiled for the GEMV (see
@@ -82,10 +85,11 @@ struct QkvPrepareArgs {
   int32_t rotary_dim;
   const int32_t* slots;  // [T] cache rows; negative: skip
   int64_t cache_rows;
-  void* k_cache;  // [rows, kv_heads, head_dim], f32 or bf16 (cache_bf16)
+  void* k_cache;  // [rows, kv_heads, head_dim] of cache_type
   void* v_cache;
-  bool cache_bf16;
-  float* q_out;  // [T, heads, head_dim]
+  KvType cache_type;
+  float k_scale, v_scale;  // fp8: stored as x / scale
+  float* q_out;            // [T, heads, head_dim]
   uint32_t* error_flags;
   int64_t num_tokens;
   int32_t num_heads, num_kv_heads, head_dim;
@@ -94,14 +98,15 @@ void launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream);
 
 // ---- attention.cu ----
 void launch_store_kv(const float* k, const float* v, int64_t num_tokens, int64_t row_width, const int32_t* slots,
-                     int64_t cache_rows, void* k_cache, void* v_cache, bool cache_bf16, uint32_t* error_flags,
-                     cudaStream_t stream);
+                     int64_t cache_rows, void* k_cache, void* v_cache, KvType cache_type, float k_scale, float v_scale,
+                     uint32_t* error_flags, cudaStream_t stream);
 
 struct AttentionArgs {
   const float* q;       // [T, heads, hd]
-  const void* k_cache;  // [rows, kv_heads, hd], f32 or bf16 (cache_bf16)
+  const void* k_cache;  // [rows, kv_heads, hd] of cache_type
   const void* v_cache;
-  bool cache_bf16;
+  KvType cache_type;
+  float k_scale, v_scale;          // fp8: a cache value is its e4m3 code x scale
   const int32_t* positions;        // [T]
   const int32_t* token_seq;        // [T]
   const int32_t* page_table;       // [S, max_pages]
@@ -132,8 +137,9 @@ void launch_attention(const AttentionArgs& args, cudaStream_t stream);
 // Merges key splits written to args.partial by attention_kernel into args.out, adding the sinks.
 void launch_attention_combine(const AttentionArgs& args, cudaStream_t stream);
 
-// ---- tensor-core attention (flash_attention.cu): bf16 cache, head_dim 64/128, GQA groups of at most 64 ----
-bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, bool cache_bf16);
+// ---- tensor-core attention (flash_attention.cu): bf16 or fp8 cache, head_dim 64/128/256, GQA groups of at most 64
+// ----
+bool flash_attention_supported(int32_t num_heads, int32_t num_kv_heads, int32_t head_dim, KvType cache_type);
 // Query rows per tile (64 or 128) and an upper bound on the tiles of a batch (the grid).
 int32_t flash_attention_rows(int32_t num_tokens, int32_t num_seqs, int32_t num_heads, int32_t num_kv_heads,
                              int32_t head_dim);

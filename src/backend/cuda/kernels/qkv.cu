@@ -136,7 +136,7 @@ __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
     if (is_v) {
       if (store) {
         CacheT* dst = static_cast<CacheT*>(a.v_cache) + (slot * a.num_kv_heads + kv_head) * hd;
-        for (int i = lane; i < hd; i += 32) store_cache(dst + i, in[i]);
+        for (int i = lane; i < hd; i += 32) store_cache(dst + i, in[i], a.v_scale);
       }
       return;
     }
@@ -147,7 +147,7 @@ __global__ void qkv_prepare_kernel(QkvPrepareArgs a) {
       if (is_q) {
         q_dst[i] = v;
       } else if (store) {
-        store_cache(k_dst + i, v);
+        store_cache(k_dst + i, v, a.k_scale);
       }
     });
   }
@@ -206,10 +206,10 @@ void launch_qkv_prepare(const QkvPrepareArgs& args, cudaStream_t stream) {
   RS_CHECK(args.head_dim <= kMaxHeadDim, "qkv_prepare: head_dim {} above {}", args.head_dim, kMaxHeadDim);
   const dim3 grid(static_cast<unsigned>(args.num_tokens),
                   static_cast<unsigned>(ceil_div(args.num_heads + 2 * args.num_kv_heads, kHeadsPerBlock)));
-  if (args.cache_bf16) {
-    launch_kernel(qkv_prepare_kernel<uint16_t>, grid, kHeadsPerBlock * 32, 0, stream, args);
-  } else {
-    launch_kernel(qkv_prepare_kernel<float>, grid, kHeadsPerBlock * 32, 0, stream, args);
+  switch (args.cache_type) {
+    case KvType::kBF16: return launch_kernel(qkv_prepare_kernel<uint16_t>, grid, kHeadsPerBlock * 32, 0, stream, args);
+    case KvType::kFp8: return launch_kernel(qkv_prepare_kernel<uint8_t>, grid, kHeadsPerBlock * 32, 0, stream, args);
+    case KvType::kF32: return launch_kernel(qkv_prepare_kernel<float>, grid, kHeadsPerBlock * 32, 0, stream, args);
   }
 }
 

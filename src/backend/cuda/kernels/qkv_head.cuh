@@ -37,9 +37,13 @@ __device__ __forceinline__ void prepare_head(const float* in, int head_dim, cons
   __syncwarp();  // buf may be reused by the warp's next head
 }
 
+// One KV cache element: f32 as is, bf16 rounded to nearest even, fp8 (uint8_t) as x / scale rounded to nearest e4m3
+// and saturated to +-448 (f32_to_fp8_e4m3 on the CPU gives the same code).
 template <typename CacheT>
-__device__ __forceinline__ void store_cache(CacheT* p, float x) {
-  if constexpr (sizeof(CacheT) == 2) {
+__device__ __forceinline__ void store_cache(CacheT* p, float x, float scale) {
+  if constexpr (sizeof(CacheT) == 1) {
+    *p = __nv_cvt_float_to_fp8(x / scale, __NV_SATFINITE, __NV_E4M3);
+  } else if constexpr (sizeof(CacheT) == 2) {
     *p = __bfloat16_as_ushort(__float2bfloat16_rn(x));
   } else {
     *p = x;
