@@ -66,9 +66,10 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
       ->check(CLI::Range(-1, 4096))
       ->capture_default_str();
   command
-      .add_option("--attention-backend", config.attention_backend,
-                  "GPU attention kernel: auto or flash (tensor cores for a bf16 KV cache of head_dim 64/128 outside "
-                  "--exact-f32) or cuda-core (the CUDA-core kernel everywhere)")
+      .add_option(
+          "--attention-backend", config.attention_backend,
+          "GPU attention kernel: auto or flash (tensor cores for a bf16 or fp8 KV cache of head_dim 64/128/256 outside "
+          "--exact-f32) or cuda-core (the CUDA-core kernel everywhere)")
       ->check(CLI::IsMember({"auto", "flash", "cuda-core"}))
       ->capture_default_str();
   command.add_flag_callback(

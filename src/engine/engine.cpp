@@ -53,6 +53,25 @@ state::StateGeometry state_geometry_of(const loader::ModelConfig& config) {
   return geometry;
 }
 
+void Engine::apply_kv_cache_scales() {
+  const std::vector<model::Model::KvScales> scales = model_->kv_cache_scales();
+  int32_t given = 0;
+  for (size_t layer = 0; layer < scales.size(); ++layer) {
+    if (scales[layer].k <= 0) continue;  // a layer without scales, or one without K/V
+    kv_pool_->set_scales(static_cast<int>(layer), scales[layer].k, scales[layer].v);
+    ++given;
+  }
+  const int32_t layers = model_config_.num_layers_of(loader::LayerKind::kAttention);
+  if (given == 0) {
+    RS_LOG_INFO(
+        "fp8 KV cache: the checkpoint has no k_scale/v_scale, so every layer stores K and V at scale 1 "
+        "(values beyond +-448 saturate)");
+  } else {
+    RS_LOG_INFO("fp8 KV cache: the checkpoint's k_scale/v_scale for {} of {} attention layers{}", given, layers,
+                given < layers ? " (the rest at scale 1)" : "");
+  }
+}
+
 DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model) {
   switch (config.kv_cache_dtype) {
     case KvCacheDtype::kF32: return DType::kF32;
@@ -108,6 +127,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   create_state_pool(state_geometry, budget);
   kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
+  if (kv_config.dtype == DType::kF8E4M3) apply_kv_cache_scales();
   memory_ = std::make_unique<model::StepMemory>(
       model::StepMemory{*kv_pool_, state_pool_->num_slots() > 0 ? state_pool_.get() : nullptr});
   RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s) over {} attention layer(s)",

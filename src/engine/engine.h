@@ -116,6 +116,7 @@ class Engine {
   void capture_decode_graphs();
   void run_largest_step();        // eagerly, before recording graphs (sizes the backend's scratch)
   void allocate_feature_cache();  // capture_hidden_layers: features_ beside the KV pool
+  void apply_kv_cache_scales();   // an fp8 KV pool: the checkpoint's per-layer k_scale / v_scale
   // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
   int32_t graph_size_for(const ForwardBatch& batch) const;
   // Adds each row's logit_bias / min_tokens ban (engine/sampler.h) to its logits, rows without one untouched.

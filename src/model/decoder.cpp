@@ -1,6 +1,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "model/rope_table.h"
@@ -155,6 +156,38 @@ void DecoderModel::load_attention(const std::string& prefix, loader::WeightSourc
     attn.k_norm = norm_weight(weights, p + "k_norm.weight", hd);
   }
   if (options_.sinks) attn.sinks = weights.require(p + "sinks", {config_.num_heads});
+  attn.kv_scales = {kv_scale(weights, p, 'k'), kv_scale(weights, p, 'v')};
+  RS_CHECK((attn.kv_scales.k > 0) == (attn.kv_scales.v > 0), "{}: the checkpoint gives a {} scale but no {} scale", p,
+           attn.kv_scales.k > 0 ? "k" : "v", attn.kv_scales.k > 0 ? "v" : "k");
+}
+
+float DecoderModel::kv_scale(loader::WeightSource& weights, const std::string& attn_prefix, char side) {
+  // The names FP8 checkpoints give a layer's K (V) cache scale: compressed-tensors' kv_cache_scheme, ModelOpt's, the
+  // output scale of k_proj (older compressed-tensors and Quark), and vLLM's own. One value per tensor.
+  const std::string s(1, side);
+  for (const std::string& name : {attn_prefix + s + "_scale", attn_prefix + s + "_proj." + s + "_scale",
+                                  attn_prefix + s + "_proj.output_scale", attn_prefix + "attn." + s + "_scale"}) {
+    const auto info = weights.info(name);
+    if (!info) continue;
+    int64_t count = 1;
+    for (int64_t d : info->shape) count *= d;
+    RS_CHECK(count == 1, "{}: a per-tensor KV cache scale must hold one value (shape of {} values)", name, count);
+    const float value = load_float(weights.require(name, info->shape), 0);
+    RS_CHECK(value > 0.0f && std::isfinite(value), "{}: a KV cache scale must be positive and finite, not {}", name,
+             value);
+    return value;
+  }
+  return 0.0f;
+}
+
+std::vector<Model::KvScales> DecoderModel::kv_cache_scales() const {
+  std::vector<KvScales> scales(layers_.size());
+  bool any = false;
+  for (size_t layer = 0; layer < layers_.size(); ++layer) {
+    scales[layer] = layers_[layer].attention.kv_scales;
+    any = any || scales[layer].k > 0;
+  }
+  return any ? scales : std::vector<KvScales>{};
 }
 
 void DecoderModel::load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,

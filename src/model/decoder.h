@@ -12,11 +12,12 @@
 namespace rs::model {
 
 struct AttentionWeights {
-  LinearWeight qkv, o;      // q_proj | k_proj | v_proj fused into one [(H + 2 KVH) * hd, hidden] weight
-  LinearWeight gate;        // [H * hd, hidden] output gate rows of a doubled q_proj (hybrid Qwen), or empty
-  Tensor qkv_bias, o_bias;  // empty without attention_bias
-  Tensor q_norm, k_norm;    // [head_dim] per-head RMSNorm weights (Qwen3), or empty
-  Tensor sinks;             // [num_heads] (gpt-oss), or empty
+  LinearWeight qkv, o;        // q_proj | k_proj | v_proj fused into one [(H + 2 KVH) * hd, hidden] weight
+  LinearWeight gate;          // [H * hd, hidden] output gate rows of a doubled q_proj (hybrid Qwen), or empty
+  Tensor qkv_bias, o_bias;    // empty without attention_bias
+  Tensor q_norm, k_norm;      // [head_dim] per-head RMSNorm weights (Qwen3), or empty
+  Tensor sinks;               // [num_heads] (gpt-oss), or empty
+  Model::KvScales kv_scales;  // the checkpoint's FP8 KV cache scales, or {0, 0}
 };
 
 struct FeedForwardWeights {
@@ -67,6 +68,7 @@ class DecoderModel : public Model {
   void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) override;
   Tensor embedding_table() const override { return embed_tokens_; }
   const LinearWeight* output_head() const override { return &lm_head_; }
+  std::vector<KvScales> kv_cache_scales() const override;
 
  protected:
   // Loads the feed-forward block of `layer` (prefix "{weight_prefix}layers.{layer}."). The default is the dense SiLU
@@ -109,6 +111,8 @@ class DecoderModel : public Model {
 
  private:
   void load_attention(const std::string& prefix, loader::WeightSource& weights, AttentionWeights& attn);
+  // The checkpoint's FP8 KV cache scale of side 'k' or 'v' of the attention layer under attn_prefix, or 0.
+  static float kv_scale(loader::WeightSource& weights, const std::string& attn_prefix, char side);
   // gated_delta_net.cpp: loads Qwen3-Next's fused (in_proj_qkvz, in_proj_ba) or Qwen3.5's split projections.
   void load_gated_delta_net(const std::string& prefix, loader::WeightSource& weights, GatedDeltaNetWeights& gdn);
   void upload_layer(LayerWeights& layer, std::vector<Buffer>& keep_alive);

@@ -48,6 +48,12 @@ class Model {
   // Issues backend ops only (no host synchronisation, no allocation within the reserved size), so it can be recorded
   // into a graph.
   virtual void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) = 0;
+  // Per-tensor K and V scales of an FP8 KV cache that the checkpoint gives (k_scale / v_scale of its attention
+  // layers), indexed by layer; entries of layers without them (and all, for checkpoints without any) are {0, 0}.
+  struct KvScales {
+    float k = 0.0f, v = 0.0f;
+  };
+  virtual std::vector<KvScales> kv_cache_scales() const { return {}; }
 
   // ---- speculative decoding with EAGLE-3 heads ----
   // A target writes its residual stream at the entry of each of `layers` (the layer count: after the last layer) into

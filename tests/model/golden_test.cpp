@@ -218,14 +218,73 @@ TEST(GoldenFp8KvCache, StaysCloseToTransformersAndToTheBf16Cache) {
       float vs_bf16 = 0.0f;
       for (size_t i = 0; i < fp8_logits.size(); ++i)
         vs_bf16 = std::max(vs_bf16, std::abs(fp8_logits[i] - bf16_logits[i]));
-      std::printf("[%s, fp8 KV] prompt %zu tokens: max |logit diff| %.2e vs transformers, %.2e vs the bf16 cache, "
-                  "greedy %d/%zu identical%s\n",
-                  name.c_str(), prompt.size(), r.max_logit_diff, vs_bf16, r.greedy_matched, c["greedy_ids"].size(),
-                  r.ambiguous_divergences ? " (then a near-tie divergence, tolerated)" : "");
+      std::printf(
+          "[%s, fp8 KV] prompt %zu tokens: max |logit diff| %.2e vs transformers, %.2e vs the bf16 cache, "
+          "greedy %d/%zu identical%s\n",
+          name.c_str(), prompt.size(), r.max_logit_diff, vs_bf16, r.greedy_matched, c["greedy_ids"].size(),
+          r.ambiguous_divergences ? " (then a near-tie divergence, tolerated)" : "");
       EXPECT_LT(r.max_logit_diff, kFp8KvLogitTolerance) << name;
       EXPECT_LT(vs_bf16, kFp8KvLogitTolerance) << name;
     }
   }
+}
+
+// Writes F32 scalars as one safetensors file (header length, JSON header, little-endian data).
+void write_scalars(const fs::path& path, const std::vector<std::pair<std::string, float>>& values) {
+  json header = json::object();
+  std::string data;
+  for (const auto& [name, value] : values) {
+    header[name] = {{"dtype", "F32"}, {"shape", json::array()}, {"data_offsets", {data.size(), data.size() + 4}}};
+    data.append(reinterpret_cast<const char*>(&value), 4);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t length = text.size();
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&length), 8);
+  out << text << data;
+}
+
+// A checkpoint's k_scale / v_scale (compressed-tensors names on some layers, ModelOpt's on others) become the fp8
+// cache's per-layer scales; a checkpoint giving only one of the two is refused with the tensor's name.
+TEST(GoldenFp8KvCache, UsesTheCheckpointsScales) {
+  const fs::path dir = copy_fixture("qwen3", "kvscales");
+  fs::rename(dir / "model.safetensors", dir / "model-00001-of-00002.safetensors");
+  const int layers = json::parse(std::ifstream(dir / "config.json"))["num_hidden_layers"].get<int>();
+  std::vector<std::pair<std::string, float>> scales;
+  for (int layer = 0; layer < layers; ++layer) {
+    const std::string p = "model.layers." + std::to_string(layer) + ".self_attn.";
+    const float k = 0.05f * static_cast<float>(layer + 1), v = 0.02f * static_cast<float>(layer + 1);
+    if (layer % 2 == 0) {
+      scales.insert(scales.end(), {{p + "k_scale", k}, {p + "v_scale", v}});
+    } else {
+      scales.insert(scales.end(), {{p + "k_proj.k_scale", k}, {p + "v_proj.v_scale", v}});
+    }
+  }
+  write_scalars(dir / "model-00002-of-00002.safetensors", scales);
+  engine::EngineConfig config = test_config();
+  config.kv_cache_dtype = engine::KvCacheDtype::kFp8E4M3;
+  {
+    engine::Engine engine(dir, config);
+    for (int layer = 0; layer < layers; ++layer) {
+      EXPECT_FLOAT_EQ(engine.kv_pool().cache(layer).k_scale, 0.05f * static_cast<float>(layer + 1));
+      EXPECT_FLOAT_EQ(engine.kv_pool().cache(layer).v_scale, 0.02f * static_cast<float>(layer + 1));
+    }
+    const json ref = golden(fixture("qwen3"));
+    const CaseResult r = run_case(engine, ref["cases"][0], 7, kFp8KvAmbiguousMargin);
+    std::printf("[qwen3, fp8 KV, checkpoint scales] max |logit diff| %.2e vs transformers, greedy %d identical\n",
+                r.max_logit_diff, r.greedy_matched);
+    EXPECT_LT(r.max_logit_diff, kFp8KvLogitTolerance);
+  }
+  scales.pop_back();  // the last layer's v scale goes missing
+  write_scalars(dir / "model-00002-of-00002.safetensors", scales);
+  try {
+    engine::Engine engine(dir, config);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gives a k scale but no v scale"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 TEST(GoldenBf16KvCache, AutoFollowsTheWeightsUnlessExact) {
