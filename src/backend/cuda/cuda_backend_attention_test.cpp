@@ -103,6 +103,17 @@ TEST_F(CudaParity, StoreKvAndAttention) {
         EXPECT_EQ(fetch<uint16_t>(vc_d), std::vector<uint16_t>(vh, vh + vc_h.numel())) << "store_kv v (bf16)";
       }
 
+      // fp8: the cache's exact dequantization as a bf16 cache (code x a power-of-two scale is a bf16 value).
+      Tensor kc_deq, vc_deq;
+      if (cache_dtype == DType::kF8E4M3) {
+        const auto dequantized = [&](const Tensor& codes, float scale) {
+          std::vector<uint16_t> bits(codes.numel());
+          for (int64_t i = 0; i < codes.numel(); ++i)
+            bits[i] = f32_to_bf16(fp8_e4m3_to_f32(codes.data_as<uint8_t>()[i]) * scale);
+          return dev(host(bits, DType::kBF16, {cache_rows, c.kv_heads, c.head_dim}));
+        };
+        kc_deq = dequantized(kc_h, k_scale), vc_deq = dequantized(vc_h, v_scale);
+      }
       const Tensor qp = host(q_pos, DType::kI32, {tokens}), qs = host(q_seq, DType::kI32, {tokens}),
                    qsl = host(q_slots, DType::kI32, {tokens});
       const BatchView batch_h = make_batch(qp, qs, qsl, false, q_seq);
@@ -129,7 +140,11 @@ TEST_F(CudaParity, StoreKvAndAttention) {
           // cache computes in f32 on the dequantized cache on the CPU and the CUDA cores; the tensor cores (fast
           // backend) round q and the probabilities to bf16.
           const double tolerance = cache_dtype == DType::kBF16 ? kAttentionBf16 : kAttention;
-          const double fast_tolerance = cache_dtype == DType::kF32 ? kAttention : kAttentionBf16;
+          // With an fp8 cache only the tensor cores round q (bf16 caches round it on both sides), hence twice the
+          // bf16 tolerance against the CPU; the bit-exact check below pins the kernel itself.
+          const double fast_tolerance = cache_dtype == DType::kF32    ? kAttention
+                                        : cache_dtype == DType::kBF16 ? kAttentionBf16
+                                                                      : 2 * kAttentionBf16;
           EXPECT_PARITY(fetch<float>(out), as_floats(ref), tolerance, what);
           Tensor out_fast = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
           gpu_->synchronize();  // the fast backend runs on its own stream
@@ -137,6 +152,16 @@ TEST_F(CudaParity, StoreKvAndAttention) {
                            AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_fast);
           fast_->synchronize();
           EXPECT_PARITY(fetch<float>(out_fast), as_floats(ref), fast_tolerance, what + " (fast backend)");
+          const bool tensor_cores = c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256;
+          if (cache_dtype == DType::kF8E4M3 && tensor_cores) {
+            // The scales are powers of two, so code x scale is exact in bf16 and scaling commutes with every
+            // rounding: the tensor cores over the fp8 cache must give the bits they give over its bf16 dequantization.
+            Tensor out_bf16 = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
+            fast_->attention(q_d, KvCache{kc_deq, vc_deq}, batch_d,
+                             AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_bf16);
+            fast_->synchronize();
+            EXPECT_EQ(fetch<float>(out_fast), fetch<float>(out_bf16)) << what << ": fp8 vs its bf16 dequantization";
+          }
         }
       }
     }

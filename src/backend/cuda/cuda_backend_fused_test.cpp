@@ -184,8 +184,13 @@ TEST_F(CudaParity, QkvAttentionDecodeFusesPrepareBitExactly) {
           fmt::format("qkv_attention {}/{}x{} rot {} window {} sinks {} lens {} {}", c.heads, c.kv_heads, hd,
                       c.rotary_dim, c.window, c.sinks, fmt::join(c.kv_len, ","), dtype_name(cache_dtype));
       EXPECT_EQ(fetch<float>(q_fused), sentinel) << what << ": the fused path was not taken";
-      EXPECT_EQ(fetch<uint8_t>(kc), fetch<uint8_t>(kc_ref)) << what << " k cache";
-      EXPECT_EQ(fetch<uint8_t>(vc), fetch<uint8_t>(vc_ref)) << what << " v cache";
+      if (fp8) {
+        EXPECT_EQ(fetch<uint8_t>(kc), fetch<uint8_t>(kc_ref)) << what << " k cache";
+        EXPECT_EQ(fetch<uint8_t>(vc), fetch<uint8_t>(vc_ref)) << what << " v cache";
+      } else {
+        EXPECT_EQ(fetch<uint16_t>(kc), fetch<uint16_t>(kc_ref)) << what << " k cache";
+        EXPECT_EQ(fetch<uint16_t>(vc), fetch<uint16_t>(vc_ref)) << what << " v cache";
+      }
       EXPECT_EQ(fetch<float>(out), fetch<float>(out_ref)) << what << " output";
       std::printf("  %-48s bit-identical: %s\n", what.c_str(), ::testing::Test::HasFailure() ? "no" : "yes");
     }
