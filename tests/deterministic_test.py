@@ -46,8 +46,11 @@ def main() -> None:
     backend = sys.argv[sys.argv.index("--backend") + 1] if "--backend" in sys.argv else "cpu"
     on_cpu = backend == "cpu"
     prompt = [(i * 53 + 7) % 500 + 1 for i in range(90)]
-    # On a GPU also with a bf16 KV cache: f32 fixtures otherwise keep an f32 cache (the CUDA-core attention kernel).
-    variants = [[]] if on_cpu else [[], ["--kv-cache-dtype", "bf16"]]
+    # Also with an fp8 KV cache, and on a GPU with a bf16 one: f32 fixtures otherwise keep an f32 cache (on CUDA the
+    # CUDA-core attention kernel; bf16 and fp8 caches take the tensor cores).
+    variants = [[], ["--kv-cache-dtype", "fp8"]]
+    if not on_cpu:
+        variants.append(["--kv-cache-dtype", "bf16"])
     for name in CHUNKED_MODELS if on_cpu else CUDA_MODELS:
         for variant in variants:
             extra = ["--backend", backend] + variant
