@@ -173,6 +173,12 @@ void run_throughput(ThroughputOptions options) {
   const uint64_t drafted = after.spec_draft_tokens - before.spec_draft_tokens;
   const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
   const double accept_length = verifies ? 1.0 + static_cast<double>(accepted) / verifies : 0.0;
+  // How full the batch stayed: the cache's capacity, retractions under its pressure, and the host's share of a step.
+  const kv::KvPoolConfig& pool = engine.kv_pool().config();
+  const int64_t kv_tokens = pool.groups.empty() ? 0 : pool.groups.front().num_pages * pool.page_size;
+  const uint64_t preemptions = after.preemptions - before.preemptions;
+  const double step_seconds = after.step_seconds - before.step_seconds;
+  const double forward_seconds = after.forward_seconds - before.forward_seconds;
   const double acceptance = drafted ? static_cast<double>(accepted) / drafted : 0.0;
 
   int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0, failed = 0, short_count = 0;
@@ -211,6 +217,12 @@ void run_throughput(ThroughputOptions options) {
   print_row("TTFT mean / p50 / p99 (ms)", ms3(ttft_s));
   print_row("Latency mean / p50 / p99 (ms)", ms3(latency_s));
   print_row("Engine steps", std::to_string(steps));
+  print_row("KV cache", fmt::format("{} tokens of full attention in {} MiB of {}", kv_tokens,
+                                    engine.kv_pool().total_bytes() >> 20, dtype_name(pool.dtype)));
+  print_row("Generated tokens per step (mean)", fmt::format("{:.1f}", steps ? double(output_tokens) / steps : 0.0));
+  print_row("Preemptions (retract + recompute)", std::to_string(preemptions));
+  print_row("Forward share of step time",
+            fmt::format("{:.1f}%", step_seconds > 0 ? 100 * forward_seconds / step_seconds : 0.0));
   if (options.scheduler.speculative.enabled())
     print_row("Speculative accept length / rate",
               fmt::format("{:.2f} / {:.1f}% ({} verify passes, {})", accept_length, 100 * acceptance, verifies,
@@ -259,6 +271,10 @@ void run_throughput(ThroughputOptions options) {
                        {"ttft", ms(ttft_s)},
                        {"latency", ms(latency_s)},
                        {"steps", steps},
+                       {"kv_cache_dtype", dtype_name(pool.dtype)},
+                       {"kv_cache_tokens", kv_tokens},
+                       {"preemptions", preemptions},
+                       {"forward_share", step_seconds > 0 ? forward_seconds / step_seconds : 0.0},
                        {"speculative",
                         {{"algorithm", spec::spec_algorithm_name(options.scheduler.speculative.algorithm)},
                          {"num_draft_tokens", options.scheduler.speculative.num_draft_tokens},
