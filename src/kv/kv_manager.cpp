@@ -104,7 +104,8 @@ std::vector<KvGroupStats> KvManager::stats() const {
     result.push_back(KvGroupStats{.window = windows_[g],
                                   .num_pages = allocators_[g].num_pages(),
                                   .used_pages = allocators_[g].num_used(),
-                                  .cached_pages = cache_->num_pages(g)});
+                                  .cached_pages = cache_->num_pages(g),
+                                  .evictable_pages = windows_[g] == 0 ? cache_->evictable_pages(g) : 0});
   return result;
 }
 

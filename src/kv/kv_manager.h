@@ -26,6 +26,9 @@ struct KvGroupStats {
   int64_t num_pages = 0;
   int64_t used_pages = 0;    // referenced by sequences or the prefix cache
   int64_t cached_pages = 0;  // held by the prefix cache (some may also be used by sequences)
+  // Full-attention groups: cached pages no sequence uses (eviction would free them), so used - evictable pages are
+  // held by requests. Window groups: 0 (counting them walks the tree, too slow for every step).
+  int64_t evictable_pages = 0;
 };
 
 class KvManager {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "server/router_metrics.h"
+
 namespace rs::server {
 namespace {
 
@@ -165,6 +167,8 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
   request_latency.render("radixserve_e2e_request_latency_seconds", "Time from arrival to the last token.", out, model);
   queue_time.render("radixserve_request_queue_time_seconds", "Time from arrival to the first admission into a batch.",
                     out, model);
+  render_router_metrics(stats, model, out);  // the same load under the names vLLM's and SGLang's routers read
+  render_process_metrics(out);
   return out;
 }
 

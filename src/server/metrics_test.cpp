@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/router_metrics.h"
+
 namespace rs::server {
 namespace {
 
@@ -35,6 +37,37 @@ TEST(ServerMetrics, RendersSchedulerStatsPerKvGroup) {
   EXPECT_NE(out.find("radixserve_time_to_first_token_seconds_count 0\n"), std::string::npos);
 }
 
+// Routers read load under vLLM's and SGLang's names: KV usage counts the pages requests hold in full-attention
+// groups, not those only the prefix cache keeps (a warm idle replica reads as empty), and not window groups.
+TEST(ServerMetrics, RendersTheLoadUnderTheNamesRoutersRead) {
+  ServerMetrics metrics;
+  sched::SchedulerStats stats;
+  stats.num_running = 3;
+  stats.num_queued = 5;
+  stats.kv = {{.window = 0, .num_pages = 100, .used_pages = 40, .cached_pages = 30, .evictable_pages = 15},
+              {.window = 128, .num_pages = 50, .used_pages = 50, .cached_pages = 0}};
+  stats.prompt_tokens = 200;
+  stats.cached_prompt_tokens = 50;
+  stats.preemptions = 7;
+  const std::string out = metrics.render(stats, 16, "m");
+  for (const char* line :
+       {"vllm:num_requests_running{model_name=\"m\"} 3\n", "vllm:num_requests_waiting{model_name=\"m\"} 5\n",
+        "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n", "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n",
+        "vllm:prefix_cache_queries_total{model_name=\"m\"} 200\n",
+        "vllm:prefix_cache_hits_total{model_name=\"m\"} 50\n", "vllm:num_preemptions_total{model_name=\"m\"} 7\n",
+        "vllm:lora_requests_info{model_name=\"m\",max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"}"
+        " ",
+        "sglang:num_running_reqs{model_name=\"m\"} 3\n", "sglang:num_queue_reqs{model_name=\"m\"} 5\n",
+        "sglang:token_usage{model_name=\"m\"} 0.25\n", "sglang:cache_hit_rate{model_name=\"m\"} 0.25\n",
+        "radixserve_kv_pages_requests{model_name=\"m\"} 25\n", "# TYPE process_cpu_seconds_total counter\n",
+        "process_resident_memory_bytes ", "process_open_fds ", "process_start_time_seconds "})
+    EXPECT_NE(out.find(line), std::string::npos) << line;
+  const LoadSummary load = summarize_load(stats);
+  EXPECT_EQ(load.request_pages, 25);
+  EXPECT_EQ(load.cached_pages, 30);
+  EXPECT_EQ(load.total_pages, 100);
+}
+
 TEST(ServerMetrics, RendersSpeculativeDecodingTotals) {
   ServerMetrics metrics;
   sched::SchedulerStats stats;
@@ -63,7 +96,7 @@ TEST(ServerMetrics, EverySeriesCarriesTheModelNameAnd4xxAreCountedByStatus) {
   size_t series = 0;
   for (size_t begin = 0, end; (end = out.find('\n', begin)) != std::string::npos; begin = end + 1) {
     const std::string line = out.substr(begin, end - begin);
-    if (line.empty() || line[0] == '#') continue;
+    if (line.empty() || line[0] == '#' || line.rfind("process_", 0) == 0) continue;  // process_*: the process's own
     ++series;
     EXPECT_NE(line.find("{model_name=\"qwen\""), std::string::npos) << line;
   }
