@@ -259,6 +259,7 @@ void run_serve(ServeOptions options) {
 
   server::ServingModel model;
   model.name = served_name(options);
+  model.model_path = options.model_dir;
   if (options.served_model_names.size() > 1)
     model.aliases.assign(options.served_model_names.begin() + 1, options.served_model_names.end());
   model.max_context = stack.max_request_tokens();

@@ -57,6 +57,7 @@ struct ReasoningTags {
 // The model facts a generation needs; owned by the server, shared by every call.
 struct ServingModel {
   std::string name;                          // the served model name
+  std::string model_path;                    // the folder it was loaded from (/get_model_info)
   std::vector<std::string> aliases;          // more names requests may use (--served-model-name a b ...)
   int64_t max_context = 0;                   // prompt + output tokens per request
   int32_t vocab_size = 0;                    // token-id prompts must lie in [0, vocab_size)

@@ -5,6 +5,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "server/gateway_routes.h"
 #include "server/tokenize_routes.h"
 #include "server/web_page.h"
 
@@ -34,11 +35,12 @@ bool equal_secret(std::string_view a, std::string_view b) {
 // Known routes and their methods: a known path asked with another method gets 405 with Allow, not 404.
 const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) {
   if ((web_ui && path == "/") || path == "/health" || (metrics && path == "/metrics") || path == "/version" ||
-      path == "/v1/models" || path.rfind("/v1/models/", 0) == 0)
+      path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/live" || path == "/health_generate" ||
+      path == "/get_model_info" || path == "/get_server_info" || path == "/server_info" || path == "/get_load")
     return "GET";
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize" ||
-      path == "/flush_cache")
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize")
     return "POST";
+  if (path == "/flush_cache") return "GET, POST";  // SGLang's gateway sends either
   return nullptr;
 }
 
@@ -227,8 +229,10 @@ http::Response HttpServer::route(const http::Request& req) {
     }
     return res;
   }
+  // Probes (/health, /live, /health_generate) carry no key; what describes or changes the server does.
   const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/flush_cache" || req.path == "/tokenize" ||
-                              req.path == "/detokenize" || (config_.protect_metrics && req.path == "/metrics");
+                              req.path == "/detokenize" || (config_.protect_metrics && req.path == "/metrics") ||
+                              req.path.rfind("/get_", 0) == 0 || req.path == "/server_info";
   if (protected_path)
     if (auto refused = refuse_without_key(req)) {
       refused->headers.insert(refused->headers.begin(), res.headers.begin(), res.headers.end());
@@ -307,8 +311,37 @@ http::Response HttpServer::route_model(const http::Request& req) {
       send_json(res, 200, std::get<json>(result));
     return res;
   }
+  // Liveness: the process answers, loading or not (readiness is /health).
+  if (get && req.path == "/live") {
+    send_json(res, 200, {{"status", "alive"}});
+    return res;
+  }
+  // The routes routers and gateways probe a replica with (gateway_routes.h).
+  if (get && req.path == "/get_model_info") {
+    if (!ready_) return loading();
+    send_json(res, 200, model_info_json(*model_));
+    return res;
+  }
+  if (get && (req.path == "/get_server_info" || req.path == "/server_info")) {
+    if (!ready_) return loading();
+    send_json(res, 200, server_info_json(*model_, scheduler_->stats(), page_size_, config_.version));
+    return res;
+  }
+  if (get && req.path == "/get_load") {
+    if (!ready_) return loading();
+    send_json(res, 200, load_json(scheduler_->stats(), page_size_));
+    return res;
+  }
+  if (get && req.path == "/health_generate") {  // healthy only if a token comes out
+    if (!ready_) return loading();
+    if (draining_) {
+      send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
+      return res;
+    }
+    return health_generate_answer(handler_->handle(Endpoint::kCompletion, health_generate_request(*model_)));
+  }
   // Extension (as in SGLang): drop every cached prefix no request uses, e.g. to measure the idle KV level.
-  if (post && req.path == "/flush_cache") {
+  if ((post || get) && req.path == "/flush_cache") {
     if (!ready_) return loading();
     scheduler_->flush_cache();
     send_json(res, 200, {{"status", "ok"}});

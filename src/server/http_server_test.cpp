@@ -57,6 +57,19 @@ TEST(HttpServer, ModelsWithATrailingSlashIsTheModelList) {
   server.stop();
 }
 
+// Liveness answers while the model loads; readiness (/health) and the gateway routes wait for it.
+TEST(HttpServer, LiveAnswersWhileLoadingAndGatewayRoutesWait) {
+  HttpServer server(ServerConfig{.port = 0});
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  EXPECT_EQ(client.Get("/live")->status, 200);
+  EXPECT_EQ(client.Get("/health")->status, 503);
+  for (const char* route : {"/get_model_info", "/get_server_info", "/server_info", "/get_load", "/health_generate"})
+    EXPECT_EQ(client.Get(route)->status, 503) << route;
+  EXPECT_EQ(client.Post("/get_load", "{}", "application/json")->status, 405);
+  server.stop();
+}
+
 TEST(HttpServer, ChatPageIsPublicHtmlUnlessTurnedOff) {
   HttpServer server(ServerConfig{.port = 0, .api_key = "sk-test"});
   server.start();

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 
-import { post, startServer } from './harness.mjs';
+import { metrics, post, startServer } from './harness.mjs';
 
 const MODEL_DIR = 'tests/e2e/fixtures/tiny-chat';
 const DUMMY = ['--load-format', 'dummy'];
@@ -260,6 +260,57 @@ test('vLLM request fields: echo, include_stop_str_in_output, return_tokens_as_to
     const priority = await post(server.baseURL, '/v1/completions', { ...base, priority: 5 });
     assert.equal(priority.status, 400);
     assert.equal(priority.body.error.param, 'priority');
+  } finally {
+    await server.stop();
+  }
+});
+
+// What routers and gateways probe a replica with (issue 40): SGLang's model gateway routes, the load under vLLM's and
+// SGLang's metric names, process_* metrics, and which of them need the API key (probes do not).
+test('gateway routes, router metrics and liveness', async () => {
+  const apiKey = 'gateway-key';
+  const server = await startServer({ model: MODEL_DIR, args: DUMMY, apiKey });
+  const auth = { Authorization: `Bearer ${apiKey}` };
+  const getJson = async (route, headers = auth) => {
+    const res = await fetch(`${server.baseURL}${route}`, { headers });
+    return { status: res.status, body: await res.json() };
+  };
+  try {
+    assert.deepEqual(await getJson('/live', {}), { status: 200, body: { status: 'alive' } });
+    assert.equal((await getJson('/get_load', {})).status, 401);  // describes the server: needs the key
+    const modelInfo = await getJson('/get_model_info');
+    assert.equal(modelInfo.status, 200);
+    assert.ok(modelInfo.body.model_path.endsWith('tiny-chat'), modelInfo.body.model_path);
+    assert.equal(modelInfo.body.is_generation, true);
+    assert.equal(modelInfo.body.served_model_name, server.model);
+    for (const route of ['/get_server_info', '/server_info']) {
+      const info = await getJson(route);
+      assert.equal(info.status, 200);
+      assert.ok(info.body.max_total_num_tokens > 0 && info.body.page_size > 0, JSON.stringify(info.body));
+      assert.equal(info.body.internal_states.length, 1);
+      assert.equal(typeof info.body.internal_states[0].token_usage, 'number');
+    }
+    const client = server.client();
+    await client.completions.create({ model: server.model, prompt: 'a shared prefix for the cache', max_tokens: 2 });
+    const load = await getJson('/get_load');
+    assert.equal(load.status, 200);
+    assert.deepEqual(Object.keys(load.body[0]).sort(),
+      ['dp_rank', 'num_reqs', 'num_running_reqs', 'num_tokens', 'num_waiting_reqs', 'token_usage']);
+    assert.equal(load.body[0].num_reqs, 0);  // idle again: the cached prefix counts as free, not as load
+    assert.deepEqual(await getJson('/health_generate', {}), { status: 200, body: { status: 'ok' } });
+    assert.equal((await fetch(`${server.baseURL}/flush_cache`, { headers: auth })).status, 200);  // GET works too
+
+    const text = await (await fetch(`${server.baseURL}/metrics`)).text();
+    for (const name of ['vllm:num_requests_running', 'vllm:num_requests_waiting', 'vllm:kv_cache_usage_perc',
+      'vllm:gpu_cache_usage_perc', 'vllm:prefix_cache_queries_total', 'vllm:prefix_cache_hits_total',
+      'vllm:lora_requests_info', 'sglang:num_running_reqs', 'sglang:num_queue_reqs', 'sglang:token_usage',
+      'sglang:cache_hit_rate', 'process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_open_fds',
+      'process_start_time_seconds']) assert.match(text, new RegExp(`^# TYPE ${name} `, 'm'), name);
+    const values = await metrics(server.baseURL);
+    assert.ok(values['vllm:prefix_cache_queries_total'] > 0);
+    assert.ok(values.process_resident_memory_bytes > 1e6);
+    const started = values.process_start_time_seconds;
+    assert.ok(Math.abs(started - Date.now() / 1000) < 600, `process start ${started}`);
   } finally {
     await server.stop();
   }
