@@ -24,26 +24,6 @@ void check_cache(const KvCache& cache) {
            "FP8 KV cache scales must be positive (k {}, v {})", cache.k_scale, cache.v_scale);
 }
 
-// e4m3 code -> f32 value (NaN for the two NaN codes).
-const std::array<float, 256>& fp8_values() {
-  static const auto table = [] {
-    std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
-    return values;
-  }();
-  return table;
-}
-
-// An FP8 cache row of n values: e4m3 code x scale, one rounding in f32 (the exactly dequantized cache).
-inline void fp8_row_to_f32(const uint8_t* x, int64_t n, float scale, float* out) {
-  const std::array<float, 256>& values = fp8_values();
-  for (int64_t i = 0; i < n; ++i) out[i] = values[x[i]] * scale;
-}
-
-inline void fp8_row_from_f32(const float* x, int64_t n, float scale, uint8_t* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = f32_to_fp8_e4m3(x[i] / scale);
-}
-
 }  // namespace
 
 void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) {

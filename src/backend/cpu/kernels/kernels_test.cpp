@@ -1,6 +1,7 @@
 // CPU kernel tests against naive references written out longhand here.
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
+#include "backend/cpu/kernels/vec.h"
 
 #include <gtest/gtest.h>
 
@@ -296,6 +297,41 @@ TEST(CpuKernels, StoreKvRoundsIntoABf16Cache) {
     EXPECT_EQ(kc[2 * row + i], f32_to_bf16(k[i]));            // token 0 -> slot 2
     EXPECT_EQ(vc[0 * row + i], f32_to_bf16(v[2 * row + i]));  // token 2 -> slot 0
     EXPECT_EQ(kc[1 * row + i], 0);                            // token 1 (slot -1) wrote nothing
+  }
+}
+
+// The vectorized fp8 row conversions give the scalar functions' codes and values for every kind of input: random bit
+// patterns (NaN, infinities, subnormals included), every midpoint between neighbouring e4m3 values (ties go to even)
+// and one f32 step either side of it, values past 448, and signed zeros.
+TEST(CpuKernels, Fp8RowConversionsMatchTheScalarOnes) {
+  std::vector<float> values;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t bits = static_cast<uint32_t>(rng());
+    float x;
+    std::memcpy(&x, &bits, 4);
+    values.push_back(x);
+    values.push_back(std::ldexp(static_cast<float>(rng() % 1000000) / 1e6f, static_cast<int>(rng() % 24) - 14));
+  }
+  for (int code = 0; code < 0x7e; ++code) {
+    const float lo = fp8_e4m3_to_f32(static_cast<uint8_t>(code)), hi = fp8_e4m3_to_f32(static_cast<uint8_t>(code + 1));
+    const float mid = (lo + hi) / 2;  // exact: both are short binary fractions
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f), lo, hi})
+      values.insert(values.end(), {x, -x});
+  }
+  values.insert(values.end(), {0.0f, -0.0f, 448.0f, 449.0f, 464.0f, 1e30f, -1e30f, INFINITY, -INFINITY, NAN});
+  while (values.size() % 16 != 5) values.push_back(1.0f);  // a scalar tail too
+  for (float scale : {1.0f, 0.0625f, 0.37f}) {
+    std::vector<uint8_t> codes(values.size());
+    fp8_row_from_f32(values.data(), static_cast<int64_t>(values.size()), scale, codes.data());
+    for (size_t i = 0; i < values.size(); ++i)
+      ASSERT_EQ(codes[i], f32_to_fp8_e4m3(values[i] / scale)) << values[i] << " / " << scale;
+    std::vector<float> back(values.size());
+    fp8_row_to_f32(codes.data(), static_cast<int64_t>(codes.size()), scale, back.data());
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const float want = fp8_e4m3_to_f32(codes[i]) * scale;
+      ASSERT_TRUE(back[i] == want || (std::isnan(back[i]) && std::isnan(want))) << int(codes[i]);
+    }
   }
 }
 

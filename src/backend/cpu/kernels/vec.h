@@ -2,6 +2,7 @@
 // it).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -93,6 +94,60 @@ inline void round_row_to_bf16(const float* x, int64_t n, uint16_t* out) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) out[i] = f32_to_bf16(x[i]);
+}
+
+// e4m3 code -> f32 value (NaN for the two NaN codes).
+inline const float* fp8_e4m3_values() {
+  static const auto table = [] {
+    std::array<float, 256> values{};
+    for (int code = 0; code < 256; ++code) values[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
+    return values;
+  }();
+  return table.data();
+}
+
+// out[i] = e4m3 value of code x[i] times scale, one f32 rounding (an fp8 KV cache row, exactly dequantized).
+inline void fp8_row_to_f32(const uint8_t* x, int64_t n, float scale, float* out) {
+  const float* values = fp8_e4m3_values();
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 s = _mm512_set1_ps(scale);
+  for (; i + 16 <= n; i += 16) {
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_i32gather_ps(codes, values, 4), s));
+  }
+#endif
+  for (; i < n; ++i) out[i] = values[x[i]] * scale;
+}
+
+// out[i] = f32_to_fp8_e4m3(x[i] / scale): to nearest even, saturated to +-448, NaN -> 0x7f (the same codes as the
+// scalar function and as CUDA's __nv_cvt_float_to_fp8 with satfinite).
+inline void fp8_row_from_f32(const float* x, int64_t n, float scale, uint8_t* out) {
+  int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  const __m512 s = _mm512_set1_ps(scale), max = _mm512_set1_ps(kFp8E4M3Max);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), s);
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(bits, 24), _mm512_set1_epi32(0x80));
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, abs_mask), inf);
+    const __m512 a = _mm512_min_ps(_mm512_castsi512_ps(_mm512_and_si512(bits, abs_mask)), max);
+    // Normals: round the f32 mantissa to 3 bits, ties to even, letting the carry run into the exponent.
+    const __m512i ab = _mm512_castps_si512(a);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(ab, 20), _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(ab, _mm512_set1_epi32(0x7ffff)), odd), 20);
+    const __m512i normal = _mm512_sub_epi32(rounded, _mm512_set1_epi32((127 - 7) << 3));
+    // Below 2^-6: steps of 2^-9, to nearest even (the default rounding mode).
+    const __m512i subnormal = _mm512_cvtps_epi32(_mm512_mul_ps(a, _mm512_set1_ps(512.0f)));
+    const __mmask16 small = _mm512_cmplt_ps_mask(a, _mm512_set1_ps(0.015625f));
+    __m512i code = _mm512_or_si512(_mm512_mask_blend_epi32(small, normal, subnormal), sign);
+    code = _mm512_mask_blend_epi32(nan, code, _mm512_set1_epi32(0x7f));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
+  }
+#endif
+  for (; i < n; ++i) out[i] = f32_to_fp8_e4m3(x[i] / scale);
 }
 
 // y[i] = e^(x[i] - shift)
