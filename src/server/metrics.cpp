@@ -88,7 +88,7 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
     int64_t (*value)(const kv::KvGroupStats&);
   };
   const PageMetric page_metrics[] = {
-      {"radixserve_kv_pages_total", "KV pages in the pool, per KV group.",
+      {"radixserve_kv_pages_capacity", "KV pages in the pool, per KV group.",
        [](const kv::KvGroupStats& g) { return g.num_pages; }},
       {"radixserve_kv_pages_used", "KV pages referenced by requests or the prefix cache.",
        [](const kv::KvGroupStats& g) { return g.used_pages; }},
