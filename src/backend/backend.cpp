@@ -8,6 +8,15 @@
 
 namespace rs {
 
+void check_kv_cache(const KvCache& cache, std::string_view backend) {
+  const DType dtype = cache.k.dtype();
+  RS_CHECK((dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3) && cache.v.dtype() == dtype,
+           "{} KV cache must be f32, bf16 or fp8 e4m3 (K and V alike), not {} / {}", backend, dtype_name(dtype),
+           dtype_name(cache.v.dtype()));
+  RS_CHECK(dtype != DType::kF8E4M3 || (cache.k_scale > 0.0f && cache.v_scale > 0.0f),
+           "FP8 KV cache scales must be positive (k {}, v {})", cache.k_scale, cache.v_scale);
+}
+
 // Refusals of the backends that have no recurrent-state kernels yet (CUDA: a later step of issue 12).
 void Backend::causal_conv1d(const Tensor&, const Tensor&, Tensor, const StateBatchView&, Tensor) {
   RS_FAIL("backend {} has no gated-delta-net kernels (causal_conv1d)", name());

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "backend/sampling.h"
 #include "tensor/buffer.h"
@@ -74,6 +75,9 @@ struct KvCache {
   float k_scale = 1.0f;
   float v_scale = 1.0f;
 };
+// The checks every backend makes of a KvCache: K and V of one of the three element types, fp8 scales positive.
+// `backend` names the backend in the error.
+void check_kv_cache(const KvCache& cache, std::string_view backend);
 
 // Batch metadata on the backend's device, uploaded once per step by the engine (see engine/forward_batch.h).
 struct BatchView {

@@ -27,11 +27,16 @@ std::string braces(std::initializer_list<std::string> parts) {
 
 void single(std::string& out, const std::string& name, const char* type, const std::string& help, double value,
             const std::string& model) {
-  header(out, name, type, help);
-  out += fmt::format("{}{} {}\n", name, braces({model}), value);
+  append_series(out, name, type, help, model, value);
 }
 
 }  // namespace
+
+void append_series(std::string& out, const std::string& name, const char* type, const std::string& help,
+                   const std::string& labels, double value) {
+  header(out, name, type, help);
+  out += fmt::format("{}{} {}\n", name, braces({labels}), value);
+}
 
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -104,11 +109,8 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
                          braces({model, fmt::format("group=\"{}\",window=\"{}\"", g, stats.kv[g].window)}),
                          metric.value(stats.kv[g]));
   }
-  const double hit_rate =
-      stats.prompt_tokens ? static_cast<double>(stats.cached_prompt_tokens) / static_cast<double>(stats.prompt_tokens)
-                          : 0.0;
   single(out, "radixserve_prefix_cache_hit_rate", "gauge",
-         "Prompt tokens served from the prefix cache / prompt tokens.", hit_rate, model);
+         "Prompt tokens served from the prefix cache / prompt tokens.", summarize_load(stats).cache_hit_rate, model);
   single(out, "radixserve_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
          static_cast<double>(stats.prompt_tokens), model);
   single(out, "radixserve_cached_prompt_tokens_total", "counter", "Prompt tokens reused from the prefix cache.",

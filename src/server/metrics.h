@@ -30,6 +30,11 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// Appends one series with its HELP and TYPE lines: `name{labels} value` (labels already formatted as k="v",...; none
+// when empty).
+void append_series(std::string& out, const std::string& name, const char* type, const std::string& help,
+                   const std::string& labels, double value);
+
 class ServerMetrics {
  public:
   ServerMetrics();

@@ -1,6 +1,5 @@
 #include "server/router_metrics.h"
 
-#include <fmt/format.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -10,17 +9,9 @@
 #include <sstream>
 #include <vector>
 
+#include "server/metrics.h"
+
 namespace rs::server {
-namespace {
-
-void gauge(std::string& out, const std::string& name, const char* type, const std::string& help,
-           const std::string& labels, double value) {
-  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{} {}\n", name, help, name, type, name,
-                     labels.empty() ? "" : "{" + labels + "}", value);
-}
-
-}  // namespace
-
 LoadSummary summarize_load(const sched::SchedulerStats& stats) {
   LoadSummary load;
   load.running = stats.num_running;
@@ -43,32 +34,37 @@ LoadSummary summarize_load(const sched::SchedulerStats& stats) {
 void render_router_metrics(const sched::SchedulerStats& stats, const std::string& model_label, std::string& out) {
   const LoadSummary load = summarize_load(stats);
   const std::string& m = model_label;
-  gauge(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", m, load.running);
-  gauge(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", m, load.waiting);
-  gauge(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", m, load.token_usage);
-  gauge(out, "vllm:gpu_cache_usage_perc", "gauge", "KV-cache usage (the older name). 1 means 100 percent usage.", m,
-        load.token_usage);
-  gauge(out, "vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in prompt tokens.", m,
-        static_cast<double>(stats.prompt_tokens));
-  gauge(out, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in prompt tokens.", m,
-        static_cast<double>(stats.cached_prompt_tokens));
-  gauge(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", m,
-        static_cast<double>(stats.preemptions));
-  gauge(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", m,
-        static_cast<double>(stats.prompt_tokens));
-  gauge(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", m,
-        static_cast<double>(stats.generation_tokens));
+  append_series(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", m,
+                load.running);
+  append_series(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", m,
+                load.waiting);
+  append_series(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", m,
+                load.token_usage);
+  append_series(out, "vllm:gpu_cache_usage_perc", "gauge",
+                "KV-cache usage (the older name). 1 means 100 percent usage.", m, load.token_usage);
+  append_series(out, "vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in prompt tokens.", m,
+                static_cast<double>(stats.prompt_tokens));
+  append_series(out, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in prompt tokens.", m,
+                static_cast<double>(stats.cached_prompt_tokens));
+  append_series(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.", m,
+                static_cast<double>(stats.preemptions));
+  append_series(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", m,
+                static_cast<double>(stats.prompt_tokens));
+  append_series(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", m,
+                static_cast<double>(stats.generation_tokens));
   // vLLM's LoRA info gauge: the adapters running and waiting (none here), valued with the time it was taken.
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  gauge(out, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.",
-        (m.empty() ? "" : m + ",") + "max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"", now);
-  gauge(out, "sglang:num_running_reqs", "gauge", "The number of running requests.", m, load.running);
-  gauge(out, "sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", m, load.waiting);
-  gauge(out, "sglang:token_usage", "gauge", "The token usage.", m, load.token_usage);
-  gauge(out, "sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", m, load.cache_hit_rate);
-  gauge(out, "radixserve_kv_pages_requests", "gauge",
-        "Full-attention KV pages held by running requests (the rest of the used pages only the prefix cache keeps).", m,
-        static_cast<double>(load.request_pages));
+  append_series(out, "vllm:lora_requests_info", "gauge", "Running stats on lora requests.",
+                (m.empty() ? "" : m + ",") + "max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"",
+                now);
+  append_series(out, "sglang:num_running_reqs", "gauge", "The number of running requests.", m, load.running);
+  append_series(out, "sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", m, load.waiting);
+  append_series(out, "sglang:token_usage", "gauge", "The token usage.", m, load.token_usage);
+  append_series(out, "sglang:cache_hit_rate", "gauge", "The prefix cache hit rate.", m, load.cache_hit_rate);
+  append_series(
+      out, "radixserve_kv_pages_requests", "gauge",
+      "Full-attention KV pages held by running requests (the rest of the used pages only the prefix cache keeps).", m,
+      static_cast<double>(load.request_pages));
 }
 
 void render_process_metrics(std::string& out) {
@@ -98,14 +94,16 @@ void render_process_metrics(std::string& out) {
     ++open_fds;
   rlimit limit{};
   const double max_fds = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? static_cast<double>(limit.rlim_cur) : 0.0;
-  gauge(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", "",
-        (field(14) + field(15)) / ticks);
-  gauge(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", "", field(23));
-  gauge(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", "", field(24) * page_bytes);
-  gauge(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.", "",
-        boot_time + field(22) / ticks);
-  gauge(out, "process_open_fds", "gauge", "Number of open file descriptors.", "", static_cast<double>(open_fds));
-  gauge(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.", "", max_fds);
+  append_series(out, "process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.", "",
+                (field(14) + field(15)) / ticks);
+  append_series(out, "process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", "", field(23));
+  append_series(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", "",
+                field(24) * page_bytes);
+  append_series(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+                "", boot_time + field(22) / ticks);
+  append_series(out, "process_open_fds", "gauge", "Number of open file descriptors.", "",
+                static_cast<double>(open_fds));
+  append_series(out, "process_max_fds", "gauge", "Maximum number of open file descriptors.", "", max_fds);
 }
 
 }  // namespace rs::server

@@ -13,25 +13,12 @@
 
 namespace rs::cpu {
 
-namespace {
-
-bool is_kv_dtype(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3; }
-
-void check_cache(const KvCache& cache) {
-  RS_CHECK(is_kv_dtype(cache.k.dtype()) && cache.v.dtype() == cache.k.dtype(),
-           "CPU KV cache must be f32, bf16 or fp8 e4m3, not {}", dtype_name(cache.k.dtype()));
-  RS_CHECK(cache.k.dtype() != DType::kF8E4M3 || (cache.k_scale > 0.0f && cache.v_scale > 0.0f),
-           "FP8 KV cache scales must be positive (k {}, v {})", cache.k_scale, cache.v_scale);
-}
-
-}  // namespace
-
 void store_kv(const Tensor& k, const Tensor& v, const KvCache& cache, const BatchView& batch) {
   const Tensor &k_cache = cache.k, &v_cache = cache.v;
   const int64_t row_width = k_cache.dim(1) * k_cache.dim(2);
   RS_CHECK(k.dim(-1) * (k.ndim() == 3 ? k.dim(1) : 1) == row_width || k.numel() == k.dim(0) * row_width,
            "store_kv: k {} does not match cache rows of {}", k.shape_string(), row_width);
-  check_cache(cache);
+  check_kv_cache(cache, "CPU");
   const DType dtype = k_cache.dtype();
   const int32_t* slots = batch.kv_slots.data_as<int32_t>();
   for (int64_t t = 0; t < k.dim(0); ++t) {
@@ -456,7 +443,7 @@ ItemFn item_kernel(DType cache_dtype, int32_t head_dim) {
 
 void attention(ThreadPool& pool, const Tensor& q, const KvCache& cache, const BatchView& batch,
                const AttentionParams& params, Tensor out) {
-  check_cache(cache);
+  check_kv_cache(cache, "CPU");
 #if defined(__AVX512F__)
   const ItemFn kernel = item_kernel(cache.k.dtype(), params.head_dim);
   if (kernel != nullptr) {

@@ -3,7 +3,6 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <array>
 #include <memory>
 #include <vector>
 
@@ -112,18 +111,12 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
 
 void decode_fp8_row(const LinearWeight& w, int64_t row, float* out) {
   // Each code's value, scaled by its block's scale and rounded once to f32: the exactly dequantized weight.
-  static const auto table = [] {
-    std::array<float, 256> values{};
-    for (int code = 0; code < 256; ++code) values[code] = fp8_e4m3_to_f32(static_cast<uint8_t>(code));
-    return values;
-  }();
   const int64_t in = w.in_features, block = w.scale_block_cols;
   const uint8_t* codes = w.weight.data_as<uint8_t>() + row * in;
   const float* scales = w.scales.data_as<float>() + (row / w.scale_block_rows) * w.scales.dim(1);
   for (int64_t b = 0; b * block < in; ++b) {
-    const float scale = scales[b];
-    const int64_t end = std::min(in, (b + 1) * block);
-    for (int64_t i = b * block; i < end; ++i) out[i] = table[codes[i]] * scale;
+    const int64_t begin = b * block, end = std::min(in, begin + block);
+    fp8_row_to_f32(codes + begin, end - begin, scales[b], out + begin);
   }
 }
 
