@@ -667,11 +667,8 @@ class CudaBackend final : public Backend {
   }
 
   static KvType check_cache(const KvCache& cache) {
+    check_kv_cache(cache, "CUDA");
     const DType dtype = cache.k.dtype();
-    RS_CHECK((dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF8E4M3) && cache.v.dtype() == dtype,
-             "CUDA KV cache must be f32, bf16 or fp8 e4m3, not {}", dtype_name(dtype));
-    RS_CHECK(dtype != DType::kF8E4M3 || (cache.k_scale > 0.0f && cache.v_scale > 0.0f),
-             "FP8 KV cache scales must be positive (k {}, v {})", cache.k_scale, cache.v_scale);
     return dtype == DType::kF32 ? KvType::kF32 : dtype == DType::kBF16 ? KvType::kBF16 : KvType::kFp8;
   }
 
