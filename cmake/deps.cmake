@@ -26,3 +26,16 @@ endif()
 if(RS_BENCH)
   find_package(benchmark REQUIRED)
 endif()
+
+# KV cache events (src/kv_events): libzmq with cppzmq, msgpack-cxx and OpenSSL's libcrypto (SHA-256). Optional so
+# that a machine without them (the GPU machine, docs/DEVICE.md) still builds; scripts/setup installs them.
+pkg_check_modules(ZMQ IMPORTED_TARGET libzmq)
+find_path(CPPZMQ_INCLUDE_DIR zmq.hpp)
+find_path(MSGPACK_CXX_INCLUDE_DIR msgpack.hpp)
+find_package(OpenSSL COMPONENTS Crypto)
+if(ZMQ_FOUND AND CPPZMQ_INCLUDE_DIR AND MSGPACK_CXX_INCLUDE_DIR AND OpenSSL_FOUND)
+  set(RS_KV_EVENTS ON)
+else()
+  set(RS_KV_EVENTS OFF)
+  message(STATUS "KV cache events off: libzmq, cppzmq, msgpack-cxx or OpenSSL missing (run scripts/setup)")
+endif()

@@ -11,6 +11,7 @@ ALLOWED = {
     "backend": {"tensor", "base"},
     "loader": {"tensor", "base"},
     "kv": {"backend", "tensor", "base"},
+    "kv_events": {"kv", "backend", "tensor", "base"},
     "state": {"backend", "tensor", "base"},
     "model": {"backend", "loader", "kv", "state", "tensor", "base"},
     "engine": {"model", "backend", "loader", "kv", "state", "tensor", "base"},

@@ -15,6 +15,7 @@
 
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
+#include "apps/radixserve/kv_events_setup.h"
 #include "apps/radixserve/model_option.h"
 #include "apps/radixserve/serving_stack.h"
 #include "base/error.h"
@@ -44,6 +45,7 @@ struct ServeOptions {
   std::string reasoning_parser = "none";  // "qwen3": <think> ... </think> -> reasoning_content
   std::string tool_call_parser = "none";  // hermes (qwen3), qwen3_coder, llama3_json, mistral, auto or none
   bool skip_tokenizer_init = false;       // token-id prompts only: no tokenizer is loaded (vLLM's flag)
+  KvEventsOptions kv_events;              // --kv-events-config
 };
 
 // The chat template's text, wherever the model keeps it (--chat-template file, chat_template.jinja, or
@@ -241,6 +243,13 @@ void run_serve(ServeOptions options) {
            "--skip-tokenizer-init to serve token-id prompts only",
            options.model_dir);
   options.http.version = version_string();
+  // Before anything else that must be torn down: the scheduler reports to it until the stack stops.
+  const std::unique_ptr<KvEventsSetup> kv_events =
+      start_kv_events(options.kv_events, options.scheduler.prefix_cache, options.engine.backend);
+  if (kv_events) {
+    options.scheduler.kv_events = kv_events->sink();
+    options.http.kv_event_counts = [events = kv_events.get()] { return events->counts(); };
+  }
   server::HttpServer http(options.http);
   http.start();  // /health says "loading" from here on
 
@@ -393,6 +402,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--log-requests", options->http.log_requests,
                 "Also log each call's prompt or messages (first 2000 bytes) at info level");
   add_scheduler_options(*cmd, options->scheduler);
+  add_kv_events_options(*cmd, options->kv_events);
   cmd->add_option("--log-stats-interval", options->log_stats_interval_s,
                   "Seconds between stats lines (requests, KV use, tok/s) while busy; 0 = none")
       ->check(CLI::Range(0, 3600))

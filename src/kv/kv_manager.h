@@ -78,6 +78,8 @@ class KvManager {
   int64_t full_pages_total() const;
 
   void flush_cache() { cache_->evict_all(); }
+  // KV cache events (see RadixCache::set_event_sink); without the prefix cache nothing is ever cached or reported.
+  void set_event_sink(CacheEventSink* sink) { cache_->set_event_sink(sink); }
   std::vector<KvGroupStats> stats() const;
 
  private:

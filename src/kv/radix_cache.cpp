@@ -103,6 +103,10 @@ RadixNode* RadixCache::split(RadixNode* node, int64_t num_pages) {
     node->pages[g].erase(node->pages[g].begin(), node->pages[g].begin() + num_pages);
   }
   node->tokens.erase(node->tokens.begin(), node->tokens.begin() + split_tokens);
+  if (!node->hashes.empty()) {
+    upper->hashes.assign(node->hashes.begin(), node->hashes.begin() + num_pages);
+    node->hashes.erase(node->hashes.begin(), node->hashes.begin() + num_pages);
+  }
   upper->start = node->start;
   node->start += split_tokens;
   upper->parent = parent;
@@ -151,6 +155,7 @@ RadixNode* RadixCache::insert(std::span<const int32_t> tokens, const std::vector
       RadixNode* result = child.get();
       node->children.emplace(std::vector<int32_t>(key, key + page_size_), std::move(child));
       ++num_nodes_;
+      report_stored(result);
       return result;
     }
     RadixNode* child = it->second.get();
@@ -175,6 +180,22 @@ RadixNode* RadixCache::insert(std::span<const int32_t> tokens, const std::vector
     node = child;
   }
   return node;
+}
+
+void RadixCache::set_event_sink(CacheEventSink* sink) {
+  RS_CHECK(root_.children.empty(), "the KV event sink must be set while the prefix cache is empty");
+  events_ = sink;
+}
+
+void RadixCache::report_stored(RadixNode* node) {
+  if (!events_) return;
+  const BlockHash* parent = node->parent == &root_ ? nullptr : &node->parent->hashes.back();
+  node->hashes.resize(node->num_pages());
+  for (int64_t p = 0; p < node->num_pages(); ++p) {
+    const std::span<const int32_t> tokens(node->tokens.data() + p * page_size_, page_size_);
+    node->hashes[p] = events_->hash_block(p == 0 ? parent : &node->hashes[p - 1], tokens);
+  }
+  events_->stored(parent, node->hashes, node->tokens);
 }
 
 void RadixCache::lock(RadixNode* node) {
@@ -204,6 +225,10 @@ void RadixCache::remove_leaf(RadixNode* node) {
       --held_pages_[g];
     }
   }
+  if (events_ && removed_)
+    removed_->insert(removed_->end(), node->hashes.begin(), node->hashes.end());
+  else if (events_)
+    events_->removed(node->hashes);
   node->parent->children.erase(first_page(*node));
   --num_nodes_;
 }
@@ -311,7 +336,16 @@ bool RadixCache::drop_snapshot_at(std::span<const int32_t> tokens, int64_t end, 
 }
 
 void RadixCache::evict_all() {
+  // Reported as one event: cleared when nothing is left, else the pages that went (locked paths stay).
+  std::vector<BlockHash> removed;
+  removed_ = &removed;
   for (size_t g = 0; g < windows_.size(); ++g) evict(static_cast<int>(g), INT64_MAX);
+  removed_ = nullptr;
+  if (!events_) return;
+  if (root_.children.empty())
+    events_->cleared();
+  else if (!removed.empty())
+    events_->removed(removed);
 }
 
 int64_t RadixCache::evictable_pages(int group) const {

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "kv/cache_events.h"
 #include "kv/page_allocator.h"
 
 namespace rs::kv {
@@ -25,6 +26,7 @@ struct RadixNode {
   // Hybrid models: the recurrent-state slot holding the state after this node's last token (a snapshot), or -1. A
   // prefix of such a model is reusable only up to a node with a snapshot.
   int32_t state_snapshot = -1;
+  std::vector<BlockHash> hashes;  // [page of the run] with an event sink (RadixCache::set_event_sink); else empty
 
   int64_t num_pages() const { return pages.empty() ? 0 : static_cast<int64_t>(pages[0].size()); }
   int64_t end() const { return start + static_cast<int64_t>(tokens.size()); }
@@ -70,6 +72,10 @@ class RadixCache {
   // Drops every page that only the tree holds (the flush_cache endpoint). Locked paths stay.
   void evict_all();
 
+  // Reports pages as they are cached, evicted and cleared (null: nobody listens). Set while the cache is empty;
+  // `sink` must outlive the cache or be replaced.
+  void set_event_sink(CacheEventSink* sink);
+
   // Recurrent-state snapshots (hybrid models). The cache owns each attached slot until it hands it to `release`:
   // when its node is evicted, or the snapshot is dropped.
   void set_snapshot_release(std::function<void(int32_t slot)> release) { release_snapshot_ = std::move(release); }
@@ -109,7 +115,10 @@ class RadixCache {
   uint64_t tick_ = 0;
   std::function<void(int32_t)> release_snapshot_;
   int64_t num_snapshots_ = 0;
+  CacheEventSink* events_ = nullptr;
+  std::vector<BlockHash>* removed_ = nullptr;  // while evict_all runs: where removed pages are gathered
   void detach_snapshot(RadixNode* node);
+  void report_stored(RadixNode* node);
 };
 
 }  // namespace rs::kv

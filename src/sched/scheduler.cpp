@@ -18,6 +18,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_g
       kv_(kv_geometry, config.prefix_cache),
       state_slots_(config.num_state_slots) {
   kv_.set_snapshot_release([this](int32_t slot) { state_slots_.free(slot); });
+  kv_.set_event_sink(config_.kv_events);
   RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
@@ -541,6 +542,7 @@ void Scheduler::end_all(FinishReason reason, const std::string& error) {
 }
 
 void Scheduler::publish_stats() {
+  if (config_.kv_events) config_.kv_events->end_step();  // after every step, as the stats
   SchedulerStats snapshot = counters_;
   snapshot.num_running = static_cast<int32_t>(running_.size());
   snapshot.num_queued = static_cast<int32_t>(waiting_.size());

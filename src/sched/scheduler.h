@@ -47,6 +47,9 @@ struct SchedulerConfig {
   // Speculative decoding policy (draft length, batch limit, acceptance floor); the drafter itself is passed to the
   // constructor. Ignored without one.
   spec::SpeculativeConfig speculative;
+  // KV cache events (non-owning; null: none): told on the scheduler thread of every page the prefix cache stores,
+  // evicts or clears, and of the end of each step.
+  kv::CacheEventSink* kv_events = nullptr;
 };
 
 // A snapshot for /metrics, taken after every step.

@@ -198,8 +198,11 @@ http::Response HttpServer::observe(const http::Request& req) {
   }
   const sched::SchedulerStats stats = ready_ ? scheduler_->stats() : sched::SchedulerStats{};
   metrics_.http_connections = http_ ? http_->connections() : 0;
-  res.set_content(metrics_.render(stats, page_size_, ready_ ? model_->name : std::string()),
-                  "text/plain; version=0.0.4");
+  const std::optional<KvEventCounts> kv_events =
+      config_.kv_event_counts ? std::optional(config_.kv_event_counts()) : std::nullopt;
+  res.set_content(
+      metrics_.render(stats, page_size_, ready_ ? model_->name : std::string(), kv_events ? &*kv_events : nullptr),
+      "text/plain; version=0.0.4");
   return res;
 }
 

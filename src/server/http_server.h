@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,8 @@ struct ServerConfig {
   // both; and/or /metrics and /health behind the API key (protect_metrics, with api_key set).
   int metrics_port = -1;
   bool protect_metrics = false;
+  // The KV cache event publisher's counters (--kv-events-config), rendered in /metrics; unset: no publisher.
+  std::function<KvEventCounts()> kv_event_counts;
 };
 
 class HttpServer {

@@ -79,8 +79,8 @@ ServerMetrics::ServerMetrics()
       request_latency(latency_buckets()),
       queue_time(latency_buckets()) {}
 
-std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t page_size,
-                                  const std::string& model_name) const {
+std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t page_size, const std::string& model_name,
+                                  const KvEventCounts* kv_events) const {
   std::string out;
   const std::string model = model_name.empty() ? "" : fmt::format("model_name=\"{}\"", model_name);
   single(out, "radixserve_num_requests_running", "gauge", "Sequences in the running batch.", stats.num_running, model);
@@ -169,6 +169,13 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
   request_latency.render("radixserve_e2e_request_latency_seconds", "Time from arrival to the last token.", out, model);
   queue_time.render("radixserve_request_queue_time_seconds", "Time from arrival to the first admission into a batch.",
                     out, model);
+  if (kv_events) {
+    single(out, "radixserve_kv_events_published_total", "counter",
+           "KV cache event batches published (one per scheduler step that changed the prefix cache).",
+           kv_events->published, model);
+    single(out, "radixserve_kv_events_dropped_total", "counter",
+           "KV cache event batches dropped because the publisher's queue was full.", kv_events->dropped, model);
+  }
   render_router_metrics(stats, model, out);  // the same load under the names vLLM's and SGLang's routers read
   render_process_metrics(out);
   return out;

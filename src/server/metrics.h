@@ -35,6 +35,12 @@ class Histogram {
 void append_series(std::string& out, const std::string& name, const char* type, const std::string& help,
                    const std::string& labels, double value);
 
+// What the KV cache event publisher has done (batches of a step's events each).
+struct KvEventCounts {
+  uint64_t published = 0;
+  uint64_t dropped = 0;  // found the publisher's queue full
+};
+
 class ServerMetrics {
  public:
   ServerMetrics();
@@ -54,7 +60,8 @@ class ServerMetrics {
   void count_client_error(int status);
   // Prometheus text exposition (version 0.0.4) of these metrics and `stats`; every series carries
   // model_name="<model_name>" when it is not empty (as vLLM's).
-  std::string render(const sched::SchedulerStats& stats, int32_t page_size, const std::string& model_name = {}) const;
+  std::string render(const sched::SchedulerStats& stats, int32_t page_size, const std::string& model_name = {},
+                     const KvEventCounts* kv_events = nullptr) const;
 
  private:
   mutable std::mutex client_errors_mutex_;
