@@ -101,6 +101,13 @@ def receive(sub, timeout_s: float):
     return out
 
 
+def settle(sub) -> None:
+    """A PUB socket drops what it sends before the subscription reaches it, and a SUB socket passes its subscription
+    on only while its commands are processed: poll (nothing arrives yet) for half a second."""
+    for _ in range(10):
+        check(not sub.poll(50), "an event arrived before any request")
+
+
 def complete(url: str, prompt: list) -> None:
     body = json.dumps({"prompt": prompt, "max_tokens": 1, "temperature": 0}).encode()
     request = urllib.request.Request(url + "/v1/completions", data=body, headers={"Content-Type": "application/json"})
@@ -120,7 +127,7 @@ def main() -> None:
     sub = context.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"kv")
     sub.connect(f"tcp://127.0.0.1:{pub_port}")
-    time.sleep(0.5)  # a PUB socket drops what it sends before the subscription reaches it
+    settle(sub)
 
     shared = list(range(1, 41))  # 2.5 pages
     prompts = [shared, shared[:32] + list(range(300, 324))]
@@ -146,7 +153,7 @@ def main() -> None:
     sub = context.socket(zmq.SUB)
     sub.setsockopt(zmq.SUBSCRIBE, b"kv")
     sub.connect(f"tcp://127.0.0.1:{pub_port}")
-    time.sleep(0.5)
+    settle(sub)
     flush = urllib.request.Request(server.url + "/flush_cache", data=b"", method="POST")
     urllib.request.urlopen(flush, timeout=30).read()
     after_gap = receive(sub, 1.0)

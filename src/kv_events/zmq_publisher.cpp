@@ -105,6 +105,9 @@ void ZmqPublisher::run() {
       }
     }
     try {
+      // Let libzmq process the socket's pending commands (new connections, their subscriptions) while idle, so that
+      // a subscriber that connected since the last batch already receives the next one.
+      (void)pub_->get(zmq::sockopt::events);
       if (batch) send(*batch);
       if (replay_) serve_replays();
     } catch (const std::exception& e) {
