@@ -14,9 +14,11 @@ from test_checks import check
 
 def main() -> None:
     binary, promtool, model = sys.argv[1], sys.argv[2], sys.argv[3]
+    kv_events = "--kv-events" in sys.argv[4:]  # the build has KV cache events: lint their counters too
     check(subprocess.run([promtool, "--version"], capture_output=True).returncode == 0,
           f"no promtool at {promtool}: run scripts/setup")
-    server = Server(binary, model, ["--load-format", "dummy"])
+    extra = ["--kv-events-config", json.dumps({"enable_kv_cache_events": True, "endpoint": "tcp://127.0.0.1:*"})]
+    server = Server(binary, model, ["--load-format", "dummy", *(extra if kv_events else [])])
     body = json.dumps({"prompt": "hello", "max_tokens": 2}).encode()
     request = urllib.request.Request(server.url + "/v1/completions", data=body,
                                      headers={"Content-Type": "application/json"})
@@ -31,6 +33,7 @@ def main() -> None:
           f"promtool check metrics (exit {result.returncode}):\n" + "\n".join(other or findings))
     check(any(line.startswith("vllm:num_requests_running ") for line in findings),
           "the router names were not linted: is /metrics missing them?")
+    check(not kv_events or "radixserve_kv_events_published_total" in text, "no KV event counters in /metrics")
     print(f"promtool check metrics: {len(findings)} findings, all router names with ':'")
 
 

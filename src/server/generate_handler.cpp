@@ -92,7 +92,12 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     model_name = request.model.empty() ? model_.name : request.model;  // omitted: the served model
     options = request.options;
     options.separate_reasoning = model_.reasoning.enabled() || model_.harmony.enabled();
-    options.parse_tool_calls = options.parse_tool_calls && (model_.tool_call_format || model_.harmony.enabled());
+    // Tools the server cannot parse calls from would come back as text: refuse as vLLM does, naming the flag.
+    if (options.parse_tool_calls && !model_.tool_call_format && !model_.harmony.enabled())
+      return invalid_param("tool_choice",
+                           "\"auto\" tool choice needs a tool-call parser: start the server with --tool-call-parser "
+                           "(hermes, qwen3_coder, llama3_json, mistral or auto), or send tool_choice \"none\".",
+                           "unsupported_parameter");
     if (auto error = check_num_choices(1, options.n)) return *error;
     if (model_.serves(model_name)) {
       if (!model_.text.has_chat_template())

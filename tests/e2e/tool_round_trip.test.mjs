@@ -77,8 +77,8 @@ const call = (id, city) => ({ id, type: 'function',
 
 // user -> answer; a tool call (content null, JSON-string arguments) and its result -> answer; a follow-up with two
 // parallel calls and list-valued tool results -> answer. Every turn must succeed and render as checked above.
-async function roundTrip({ dir, calledCities, argumentsAsRendered, toolTextAsRendered, rawFailsInCli }) {
-  const server = await startServer({ model: path.relative(repoRoot, dir), args: ['--load-format', 'dummy'] });
+async function roundTrip({ dir, calledCities, argumentsAsRendered, toolTextAsRendered, rawFailsInCli, args = [] }) {
+  const server = await startServer({ model: path.relative(repoRoot, dir), args: ['--load-format', 'dummy', ...args] });
   try {
     const client = server.client();
     const ask = async (messages) => {
@@ -142,13 +142,35 @@ test('Qwen3 chat template: tool round trips over several turns', async () => {
   const dir = makeFixture({ configName: 'qwen3', tokenizerName: 'tokenizer-qwen3',
     configPatch: { vocab_size: 151936, eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 } });
   try {
-    await roundTrip({ dir, rawFailsInCli: true, calledCities: ['Paris', 'Oslo', 'Rome'],
+    await roundTrip({ dir, rawFailsInCli: true, calledCities: ['Paris', 'Oslo', 'Rome'], args: ['--tool-call-parser', 'auto'],
       toolTextAsRendered: '<tool_response>\n4 degrees\nrain\n</tool_response>',
       argumentsAsRendered: (city) => `{"name": "get_weather", "arguments": {"city": "${city}", "unit": "celsius"}}` });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('tools without a tool-call parser: a 400 naming --tool-call-parser (as vLLM), unless tool_choice is "none"',
+  async () => {
+    const dir = makeFixture({ configName: 'qwen3', tokenizerName: 'tokenizer-qwen3',
+      configPatch: { vocab_size: 151936, eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 } });
+    const server = await startServer({ model: path.relative(repoRoot, dir), args: ['--load-format', 'dummy'] });
+    try {
+      const client = server.client();
+      const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+      for (const choice of [undefined, 'auto'])
+        await assert.rejects(
+          client.chat.completions.create({ model: server.model, messages, tools, tool_choice: choice, max_tokens: 2 }),
+          (error) => error instanceof OpenAI.BadRequestError && /--tool-call-parser/.test(error.message) &&
+            error.param === 'tool_choice');
+      const plain = await client.chat.completions.create({ model: server.model, messages, tools, tool_choice: 'none',
+        max_tokens: 2 });
+      assert.equal(plain.choices.length, 1);
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
 test('gpt-oss harmony format: tool round trips over several turns', async () => {
   const dir = makeFixture({ configName: 'gpt_oss', tokenizerName: 'tokenizer-gptoss',
