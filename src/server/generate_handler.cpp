@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "base/utf8.h"
+#include "server/anthropic_messages.h"
 #include "server/sse.h"
 
 namespace rs::server {
@@ -26,7 +27,9 @@ std::string logged_json(const char* key, const Json& value) {
 }
 
 const char* route_of(Endpoint endpoint) {
-  return endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
+  return endpoint == Endpoint::kChat       ? "/v1/chat/completions"
+         : endpoint == Endpoint::kMessages ? "/v1/messages"
+                                           : "/v1/completions";
 }
 
 // How a failed generation is answered: the request's own fault (too long for the pool, a grammar too complex to
@@ -65,7 +68,8 @@ http::Response GenerateHandler::respond_error(const ApiError& error, Endpoint en
   http::Response res;
   res.status = error.status;
   if (error.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(error_json(error).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+  const nlohmann::json body = endpoint == Endpoint::kMessages ? anthropic_error_json(error) : error_json(error);
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
   return res;
 }
 
@@ -84,8 +88,16 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
                                                                                          std::string& logged_input) {
   std::vector<std::vector<int32_t>> prompts;
   std::string model_name;
-  if (endpoint == Endpoint::kChat) {
-    auto parsed = parse_chat_request(body, model_.sampling_defaults, model_.limits);
+  if (endpoint == Endpoint::kChat || endpoint == Endpoint::kMessages) {
+    // Anthropic's Messages: translated into the chat request it stands for, then handled as one.
+    std::string chat_body;
+    if (endpoint == Endpoint::kMessages) {
+      auto translated = anthropic_to_chat(body);
+      if (auto* error = std::get_if<ApiError>(&translated)) return *error;
+      chat_body = std::get<nlohmann::ordered_json>(translated).dump();
+    }
+    auto parsed =
+        parse_chat_request(endpoint == Endpoint::kMessages ? chat_body : body, model_.sampling_defaults, model_.limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<ChatRequest>(parsed);
     if (log_requests_) logged_input = logged_json("messages", request.messages);
@@ -133,7 +145,7 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
     return api_error(404, "invalid_request_error",
                      fmt::format("The model `{}` does not exist or you do not have access to it.", model_name), "model",
                      "model_not_found");
-  const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  const char* prompt_param = endpoint == Endpoint::kCompletion ? "prompt" : "messages";
   for (const auto& prompt : prompts) {
     if (prompt.empty()) return invalid_param(prompt_param, "The prompt is empty after tokenization.", "empty_prompt");
     for (int32_t id : prompt)
@@ -183,7 +195,7 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
   size_t longest = 0;
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
   const int64_t room = model_.max_context - static_cast<int64_t>(longest);
-  const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
+  const char* prompt_param = endpoint == Endpoint::kCompletion ? "prompt" : "messages";
   const char* max_tokens_param = endpoint == Endpoint::kChat ? "max_completion_tokens" : "max_tokens";
   const RequestLimits& limits = model_.limits;
   if (limits.max_prompt_tokens > 0 && static_cast<int64_t>(longest) > limits.max_prompt_tokens)
@@ -264,9 +276,11 @@ class PendingCompletion : public http::DeferredResponse {
     call_.handler.metrics_.requests_ok++;
     log_access(call_.endpoint, call_.builder->id(), 200, *call_.generation);
     http::Response res;
-    res.set_content(call_.builder->response(results_, call_.generation->usage())
-                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                    "application/json");
+    const nlohmann::json body = call_.endpoint == Endpoint::kMessages
+                                    ? anthropic_message(call_.builder->id(), call_.handler.model_.name, results_.at(0),
+                                                        call_.generation->usage())
+                                    : call_.builder->response(results_, call_.generation->usage());
+    res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
     return res;
   }
 
@@ -287,22 +301,8 @@ class CompletionStream : public http::ChunkSource {
   bool pull(std::string& out) override {
     Generation& generation = *call_.generation;
     const size_t before = out.size();
-    if (!started_) {
-      started_ = true;
-      for (int32_t c = 0; call_.endpoint == Endpoint::kChat && c < generation.num_choices(); ++c) {
-        ChoiceDelta role;
-        role.index = c;
-        out += sse_data(call_.builder->chunk(role, /*first=*/true));
-      }
-    }
-    for (const ChoiceDelta& delta : generation.poll(0ms)) out += sse_data(call_.builder->chunk(delta, false));
-    const bool done = generation.done();
-    if (done && generation.error()) {
-      out += sse_data(error_json(failure(generation)));
-    } else if (done && include_usage_) {
-      out += sse_data(call_.builder->usage_chunk(generation.usage()));
-    }
-    if (done) out += kSseDone;
+    // Whether the generation was done is read once, by the writer of the last event.
+    const bool done = call_.endpoint == Endpoint::kMessages ? pull_messages(out) : pull_chunks(out);
     // A comment while nothing arrives: clients ignore it, and writing it reveals a client that went away.
     if (out.size() == before && Clock::now() - last_write_ >= kKeepAliveEvery) out += kSseKeepAlive;
     if (out.size() > before) last_write_ = Clock::now();
@@ -325,7 +325,43 @@ class CompletionStream : public http::ChunkSource {
   void abandon() override { call_.abandon(" mid-stream"); }
 
  private:
+  // OpenAI's chunks: data lines, [DONE] at the end. Returns whether the generation is done.
+  bool pull_chunks(std::string& out) {
+    Generation& generation = *call_.generation;
+    if (!started_) {
+      started_ = true;
+      for (int32_t c = 0; call_.endpoint == Endpoint::kChat && c < generation.num_choices(); ++c) {
+        ChoiceDelta role;
+        role.index = c;
+        out += sse_data(call_.builder->chunk(role, /*first=*/true));
+      }
+    }
+    for (const ChoiceDelta& delta : generation.poll(0ms)) out += sse_data(call_.builder->chunk(delta, false));
+    const bool done = generation.done();
+    if (done && generation.error()) {
+      out += sse_data(error_json(failure(generation)));
+    } else if (done && include_usage_) {
+      out += sse_data(call_.builder->usage_chunk(generation.usage()));
+    }
+    if (done) out += kSseDone;
+    return done;
+  }
+
+  // Anthropic's named events (one choice): message_start first, message_stop (or an error event) last.
+  bool pull_messages(std::string& out) {
+    Generation& generation = *call_.generation;
+    if (!started_) {
+      started_ = true;
+      out += anthropic_.start(generation.usage().prompt_tokens);
+    }
+    for (const ChoiceDelta& delta : generation.poll(0ms)) out += anthropic_.delta(delta);
+    const bool done = generation.done();
+    if (done) out += generation.error() ? anthropic_.error(failure(generation)) : anthropic_.finish(generation.usage());
+    return done;
+  }
+
   CallState call_;
+  AnthropicStream anthropic_{call_.builder->id(), call_.handler.model_.name};
   const bool include_usage_;
   bool started_ = false;
   Clock::time_point last_write_ = Clock::now();

@@ -38,7 +38,8 @@ const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) 
       path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/live" || path == "/health_generate" ||
       path == "/get_model_info" || path == "/get_server_info" || path == "/server_info" || path == "/get_load")
     return "GET";
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" || path == "/detokenize")
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" || path == "/tokenize" ||
+      path == "/detokenize")
     return "POST";
   if (path == "/flush_cache") return "GET, POST";  // SGLang's gateway sends either
   return nullptr;
@@ -148,7 +149,10 @@ void HttpServer::allow_origin(const http::Request& req, http::Response& res) con
 }
 
 std::optional<http::Response> HttpServer::refuse_without_key(const http::Request& req) {
-  if (authorized(req.header("Authorization"))) return std::nullopt;
+  // Anthropic's clients send the key as x-api-key.
+  if (authorized(req.header("Authorization")) ||
+      (!config_.api_key.empty() && equal_secret(req.header("x-api-key"), config_.api_key)))
+    return std::nullopt;
   metrics_.count_client_error(401);
   http::Response res;
   send_error(res,
@@ -296,14 +300,17 @@ http::Response HttpServer::route_model(const http::Request& req) {
     send_json(res, 200, model_card(id));
     return res;
   }
-  if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions")) {
+  if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/v1/messages")) {
     if (!ready_) return loading();
     if (draining_) {
       metrics_.requests_rejected++;
       send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
       return res;
     }
-    return handler_->handle(req.path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletion, req);
+    const Endpoint endpoint = req.path == "/v1/chat/completions" ? Endpoint::kChat
+                              : req.path == "/v1/messages"       ? Endpoint::kMessages
+                                                                 : Endpoint::kCompletion;
+    return handler_->handle(endpoint, req);
   }
   if (post && (req.path == "/tokenize" || req.path == "/detokenize")) {
     if (!ready_) return loading();

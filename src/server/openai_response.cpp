@@ -35,7 +35,9 @@ void ChoiceResult::append(const ChoiceDelta& delta) {
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string model_name, const GenerationOptions& options,
                                  const ModelText& text)
     : endpoint_(endpoint),
-      id_(random_id(endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-")),
+      id_(random_id(endpoint == Endpoint::kChat       ? "chatcmpl-"
+                    : endpoint == Endpoint::kMessages ? "msg_"
+                                                      : "cmpl-")),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()),
       model_(std::move(model_name)),

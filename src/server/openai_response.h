@@ -14,7 +14,8 @@
 
 namespace rs::server {
 
-enum class Endpoint : uint8_t { kChat, kCompletion };
+// kMessages: Anthropic's /v1/messages, run as a chat and answered in its own shapes (anthropic_messages.h).
+enum class Endpoint : uint8_t { kChat, kCompletion, kMessages };
 
 // A choice accumulated over the whole call (non-streaming responses).
 struct ChoiceResult {
