@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/utf8.h"
 #include "server/anthropic_messages.h"
+#include "server/openai_responses.h"
 #include "server/sse.h"
 
 namespace rs::server {
@@ -27,9 +28,12 @@ std::string logged_json(const char* key, const Json& value) {
 }
 
 const char* route_of(Endpoint endpoint) {
-  return endpoint == Endpoint::kChat       ? "/v1/chat/completions"
-         : endpoint == Endpoint::kMessages ? "/v1/messages"
-                                           : "/v1/completions";
+  switch (endpoint) {
+    case Endpoint::kChat: return "/v1/chat/completions";
+    case Endpoint::kMessages: return "/v1/messages";
+    case Endpoint::kResponses: return "/v1/responses";
+    default: return "/v1/completions";
+  }
 }
 
 // How a failed generation is answered: the request's own fault (too long for the pool, a grammar too complex to
@@ -88,16 +92,8 @@ std::variant<std::vector<std::vector<int32_t>>, ApiError> GenerateHandler::build
                                                                                          std::string& logged_input) {
   std::vector<std::vector<int32_t>> prompts;
   std::string model_name;
-  if (endpoint == Endpoint::kChat || endpoint == Endpoint::kMessages) {
-    // Anthropic's Messages: translated into the chat request it stands for, then handled as one.
-    std::string chat_body;
-    if (endpoint == Endpoint::kMessages) {
-      auto translated = anthropic_to_chat(body);
-      if (auto* error = std::get_if<ApiError>(&translated)) return *error;
-      chat_body = std::get<nlohmann::ordered_json>(translated).dump();
-    }
-    auto parsed =
-        parse_chat_request(endpoint == Endpoint::kMessages ? chat_body : body, model_.sampling_defaults, model_.limits);
+  if (endpoint != Endpoint::kCompletion) {  // a chat, or the chat a Messages or Responses call was translated into
+    auto parsed = parse_chat_request(body, model_.sampling_defaults, model_.limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return *error;
     auto& request = std::get<ChatRequest>(parsed);
     if (log_requests_) logged_input = logged_json("messages", request.messages);
@@ -196,7 +192,9 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
   const int64_t room = model_.max_context - static_cast<int64_t>(longest);
   const char* prompt_param = endpoint == Endpoint::kCompletion ? "prompt" : "messages";
-  const char* max_tokens_param = endpoint == Endpoint::kChat ? "max_completion_tokens" : "max_tokens";
+  const char* max_tokens_param = endpoint == Endpoint::kChat        ? "max_completion_tokens"
+                                 : endpoint == Endpoint::kResponses ? "max_output_tokens"
+                                                                    : "max_tokens";
   const RequestLimits& limits = model_.limits;
   if (limits.max_prompt_tokens > 0 && static_cast<int64_t>(longest) > limits.max_prompt_tokens)
     return invalid_param(prompt_param,
@@ -246,6 +244,7 @@ struct CallState {
   std::unique_ptr<InFlight> in_flight;
   std::unique_ptr<Generation> generation;
   std::unique_ptr<ResponseBuilder> builder;
+  std::shared_ptr<const ResponsesCall> responses;  // /v1/responses: the translated call (echo, store, messages)
   bool finished = false;  // the answer is complete (what the client does afterwards aborts nothing)
 
   // The client went away first: free the choices' KV at the scheduler's next step. Counted first: once the scheduler
@@ -276,10 +275,18 @@ class PendingCompletion : public http::DeferredResponse {
     call_.handler.metrics_.requests_ok++;
     log_access(call_.endpoint, call_.builder->id(), 200, *call_.generation);
     http::Response res;
-    const nlohmann::json body = call_.endpoint == Endpoint::kMessages
-                                    ? anthropic_message(call_.builder->id(), call_.handler.model_.name, results_.at(0),
-                                                        call_.generation->usage())
-                                    : call_.builder->response(results_, call_.generation->usage());
+    const std::string& id = call_.builder->id();
+    const std::string& model = call_.handler.model_.name;
+    nlohmann::json body;
+    if (call_.endpoint == Endpoint::kMessages) {
+      body = anthropic_message(id, model, results_.at(0), call_.generation->usage());
+    } else if (call_.endpoint == Endpoint::kResponses) {
+      body = response_object(id, model, results_.at(0), call_.generation->usage(), call_.responses->echo);
+      if (call_.responses->store)
+        call_.handler.responses_.put(id, {body, conversation_with(call_.responses->messages, body["output"])});
+    } else {
+      body = call_.builder->response(results_, call_.generation->usage());
+    }
     res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
     return res;
   }
@@ -302,7 +309,9 @@ class CompletionStream : public http::ChunkSource {
     Generation& generation = *call_.generation;
     const size_t before = out.size();
     // Whether the generation was done is read once, by the writer of the last event.
-    const bool done = call_.endpoint == Endpoint::kMessages ? pull_messages(out) : pull_chunks(out);
+    const bool done = call_.endpoint == Endpoint::kMessages    ? pull_messages(out)
+                      : call_.endpoint == Endpoint::kResponses ? pull_responses(out)
+                                                               : pull_chunks(out);
     // A comment while nothing arrives: clients ignore it, and writing it reveals a client that went away.
     if (out.size() == before && Clock::now() - last_write_ >= kKeepAliveEvery) out += kSseKeepAlive;
     if (out.size() > before) last_write_ = Clock::now();
@@ -360,8 +369,33 @@ class CompletionStream : public http::ChunkSource {
     return done;
   }
 
+  // OpenAI's Responses events: response.created first, response.completed / .incomplete (or error) last; stored then.
+  bool pull_responses(std::string& out) {
+    Generation& generation = *call_.generation;
+    if (!started_) {
+      started_ = true;
+      out += responses_.start();
+    }
+    for (const ChoiceDelta& delta : generation.poll(0ms)) out += responses_.delta(delta);
+    const bool done = generation.done();
+    if (!done) return false;
+    if (generation.error()) {
+      out += responses_.error(failure(generation));
+      return true;
+    }
+    out += responses_.finish(generation.usage());
+    if (call_.responses->store) {
+      const nlohmann::json& response = responses_.final_response();
+      call_.handler.responses_.put(call_.builder->id(),
+                                   {response, conversation_with(call_.responses->messages, response["output"])});
+    }
+    return true;
+  }
+
   CallState call_;
   AnthropicStream anthropic_{call_.builder->id(), call_.handler.model_.name};
+  ResponsesStream responses_{call_.builder->id(), call_.handler.model_.name,
+                             call_.responses ? call_.responses->echo : nlohmann::json::object()};
   const bool include_usage_;
   bool started_ = false;
   Clock::time_point last_write_ = Clock::now();
@@ -369,9 +403,22 @@ class CompletionStream : public http::ChunkSource {
 
 http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& req) {
   auto in_flight = std::make_unique<InFlight>(in_flight_);
+  // Anthropic's Messages and OpenAI's Responses run as the chat request they stand for.
+  std::string chat_body;
+  std::shared_ptr<ResponsesCall> responses_call;
+  if (endpoint == Endpoint::kMessages) {
+    auto translated = anthropic_to_chat(req.body);
+    if (auto* error = std::get_if<ApiError>(&translated)) return respond_error(*error, endpoint);
+    chat_body = std::get<nlohmann::ordered_json>(translated).dump();
+  } else if (endpoint == Endpoint::kResponses) {
+    auto translated = responses_to_chat(req.body, responses_);
+    if (auto* error = std::get_if<ApiError>(&translated)) return respond_error(*error, endpoint);
+    responses_call = std::make_shared<ResponsesCall>(std::move(std::get<ResponsesCall>(translated)));
+    chat_body = responses_call->chat.dump();
+  }
   GenerationOptions options;
   std::string logged_input;
-  auto prompts = build_prompts(endpoint, req.body, options, logged_input);
+  auto prompts = build_prompts(endpoint, chat_body.empty() ? req.body : chat_body, options, logged_input);
   if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(*error, endpoint);
   auto& prompt_ids = std::get<std::vector<std::vector<int32_t>>>(prompts);
   auto max_new = max_new_tokens(prompt_ids, options, endpoint);
@@ -389,7 +436,8 @@ http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& r
   auto builder = std::make_unique<ResponseBuilder>(endpoint, model_.name, options, model_.text);
   if (log_requests_) RS_LOG_INFO("{} {} {}", builder->id(), route_of(endpoint), logged_input);
 
-  CallState call{*this, endpoint, std::move(in_flight), std::move(generation), std::move(builder)};
+  CallState call{*this, endpoint, std::move(in_flight), std::move(generation), std::move(builder),
+                 std::move(responses_call)};
   http::Response res;
   if (!options.stream) {
     res.deferred = std::make_shared<PendingCompletion>(std::move(call));

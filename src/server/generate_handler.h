@@ -11,6 +11,7 @@
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
+#include "server/openai_responses.h"
 
 #include "http/message.h"
 
@@ -26,6 +27,8 @@ class GenerateHandler {
   http::Response handle(Endpoint endpoint, const http::Request& req);
   // Calls whose response is still being produced (streams included).
   int32_t in_flight() const { return in_flight_.load(); }
+  // Stored /v1/responses answers (GET and DELETE /v1/responses/{id} read it).
+  ResponseStore& responses() { return responses_; }
 
  private:
   // Parses the body into prompt ids and options; with log_requests_, also the request's prompt or messages as JSON
@@ -51,6 +54,7 @@ class GenerateHandler {
   const bool log_requests_;
   std::atomic<uint64_t> next_request_id_{1};
   std::atomic<int32_t> in_flight_{0};
+  ResponseStore responses_;
 };
 
 }  // namespace rs::server

@@ -38,9 +38,10 @@ const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) 
       path == "/v1/models" || path.rfind("/v1/models/", 0) == 0 || path == "/live" || path == "/health_generate" ||
       path == "/get_model_info" || path == "/get_server_info" || path == "/server_info" || path == "/get_load")
     return "GET";
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" || path == "/tokenize" ||
-      path == "/detokenize")
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
+      path == "/v1/responses" || path == "/tokenize" || path == "/detokenize")
     return "POST";
+  if (path.rfind("/v1/responses/", 0) == 0) return "GET, DELETE";
   if (path == "/flush_cache") return "GET, POST";  // SGLang's gateway sends either
   return nullptr;
 }
@@ -300,7 +301,8 @@ http::Response HttpServer::route_model(const http::Request& req) {
     send_json(res, 200, model_card(id));
     return res;
   }
-  if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/v1/messages")) {
+  if (post && (req.path == "/v1/chat/completions" || req.path == "/v1/completions" || req.path == "/v1/messages" ||
+               req.path == "/v1/responses")) {
     if (!ready_) return loading();
     if (draining_) {
       metrics_.requests_rejected++;
@@ -309,8 +311,21 @@ http::Response HttpServer::route_model(const http::Request& req) {
     }
     const Endpoint endpoint = req.path == "/v1/chat/completions" ? Endpoint::kChat
                               : req.path == "/v1/messages"       ? Endpoint::kMessages
+                              : req.path == "/v1/responses"      ? Endpoint::kResponses
                                                                  : Endpoint::kCompletion;
     return handler_->handle(endpoint, req);
+  }
+  if ((get || req.method == "DELETE") && req.path.rfind("/v1/responses/", 0) == 0 && req.path.size() > 14) {
+    if (!ready_) return loading();
+    const std::string id = req.path.substr(14);
+    const auto entry = handler_->responses().get(id);
+    if (!entry || (!get && !handler_->responses().erase(id))) {
+      send_error(res, api_error(404, "invalid_request_error", "Response with id '" + id + "' not found.", "response_id",
+                                "response_not_found"));
+      return res;
+    }
+    send_json(res, 200, get ? entry->response : json{{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
+    return res;
   }
   if (post && (req.path == "/tokenize" || req.path == "/detokenize")) {
     if (!ready_) return loading();

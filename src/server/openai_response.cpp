@@ -36,7 +36,8 @@ ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string model_name, cons
                                  const ModelText& text)
     : endpoint_(endpoint),
       id_(random_id(endpoint == Endpoint::kChat       ? "chatcmpl-"
-                    : endpoint == Endpoint::kMessages ? "msg_"
+                    : endpoint == Endpoint::kMessages  ? "msg_"
+                    : endpoint == Endpoint::kResponses ? "resp_"
                                                       : "cmpl-")),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()),

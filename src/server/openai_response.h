@@ -15,7 +15,8 @@
 namespace rs::server {
 
 // kMessages: Anthropic's /v1/messages, run as a chat and answered in its own shapes (anthropic_messages.h).
-enum class Endpoint : uint8_t { kChat, kCompletion, kMessages };
+// kResponses: OpenAI's /v1/responses, likewise (openai_responses.h).
+enum class Endpoint : uint8_t { kChat, kCompletion, kMessages, kResponses };
 
 // A choice accumulated over the whole call (non-streaming responses).
 struct ChoiceResult {
