@@ -50,6 +50,7 @@ struct SampledToken {
   int32_t token_id = 0;
   float logprob = 0.0f;                    // log-softmax of the raw logits (before temperature/penalties)
   std::vector<TokenLogprob> top_logprobs;  // highest first (ties: lower id first), when requested
+  int32_t rank = 0;                        // scored rows (score_on_host): 1 + tokens ranked before token_id
 };
 
 // The uniform draw in [0, 1) of (seed, step): splitmix64 twice, 53 bits. Host and device compute it alike.
@@ -66,6 +67,10 @@ inline double sample_uniform(uint64_t seed, uint64_t step) {
 // The reference implementation (backend/cpu/kernels/sample.cpp), on host memory: `logits` [vocab] is overwritten as
 // scratch. Every backend's sample() picks what this picks.
 SampledToken sample_on_host(std::span<float> logits, const SampleSpec& spec);
+
+// A prompt token's score, nothing sampled: the log-softmax of the raw `logits` [vocab] at `token`, its rank (1 = the
+// most likely; ties: lower id first) and the `top` most likely alternatives as sample_on_host reports them.
+SampledToken score_on_host(std::span<const float> logits, int32_t token, int32_t top);
 
 // Only tokens whose scaled logit is within this many nats of the best can carry weight in a truncated draw.
 constexpr double kSampleCutoffNats = 30.0;

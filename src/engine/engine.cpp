@@ -340,11 +340,31 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   std::vector<SampleSpec> specs;
   specs.reserve(batch.sampling.size());
   for (size_t r = 0; r < batch.sampling.size(); ++r) specs.push_back(make_sample_spec(batch.sampling[r], penalties[r]));
+  // Scored rows read the raw logits on the host first; their greedy draw below is discarded.
+  const std::vector<std::pair<size_t, SampledToken>> scored = score_rows(logits, batch.sampling);
+  for (const auto& [r, score] : scored) specs[r] = SampleSpec{};
   adjust_logits(logits, batch.sampling);
   apply_token_bitmasks(logits, batch.sampling);
   output.tokens.resize(specs.size());
   backend_->sample(logits, specs, output.tokens);
+  for (const auto& [r, score] : scored) output.tokens[r] = score;
   return output;
+}
+
+std::vector<std::pair<size_t, SampledToken>> Engine::score_rows(const Tensor& logits,
+                                                                const std::vector<SamplingRow>& rows) {
+  std::vector<std::pair<size_t, SampledToken>> scored;
+  const int64_t vocab = logits.dim(1);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].score_target < 0) continue;
+    RS_CHECK(rows[r].score_target < vocab, "scored token {} is outside the vocabulary of {}", rows[r].score_target,
+             vocab);
+    score_host_.resize(static_cast<size_t>(vocab));
+    backend_->copy(Tensor(score_host_.data(), DType::kF32, {1, vocab}),
+                   logits.slice_rows(static_cast<int64_t>(r), static_cast<int64_t>(r) + 1));
+    scored.emplace_back(r, score_on_host(score_host_, rows[r].score_target, rows[r].params->prompt_logprobs));
+  }
+  return scored;
 }
 
 void Engine::adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows) {

@@ -121,6 +121,8 @@ class Engine {
   int32_t graph_size_for(const ForwardBatch& batch) const;
   // Adds each row's logit_bias / min_tokens ban (engine/sampler.h) to its logits, rows without one untouched.
   void adjust_logits(Tensor logits, const std::vector<SamplingRow>& rows);
+  // The rows with a score_target (prompt logprobs), scored on the host from the raw logits: {row, result}.
+  std::vector<std::pair<size_t, SampledToken>> score_rows(const Tensor& logits, const std::vector<SamplingRow>& rows);
   // Applies the rows' token bitmasks (structured output) on the device, when any row has one.
   void apply_token_bitmasks(Tensor logits, const std::vector<SamplingRow>& rows);
 
@@ -146,7 +148,8 @@ class Engine {
   int32_t feature_group_ = -1;
   Buffer adjustment_row_;  // [vocab] f32 on the device, allocated on first use
   std::vector<float> adjustment_host_;
-  Buffer bitmask_device_;  // [rows, ceil(vocab / 32)] u32, grown to the largest constrained step
+  std::vector<float> score_host_;  // one logit row on the host (score_rows)
+  Buffer bitmask_device_;          // [rows, ceil(vocab / 32)] u32, grown to the largest constrained step
   std::vector<uint32_t> bitmask_host_;
 };
 

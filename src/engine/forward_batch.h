@@ -22,6 +22,9 @@ struct SamplingRow {
   // Structured output: ceil(vocab / 32) words, bit (id % 32) of word id / 32 set when token id may be sampled
   // (grammar/matcher.h fills it). Empty: every token may be.
   std::span<const uint32_t> token_bitmask;
+  // >= 0: a scored row (prompt logprobs), nothing is sampled: the result is this token's logprob and rank and
+  // params->prompt_logprobs alternatives, from the raw logits.
+  int32_t score_target = -1;
 };
 
 struct ForwardBatch {
@@ -51,7 +54,8 @@ struct ForwardBatch {
   // own output of its previous step that feeds it (model/model.h StepInputs). Empty for other models.
   std::vector<int32_t> feature_rows;
   bool features_from_target = true;
-  // Token rows whose logits are wanted (last token of a finished prefill or a decode token), ascending.
+  // Token rows whose logits are wanted (last token of a finished prefill, a decode token, or a prompt token whose
+  // successor's logprob is asked for), ascending.
   std::vector<int32_t> logit_rows;
   // One entry per logit row. Empty: the engine returns logits only (tests, scoring).
   std::vector<SamplingRow> sampling;

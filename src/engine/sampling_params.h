@@ -19,6 +19,9 @@ struct SamplingParams {
   std::optional<uint64_t> seed;  // same seed, same tokens
   int32_t top_logprobs = 0;      // number of alternatives to report (0 = none)
   bool logprobs = false;         // report the chosen token's logprob
+  // vLLM's prompt_logprobs (also OpenAI's echo + logprobs): -1 = off, else each prompt token's logprob and this many
+  // alternatives, computed in the prefill (the prompt is then never reused from the prefix cache).
+  int32_t prompt_logprobs = -1;
   // Added to the logits of these token ids before sampling (OpenAI's logit_bias; ids below the vocabulary size).
   std::vector<std::pair<int32_t, float>> logit_bias;
   // The request's stop tokens cannot be sampled before this many tokens have been generated (vLLM's min_tokens).

@@ -31,6 +31,13 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
     }
     for (const auto& pages : seq.memory.kv.pages)
       batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
+    // Prompt logprobs: the row of each prompt position scores the prompt token after it (before any sampling row).
+    const int32_t first_row = batch.num_tokens() - static_cast<int32_t>(item.end - item.begin);
+    for (int64_t p = 0; p < seq.scored_positions(item.begin, item.end); ++p) {
+      batch.logit_rows.push_back(first_row + static_cast<int32_t>(p));
+      batch.sampling.push_back(
+          engine::SamplingRow{.params = &seq.request->sampling, .score_target = seq.tokens[item.begin + p + 1]});
+    }
     if (item.samples()) {
       // One row for the next token and, with a draft under verification, one per draft token. The row at position
       // pos samples token pos + 1 with the output before it as its history (penalties, min_tokens and the seeded

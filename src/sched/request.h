@@ -35,6 +35,9 @@ struct TokenEvent {
   // with finish_reason kStop, when its grammar is complete; that last token is output.)
   bool stop_token = false;
   spec::SpecTotals speculative;  // the request's speculative-decoding totals so far (zero without speculation)
+  // The first event of a request with prompt logprobs: [position] each prompt token's score (position 0: rank 0, no
+  // score: nothing precedes it).
+  std::vector<engine::SampledToken> prompt_logprobs;
 };
 
 // Shared by the HTTP handler (consumer) and the scheduler (producer). The consumer may register a waker that every

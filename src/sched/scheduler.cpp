@@ -106,7 +106,8 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
   std::string error;
   if (seq->tokens.empty()) {
     error = "the prompt is empty";
-  } else if (seq->request->max_new_tokens < 1 || total > config_.context_length) {
+  } else if (seq->request->max_new_tokens < (seq->request->sampling.prompt_logprobs >= 0 ? 0 : 1) ||
+             total > config_.context_length) {
     error = fmt::format("{} prompt + {} new tokens exceed the context length {}", seq->num_prompt,
                         seq->request->max_new_tokens, config_.context_length);
   } else if (kv_.full_pages_for(total) > kv_.full_pages_total()) {
@@ -216,7 +217,7 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
   int64_t budget = config_.max_prefill_tokens;
   for (auto& seq : running_) {
     if (seq->remaining() <= 1 || budget <= 0) continue;
-    const int64_t want = std::min<int64_t>({seq->remaining(), config_.chunked_prefill_size, budget});
+    const int64_t want = std::min<int64_t>({seq->remaining(), chunk_limit(*seq), budget});
     const int64_t end =
         kv_.reserve(seq->memory.kv, seq->kv_len, chunk_end_for_snapshot(*seq, seq->kv_len, seq->kv_len + want));
     if (end == seq->kv_len) continue;
@@ -253,12 +254,14 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
   if (needs_state && (slot = take_state_slot()) < 0) return false;  // a running sequence frees one when it ends
   // A hybrid model resumes only from a recurrent-state snapshot: its prefix ends at one.
   int32_t snapshot = -1;
-  const int64_t reused = kv_.match(seq.memory.kv, seq.tokens, seq.num_tokens() - 1, needs_state ? &snapshot : nullptr);
+  // A prompt whose logprobs are asked for is computed in full: a cached prefix would have no logits.
+  const int64_t reused = kv_.match(seq.memory.kv, seq.tokens, seq.scores_prompt() ? 0 : seq.num_tokens() - 1,
+                                   needs_state ? &snapshot : nullptr);
   // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence;
   // decode growth beyond that is covered by preemption.
   const int64_t need =
       kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() + static_cast<int64_t>(running_.size());
-  const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, config_.chunked_prefill_size, budget});
+  const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, chunk_limit(seq), budget});
   const int64_t end = need <= kv_.full_pages_available()
                           ? kv_.reserve(seq.memory.kv, reused, chunk_end_for_snapshot(seq, reused, reused + want))
                           : reused;
@@ -365,10 +368,23 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
   return FinishReason::kNone;
 }
 
+int64_t Scheduler::chunk_limit(const Sequence& seq) const {
+  // A scored prompt's chunk is a logit row per token: bound the step's logits ([rows, vocab] f32).
+  constexpr int64_t kScoredChunk = 256;
+  return seq.scores_prompt() ? std::min<int64_t>(config_.chunked_prefill_size, kScoredChunk)
+                             : config_.chunked_prefill_size;
+}
+
 void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOutput& output) {
   size_t row = 0;
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
+    const int64_t scored = seq.scored_positions(item.begin, item.end);
+    if (scored > 0) {
+      seq.prompt_logprobs.resize(static_cast<size_t>(seq.num_prompt));
+      seq.prompt_logprobs[0].token_id = seq.tokens[0];  // rank 0: nothing precedes it, no score
+      for (int64_t p = 0; p < scored; ++p) seq.prompt_logprobs[item.begin + p + 1] = output.tokens[row++];
+    }
     if (seq.finished) {  // its token mask failed during the forward (fill_token_bitmasks): nothing to commit
       if (item.samples()) row += static_cast<size_t>(seq.num_draft) + 1;
       continue;
@@ -385,6 +401,14 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
     if (item.begin >= seq.num_prompt) snapshot_output_state(seq);  // a decode step
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
+    if (seq.request->max_new_tokens == 0) {  // scoring only (prompt logprobs): the sampled token is not output
+      ++row;
+      event.finished = true;
+      event.finish_reason = FinishReason::kLength;
+      finish(seq, FinishReason::kLength);
+      seq.request->stream->push(std::move(event));
+      continue;
+    }
     if (append_token(seq, output.tokens[row++], event)) seq.request->stream->push(std::move(event));
   }
 }
@@ -424,6 +448,7 @@ TokenEvent Scheduler::start_event(Sequence& seq) {
     event.prompt_tokens = seq.num_prompt;
     event.cached_tokens = seq.cached_tokens;
     event.queue_seconds = seq.queue_seconds;
+    event.prompt_logprobs = std::move(seq.prompt_logprobs);
   }
   return event;
 }

@@ -125,6 +125,8 @@ class Scheduler {
   // Drops every page reference and the state slot of `seq` (its K/V pages stay in the prefix cache if cached).
   void release_memory(Sequence& seq);
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
+  // Prefill tokens of one sequence per step: chunked_prefill_size, less for a prompt that is scored.
+  int64_t chunk_limit(const Sequence& seq) const;
   // Verifies a drafted sequence against the target's samples in rows [row, row + draft + 1), keeps the accepted
   // prefix (plus the target's own next token) and sends them.
   void commit_verified(Sequence& seq, const engine::StepOutput& output, size_t row);

@@ -46,11 +46,21 @@ struct Sequence {
   // num_draft tokens (the last committed token and each draft but the last); the one after the last accepted token
   // is copied back into the sequence's slot at commit, unless every draft was accepted.
   std::vector<int32_t> draft_checkpoints;
+  // Prompt logprobs (SamplingParams::prompt_logprobs): [position] the score of prompt token `position` given those
+  // before it (position 0: its token id, rank 0 = unscored), filled as the prefill runs and sent with the first event.
+  std::vector<engine::SampledToken> prompt_logprobs;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - num_prompt; }
   // Positions still to compute before the next token can be sampled (1 = a decode step).
   int64_t remaining() const { return num_tokens() - kv_len; }
+  // Its prefill scores every prompt token (until the first event carries them away).
+  bool scores_prompt() const { return request->sampling.prompt_logprobs >= 0 && !first_event_sent; }
+  // Prompt tokens whose score a step over positions [begin, end) yields: each position p < num_prompt - 1 scores
+  // token p + 1 (the last prompt position samples the first output token instead).
+  int64_t scored_positions(int64_t begin, int64_t end) const {
+    return scores_prompt() ? std::max<int64_t>(0, std::min<int64_t>(end, num_prompt - 1) - begin) : 0;
+  }
   std::span<const int32_t> prompt_ids() const { return {tokens.data(), static_cast<size_t>(num_prompt)}; }
   std::span<const int32_t> output_ids() const {
     return {tokens.data() + num_prompt, static_cast<size_t>(num_output())};

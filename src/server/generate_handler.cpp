@@ -436,8 +436,8 @@ http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& r
   auto builder = std::make_unique<ResponseBuilder>(endpoint, model_.name, options, model_.text);
   if (log_requests_) RS_LOG_INFO("{} {} {}", builder->id(), route_of(endpoint), logged_input);
 
-  CallState call{*this, endpoint, std::move(in_flight), std::move(generation), std::move(builder),
-                 std::move(responses_call)};
+  CallState call{
+      *this, endpoint, std::move(in_flight), std::move(generation), std::move(builder), std::move(responses_call)};
   http::Response res;
   if (!options.stream) {
     res.deferred = std::make_shared<PendingCompletion>(std::move(call));

@@ -116,6 +116,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
   choice.speculative = event.speculative;
   ChoiceDelta delta;
   delta.index = event.choice_index;
+  delta.prompt_logprobs = std::move(event.prompt_logprobs);
   const auto now = Clock::now();
   const bool ends_on_stop_token = event.finished && event.stop_token;
   for (size_t t = 0; t < event.tokens.size() && !choice.finished; ++t) {
@@ -176,7 +177,7 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
     choice.echo.clear();
   }
   if (!delta.text.empty() || !delta.reasoning.empty() || !delta.tool_calls.empty() || !delta.token_ids.empty() ||
-      !delta.finish_reason.empty())
+      !delta.finish_reason.empty() || !delta.prompt_logprobs.empty())
     deltas.push_back(std::move(delta));
 }
 

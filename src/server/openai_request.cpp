@@ -120,7 +120,7 @@ const std::set<std::string, std::less<>> kCommonFields = {
     // Extensions shared with vLLM and SGLang.
     "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens",
     "spaces_between_special_tokens", "skip_special_tokens", "return_token_ids", "include_stop_str_in_output",
-    "return_tokens_as_token_ids", "priority",
+    "return_tokens_as_token_ids", "priority", "prompt_logprobs",
     // Structured output: OpenAI's response_format, SGLang's regex/ebnf, vLLM's guided_* and structured_outputs.
     "response_format", "regex", "ebnf", "guided_json", "guided_regex", "guided_grammar", "guided_choice",
     "structured_outputs",
@@ -239,7 +239,13 @@ GenerationOptions read_common(FieldReader& reader, const engine::SamplingParams&
   options.sampling.top_logprobs = 0;
   options.sampling.seed.reset();
   options.n = static_cast<int32_t>(reader.integer("n", 1, limits.max_n).value_or(1));
-  if (auto v = reader.integer("max_tokens", 1, INT32_MAX)) options.max_tokens = static_cast<int32_t>(*v);
+  // 0 only scores the prompt (prompt_logprobs, or echo with logprobs): checked once those are read.
+  if (auto v = reader.integer("max_tokens", 0, INT32_MAX)) options.max_tokens = static_cast<int32_t>(*v);
+  // vLLM's prompt_logprobs: each prompt token's logprob and this many alternatives, as the choice's prompt_logprobs.
+  if (auto v = reader.integer("prompt_logprobs", 0, limits.max_top_logprobs)) {
+    options.sampling.prompt_logprobs = static_cast<int32_t>(*v);
+    options.prompt_logprobs_field = true;
+  }
   if (auto v = reader.number("temperature", 0.0, 2.0)) options.sampling.temperature = static_cast<float>(*v);
   if (auto v = reader.number("top_p", 0.0, 1.0)) {
     options.sampling.top_p = static_cast<float>(*v);
@@ -375,6 +381,9 @@ Parsed<ChatRequest> parse_chat_request(std::string_view body, const engine::Samp
   request.options = read_common(reader, defaults, limits);
   if (auto v = reader.integer("max_completion_tokens", 1, INT32_MAX))
     request.options.max_tokens = static_cast<int32_t>(*v);
+  if (request.options.max_tokens == 0 && request.options.sampling.prompt_logprobs < 0)
+    reader.fail(invalid_param("max_tokens", "'max_tokens' 0 needs 'prompt_logprobs' (only the prompt is scored).",
+                              "invalid_value"));
   request.options.sampling.logprobs = reader.boolean("logprobs").value_or(false);
   if (auto v = reader.integer("top_logprobs", 0, limits.max_top_logprobs)) {
     if (!request.options.sampling.logprobs)
@@ -460,9 +469,15 @@ Parsed<CompletionRequest> parse_completion_request(std::string_view body, const 
   if (!reader.error)
     if (auto error = read_output_constraint(object, /*chat=*/false, request.options.constraint)) reader.fail(*error);
   request.options.echo = reader.boolean("echo").value_or(false);
+  // echo with logprobs: the prompt's tokens lead the logprobs (the first with null), as OpenAI's legacy API did.
   if (request.options.echo && request.options.sampling.logprobs)
-    reader.fail(
-        invalid_param("echo", "'echo' with 'logprobs' (prompt logprobs) is not supported", "unsupported_parameter"));
+    request.options.sampling.prompt_logprobs =
+        std::max(request.options.sampling.prompt_logprobs, request.options.sampling.top_logprobs);
+  if (request.options.max_tokens == 0 && request.options.sampling.prompt_logprobs < 0)
+    reader.fail(invalid_param("max_tokens",
+                              "'max_tokens' 0 only scores the prompt: it needs 'echo' with 'logprobs', or "
+                              "'prompt_logprobs'.",
+                              "invalid_value"));
   if (auto suffix = reader.string("suffix"); suffix && !suffix->empty())
     reader.fail(invalid_param("suffix", "'suffix' is not supported", "unsupported_parameter"));
   if (auto best_of = reader.integer("best_of", 1, limits.max_n); best_of && *best_of != request.options.n)

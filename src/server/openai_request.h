@@ -26,16 +26,17 @@ struct GenerationOptions {
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   bool stream = false;
-  bool include_usage = false;       // stream_options.include_usage
-  bool return_token_ids = false;    // extension: choices carry token_ids (for models without a tokenizer)
-  bool include_stop_str = false;    // vLLM's include_stop_str_in_output: a matched stop string stays in the text
-  bool tokens_as_ids = false;       // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N"
-  bool echo = false;                // completions: the prompt's text comes first in each choice
-  bool separate_reasoning = false;  // chat with --reasoning-parser: reasoning goes to reasoning_content
-  bool parse_tool_calls = false;    // chat with tools (tool_choice not "none") and a model whose calls are parsed
-  nlohmann::ordered_json tools;     // the chat's tools (parsers type call arguments by their schemas), or null
-  engine::SamplingParams sampling;  // logprobs / top_logprobs included
-  OutputConstraint constraint;      // structured output (response_format, regex, ebnf, guided_*, tool_choice)
+  bool include_usage = false;          // stream_options.include_usage
+  bool return_token_ids = false;       // extension: choices carry token_ids (for models without a tokenizer)
+  bool include_stop_str = false;       // vLLM's include_stop_str_in_output: a matched stop string stays in the text
+  bool tokens_as_ids = false;          // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:N"
+  bool echo = false;                   // completions: the prompt's text comes first in each choice
+  bool prompt_logprobs_field = false;  // vLLM's prompt_logprobs asked: each choice carries "prompt_logprobs"
+  bool separate_reasoning = false;     // chat with --reasoning-parser: reasoning goes to reasoning_content
+  bool parse_tool_calls = false;       // chat with tools (tool_choice not "none") and a model whose calls are parsed
+  nlohmann::ordered_json tools;        // the chat's tools (parsers type call arguments by their schemas), or null
+  engine::SamplingParams sampling;     // logprobs / top_logprobs included
+  OutputConstraint constraint;         // structured output (response_format, regex, ebnf, guided_*, tool_choice)
   // The constraint compiled for the served model (by the handler); null when there is none.
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };

@@ -108,7 +108,18 @@ TEST(OpenAiRequest, VllmFieldsPriorityAndReasoningEffort) {
   auto echo = parse_completion_request(R"({"prompt": "x", "echo": true})", kDefaults);
   ASSERT_TRUE(std::holds_alternative<CompletionRequest>(echo));
   EXPECT_TRUE(std::get<CompletionRequest>(echo).options.echo);
-  EXPECT_EQ(completion_error(R"({"prompt": "x", "echo": true, "logprobs": 2})").param, "echo");
+  // echo with logprobs scores the prompt (its alternatives as many as logprobs asks); max_tokens 0 only with scoring.
+  auto scored = parse_completion_request(R"({"prompt": "x", "echo": true, "logprobs": 2, "max_tokens": 0})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<CompletionRequest>(scored));
+  EXPECT_EQ(std::get<CompletionRequest>(scored).options.sampling.prompt_logprobs, 2);
+  EXPECT_EQ(*std::get<CompletionRequest>(scored).options.max_tokens, 0);
+  EXPECT_FALSE(std::get<CompletionRequest>(scored).options.prompt_logprobs_field);
+  auto field = parse_chat_request("{" + messages + R"(, "prompt_logprobs": 3})", kDefaults);
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(field));
+  EXPECT_EQ(std::get<ChatRequest>(field).options.sampling.prompt_logprobs, 3);
+  EXPECT_TRUE(std::get<ChatRequest>(field).options.prompt_logprobs_field);
+  EXPECT_EQ(completion_error(R"({"prompt": "x", "max_tokens": 0})").param, "max_tokens");
+  EXPECT_EQ(completion_error(R"({"prompt": "x", "prompt_logprobs": 99})").param, "prompt_logprobs");
 }
 
 TEST(OpenAiRequest, ContinueFinalMessageTurnsTheGenerationPromptOff) {

@@ -29,16 +29,17 @@ void ChoiceResult::append(const ChoiceDelta& delta) {
   tool_calls.insert(tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
   token_ids.insert(token_ids.end(), delta.token_ids.begin(), delta.token_ids.end());
   sampled.insert(sampled.end(), delta.sampled.begin(), delta.sampled.end());
+  prompt_logprobs.insert(prompt_logprobs.end(), delta.prompt_logprobs.begin(), delta.prompt_logprobs.end());
   if (!delta.finish_reason.empty()) finish_reason = delta.finish_reason;
 }
 
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string model_name, const GenerationOptions& options,
                                  const ModelText& text)
     : endpoint_(endpoint),
-      id_(random_id(endpoint == Endpoint::kChat       ? "chatcmpl-"
+      id_(random_id(endpoint == Endpoint::kChat        ? "chatcmpl-"
                     : endpoint == Endpoint::kMessages  ? "msg_"
                     : endpoint == Endpoint::kResponses ? "resp_"
-                                                      : "cmpl-")),
+                                                       : "cmpl-")),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()),
       model_(std::move(model_name)),
@@ -75,7 +76,29 @@ json ResponseBuilder::token_bytes(int32_t token) const {
 
 // Offsets count the bytes each token adds to the text (a token holding part of a character adds those bytes, though
 // its text alone shows U+FFFD).
-json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled, int64_t& text_offset) const {
+json ResponseBuilder::prompt_logprobs_json(const std::vector<engine::SampledToken>& prompt) const {
+  json out = json::array();
+  for (const auto& token : prompt) {
+    if (token.rank == 0) {  // the first prompt token: nothing precedes it
+      out.push_back(nullptr);
+      continue;
+    }
+    json entry = json::object();
+    entry[std::to_string(token.token_id)] = {
+        {"logprob", token.logprob}, {"rank", token.rank}, {"decoded_token", token_name(token.token_id)}};
+    for (size_t i = 0; i < token.top_logprobs.size(); ++i) {
+      const auto& alt = token.top_logprobs[i];
+      const std::string key = std::to_string(alt.token_id);
+      if (entry.contains(key)) continue;
+      entry[key] = {{"logprob", alt.logprob}, {"rank", i + 1}, {"decoded_token", token_name(alt.token_id)}};
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled, int64_t& text_offset,
+                               const std::vector<engine::SampledToken>& prompt) const {
   if (!options_.sampling.logprobs) return nullptr;
   if (endpoint_ == Endpoint::kChat) {
     json content = json::array();
@@ -93,6 +116,19 @@ json ResponseBuilder::logprobs(const std::vector<engine::SampledToken>& sampled,
     return {{"content", content}, {"refusal", nullptr}};
   }
   json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
+  if (options_.echo)
+    for (const auto& token : prompt) {
+      tokens.push_back(token_name(token.token_id));
+      json top = json::object();
+      for (const auto& alt : token.top_logprobs) {
+        if (static_cast<int32_t>(top.size()) >= options_.sampling.top_logprobs) break;
+        top[token_name(alt.token_id)] = alt.logprob;
+      }
+      token_logprobs.push_back(token.rank == 0 ? json(nullptr) : json(token.logprob));
+      top_logprobs.push_back(token.rank == 0 ? json(nullptr) : top);
+      offsets.push_back(text_offset);
+      text_offset += static_cast<int64_t>(text_.token_bytes(token.token_id).size());
+    }
   for (const auto& token : sampled) {
     const std::string text = token_name(token.token_id);
     tokens.push_back(text);
@@ -127,9 +163,11 @@ json ResponseBuilder::tool_calls_json(const std::vector<ToolCall>& calls, int32_
 json ResponseBuilder::chunk(const ChoiceDelta& delta, bool first) {
   if (static_cast<size_t>(delta.index) >= stream_offsets_.size()) stream_offsets_.resize(delta.index + 1, 0);
   json choice = {{"index", delta.index},
-                 {"logprobs", logprobs(delta.sampled, stream_offsets_[delta.index])},
+                 {"logprobs", logprobs(delta.sampled, stream_offsets_[delta.index], delta.prompt_logprobs)},
                  {"finish_reason", delta.finish_reason.empty() ? json(nullptr) : json(delta.finish_reason)}};
   if (options_.return_token_ids) choice["token_ids"] = delta.token_ids;
+  if (options_.prompt_logprobs_field && !delta.prompt_logprobs.empty())
+    choice["prompt_logprobs"] = prompt_logprobs_json(delta.prompt_logprobs);
   json out;
   if (endpoint_ == Endpoint::kChat) {
     out = base("chat.completion.chunk");
@@ -161,8 +199,10 @@ json ResponseBuilder::response(const std::vector<ChoiceResult>& choices, const U
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceResult& result = choices[i];
     int64_t text_offset = 0;
-    json choice = {
-        {"index", i}, {"logprobs", logprobs(result.sampled, text_offset)}, {"finish_reason", result.finish_reason}};
+    json choice = {{"index", i},
+                   {"logprobs", logprobs(result.sampled, text_offset, result.prompt_logprobs)},
+                   {"finish_reason", result.finish_reason}};
+    if (options_.prompt_logprobs_field) choice["prompt_logprobs"] = prompt_logprobs_json(result.prompt_logprobs);
     if (endpoint_ == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", result.text}, {"refusal", nullptr}};
       if (!result.tool_calls.empty()) {

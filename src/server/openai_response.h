@@ -25,6 +25,7 @@ struct ChoiceResult {
   std::vector<ToolCall> tool_calls;
   std::vector<int32_t> token_ids;
   std::vector<engine::SampledToken> sampled;
+  std::vector<engine::SampledToken> prompt_logprobs;  // scored prompt (ChoiceDelta::prompt_logprobs)
   std::string finish_reason;
 
   void append(const ChoiceDelta& delta);
@@ -46,7 +47,11 @@ class ResponseBuilder {
  private:
   nlohmann::json base(const char* object) const;
   // `text_offset`: bytes of the choice's text before these tokens; advanced past them.
-  nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t& text_offset) const;
+  // Completions with echo: the scored prompt's tokens come first (the first with null logprob and alternatives).
+  nlohmann::json logprobs(const std::vector<engine::SampledToken>& sampled, int64_t& text_offset,
+                          const std::vector<engine::SampledToken>& prompt = {}) const;
+  // vLLM's choice-level prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}, ...}, ...].
+  nlohmann::json prompt_logprobs_json(const std::vector<engine::SampledToken>& prompt) const;
   // A token as logprobs name it: its text, or "token_id:N" with return_tokens_as_token_ids.
   std::string token_name(int32_t token) const;
   // A token's bytes for chat logprobs: its raw bytes, or its name's without a tokenizer.

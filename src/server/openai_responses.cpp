@@ -17,8 +17,7 @@ std::string new_id(const char* prefix) {
 }
 
 int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // Text parts (input_text, output_text, text, refusal) joined, or nullopt for another part (an image, a file).
@@ -97,8 +96,8 @@ std::optional<ApiError> translate_tools(const ojson& request, ojson& chat) {
     } else if (choice->is_object() && choice->value("type", "") == "function" && choice->contains("name")) {
       chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", (*choice)["name"]}}}};
     } else {
-      return invalid_param("tool_choice",
-                           "tool_choice must be 'auto', 'none', 'required' or {\"type\": \"function\", \"name\": NAME}.");
+      return invalid_param(
+          "tool_choice", "tool_choice must be 'auto', 'none', 'required' or {\"type\": \"function\", \"name\": NAME}.");
     }
   }
   return std::nullopt;
@@ -149,19 +148,14 @@ json message_item(const std::string& id, const std::string& text, bool done) {
 }
 
 json call_item(const ToolCall& call, const std::string& arguments, bool done) {
-  return {{"type", "function_call"},
-          {"id", new_id("fc_")},
-          {"call_id", new_id("call_")},
-          {"name", call.name},
-          {"arguments", arguments},
-          {"status", done ? "completed" : "in_progress"}};
+  return {{"type", "function_call"}, {"id", new_id("fc_")},    {"call_id", new_id("call_")},
+          {"name", call.name},       {"arguments", arguments}, {"status", done ? "completed" : "in_progress"}};
 }
 
 json response_json(const std::string& id, int64_t created_at, const std::string& model, const char* status,
                    const json& output, const json& echo) {
-  json response = {{"id", id},         {"object", "response"}, {"created_at", created_at},
-                   {"status", status}, {"error", nullptr},     {"incomplete_details", nullptr},
-                   {"model", model},   {"output", output}};
+  json response = {{"id", id},         {"object", "response"},          {"created_at", created_at}, {"status", status},
+                   {"error", nullptr}, {"incomplete_details", nullptr}, {"model", model},           {"output", output}};
   response.update(echo);
   return response;
 }
@@ -294,7 +288,8 @@ ojson conversation_with(const ojson& messages, const json& output) {
   for (const json& item : output) {
     const std::string type = item.value("type", "");
     if (type == "message") {
-      for (const json& part : item["content"]) reply["content"] = reply["content"].get<std::string>() + part.value("text", "");
+      for (const json& part : item["content"])
+        reply["content"] = reply["content"].get<std::string>() + part.value("text", "");
     } else if (type == "reasoning" && item.contains("content") && !item["content"].empty()) {
       reply["reasoning_content"] = item["content"][0].value("text", "");
     } else if (type == "function_call") {
@@ -335,7 +330,8 @@ void ResponsesStream::open(Item item, std::string& out) {
   const int64_t index = static_cast<int64_t>(output_.size());
   if (item == Item::kReasoning) {
     item_id_ = new_id("rs_");
-    out += event("response.output_item.added", {{"output_index", index}, {"item", reasoning_item(item_id_, "", false)}});
+    out +=
+        event("response.output_item.added", {{"output_index", index}, {"item", reasoning_item(item_id_, "", false)}});
     out += event("response.content_part.added", {{"item_id", item_id_},
                                                  {"output_index", index},
                                                  {"content_index", 0},
@@ -382,10 +378,9 @@ std::string ResponsesStream::delta(const ChoiceDelta& delta) {
   if (!delta.reasoning.empty()) {
     open(Item::kReasoning, out);
     item_text_ += delta.reasoning;
-    out += event("response.reasoning_text.delta", {{"item_id", item_id_},
-                                                   {"output_index", output_.size()},
-                                                   {"content_index", 0},
-                                                   {"delta", delta.reasoning}});
+    out += event(
+        "response.reasoning_text.delta",
+        {{"item_id", item_id_}, {"output_index", output_.size()}, {"content_index", 0}, {"delta", delta.reasoning}});
   }
   if (!delta.text.empty()) {
     open(Item::kMessage, out);

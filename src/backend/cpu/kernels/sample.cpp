@@ -112,4 +112,27 @@ SampledToken sample_on_host(std::span<float> logits, const SampleSpec& spec) {
   return result;
 }
 
+SampledToken score_on_host(std::span<const float> logits, int32_t token, int32_t top) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v - max_logit));
+  const double log_sum = std::log(sum);
+  auto logprob_of = [&](float raw) { return static_cast<float>(raw - max_logit - log_sum); };
+  const auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  SampledToken result;
+  result.token_id = token;
+  result.logprob = logprob_of(logits[token]);
+  result.rank = 1;
+  for (int32_t i = 0; i < vocab; ++i) result.rank += before(i, token) ? 1 : 0;
+  const int32_t k = std::min(std::min(top, kMaxTopLogprobs), vocab);
+  if (k > 0) {
+    std::vector<int32_t> ids(vocab);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), before);
+    for (int32_t i = 0; i < k; ++i) result.top_logprobs.push_back({ids[i], logprob_of(logits[ids[i]])});
+  }
+  return result;
+}
+
 }  // namespace rs
