@@ -258,7 +258,16 @@ void run_serve(ServeOptions options) {
   engine::Engine& engine = stack.engine();
   const kv::KvPoolConfig& pool = engine.kv_pool().config();
   log_kv_plan(engine, pool);
-  // The KV pool, not the model, bounds a request here: say so loudly rather than cut contexts silently.
+  // The KV pool, not the model, would bound a request: refuse rather than cut contexts silently, unless the user set
+  // the context (then it is their limit, and a warning says what the pool holds).
+  if (stack.max_request_tokens() < engine.context_length() && options.engine.context_length <= 0)
+    RS_FAIL(
+        "the KV pool holds {} tokens of full attention, less than one request at the model's context of {} tokens "
+        "({:.2f} GiB of KV for one such request): give more memory with --kv-cache-gb / --mem-fraction-static, or "
+        "set --context-length {} (or less) to serve shorter requests",
+        stack.max_request_tokens(), engine.context_length(),
+        static_cast<double>(kv::request_kv_footprint(pool, engine.context_length()).windowed_bytes) / (1 << 30),
+        stack.max_request_tokens());
   if (stack.max_request_tokens() < engine.context_length())
     RS_LOG_WARN(
         "the KV pool holds {} tokens of full attention: requests are limited to {} of the model's {} tokens of "

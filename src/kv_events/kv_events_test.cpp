@@ -170,8 +170,9 @@ TEST(ZmqPublisher, SendsNumberedBatchesAndReplaysFromABuffer) {
   sub.connect(publisher.endpoint());
   // A PUB drops what it sends before the subscription arrives: publish until one comes through.
   std::vector<zmq::message_t> frames;
+  uint64_t queued = 0;
   for (int attempt = 0; attempt < 100 && frames.empty(); ++attempt) {
-    publisher.publish(EventBatch{1.0, {AllBlocksCleared{}}});
+    queued += publisher.publish(EventBatch{1.0, {AllBlocksCleared{}}}) ? 1 : 0;
     sub.set(zmq::sockopt::rcvtimeo, 50);
     zmq::message_t frame;
     while (sub.recv(frame)) {
@@ -186,8 +187,15 @@ TEST(ZmqPublisher, SendsNumberedBatchesAndReplaysFromABuffer) {
   const uint64_t first_seen = read_be(frames[1]);
   const msgpack::object_handle handle = msgpack::unpack(frames[2].data<char>(), frames[2].size());
   EXPECT_EQ(handle.get().via.array.ptr[1].via.array.ptr[0].via.array.ptr[0].as<std::string>(), "AllBlocksCleared");
+  // Two more batches, so that the buffer of 2 holds less than everything that was sent; then wait until the
+  // publisher's thread has sent all of them (the counter moves after each send).
+  EXPECT_LT(first_seen, queued);
+  queued += publisher.publish(EventBatch{2.0, {}}) ? 1 : 0;
+  queued += publisher.publish(EventBatch{3.0, {}}) ? 1 : 0;
+  for (int i = 0; i < 500 && publisher.published() < queued; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   const uint64_t sent = publisher.published();
-  EXPECT_GE(sent, first_seen + 1);
+  ASSERT_EQ(sent, queued);
 
   // Replay from 0 with a buffer of 2: only the last two batches come back, then the end marker (-1).
   zmq::socket_t dealer(context, zmq::socket_type::dealer);

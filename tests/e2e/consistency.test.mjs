@@ -80,8 +80,9 @@ for (const model of ['tests/data/models/llama', 'tests/data/models/qwen3', 'test
       Math.ceil((maxPrefill + maxRunning) / pageSize));
     const bytes = (400 * (config.num_hidden_layers - windowLayers) + windowPages * pageSize * windowLayers) *
       bytesPerLayerToken;
-    const tight = await startServer({ model, args: ['--skip-tokenizer-init', '--kv-cache-gb', String(bytes / 2 ** 30), '--page-size',
-      String(pageSize), '--max-running-requests', String(maxRunning), '--max-prefill-tokens', String(maxPrefill)] });
+    // --context-length: a pool this small cannot hold one request at the model's context, which serve refuses otherwise.
+    const tight = await startServer({ model, args: ['--skip-tokenizer-init', '--kv-cache-gb', String(bytes / 2 ** 30),
+      '--context-length', '400', '--page-size', String(pageSize), '--max-running-requests', String(maxRunning), '--max-prefill-tokens', String(maxPrefill)] });
     try {
       const client = tight.client();
       // Longer outputs than the reference run: decode growth is what outruns admission and forces preemption. Long
