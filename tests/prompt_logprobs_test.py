@@ -3,8 +3,11 @@
 the prefill: a greedy continuation scored as a prompt must get, token by token, the logprob the decode steps reported
 when they produced it, with rank 1, across chunked prefill (chunks of 8 tokens here) and after the prompt was cached.
 
-usage: prompt_logprobs_test.py RADIXSERVE MODEL_DIR"""
+usage: prompt_logprobs_test.py RADIXSERVE MODEL_DIR
+env: RS_SERVER_ARGS (more serve flags, e.g. "--backend cuda"), RS_LOGPROB_TOL (2e-4: prefill vs decode logprobs; a GPU's
+     prefill and decode kernels round differently)"""
 import json
+import os
 import sys
 import urllib.request
 
@@ -24,7 +27,9 @@ def post(url: str, path: str, body: dict):
 
 def main() -> None:
     binary, model = sys.argv[1], sys.argv[2]
-    server = Server(binary, model, ["--load-format", "dummy", "--chunked-prefill-size", "8"])
+    tolerance = float(os.environ.get("RS_LOGPROB_TOL", "2e-4"))
+    server = Server(binary, model, ["--load-format", "dummy", "--chunked-prefill-size", "8",
+                                    *os.environ.get("RS_SERVER_ARGS", "").split()])
     url = server.url
     prompt = [5, 17, 99, 3, 250, 41, 7, 8, 9, 10, 11, 12]
 
@@ -47,9 +52,11 @@ def main() -> None:
     scored = choice["logprobs"]["token_logprobs"]
     check(len(scored) == len(full) and scored[0] is None and choice["logprobs"]["top_logprobs"][0] is None,
           f"echo logprobs: {len(scored)} entries for {len(full)} prompt tokens, first {scored[0]}")
+    worst = 0.0
     for k, expected in enumerate(decode_logprobs):
         got = scored[len(prompt) + k]
-        check(abs(got - expected) < 2e-4, f"token {k} of the continuation: scored {got}, decoded with {expected}")
+        worst = max(worst, abs(got - expected))
+        check(abs(got - expected) < tolerance, f"token {k} of the continuation: scored {got}, decoded with {expected}")
     prompt_logprobs = choice["prompt_logprobs"]
     check(len(prompt_logprobs) == len(full) and prompt_logprobs[0] is None, "prompt_logprobs: one per token")
     for k, token in enumerate(continuation):
@@ -72,7 +79,7 @@ def main() -> None:
     first = chunks[0]["choices"][0]["logprobs"]
     check(first["token_logprobs"][0] is None and len(first["token_logprobs"]) >= len(full),
           f"first streamed chunk: {first['token_logprobs'][:3]}")
-    check(abs(first["token_logprobs"][len(prompt)] - decode_logprobs[0]) < 2e-4, "streamed prompt logprobs differ")
+    check(abs(first["token_logprobs"][len(prompt)] - decode_logprobs[0]) < tolerance, "streamed prompt logprobs differ")
 
     # Chat: vLLM's prompt_logprobs over the templated prompt.
     status, text = post(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hello there"}],
@@ -86,8 +93,8 @@ def main() -> None:
     status, text = post(url, "/v1/completions", {"prompt": prompt, "max_tokens": 0})
     check(status == 400 and "max_tokens" in text, f"max_tokens 0 without scoring: {status} {text}")
     server.stop()
-    print(f"prompt logprobs: {len(full)} tokens scored in chunks of 8 match the decode-time logprobs; cached and "
-          "streamed scorings agree; chat prompt_logprobs")
+    print(f"prompt logprobs: {len(full)} tokens scored in chunks of 8 match the decode-time logprobs (largest "
+          f"difference {worst:.2e}); cached and streamed scorings agree; chat prompt_logprobs")
 
 
 if __name__ == "__main__":
