@@ -39,3 +39,12 @@ else()
   set(RS_KV_EVENTS OFF)
   message(STATUS "KV cache events off: libzmq, cppzmq, msgpack-cxx or OpenSSL missing (run scripts/setup)")
 endif()
+
+# Hub downloads (src/hub): libcurl (OpenSSL's libcrypto, found above, checks SHA-256). Optional likewise.
+pkg_check_modules(CURL IMPORTED_TARGET libcurl)
+if(CURL_FOUND AND OpenSSL_FOUND)
+  set(RS_HUB ON)
+else()
+  set(RS_HUB OFF)
+  message(STATUS "Hub downloads off: libcurl or OpenSSL missing (run scripts/setup)")
+endif()

@@ -7,6 +7,7 @@ import sys
 
 ALLOWED = {
     "base": set(),
+    "hub": {"base"},
     "tensor": {"base"},
     "backend": {"tensor", "base"},
     "loader": {"tensor", "base"},

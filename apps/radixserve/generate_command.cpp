@@ -177,9 +177,10 @@ void run_generate(const GenerateOptions& options) {
 void add_generate_command(CLI::App& app) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate a continuation of one prompt and print it as JSON");
-  cmd->add_option("--model", options->model_dir, "Hugging Face checkpoint folder")
+  cmd->add_option("--model", options->model_dir, "Hugging Face checkpoint folder, .gguf file or hub id ORG/NAME")
       ->required()
       ->transform(model_folder());
+  add_revision_option(*cmd);
   cmd->add_option("--prompt-ids", options->prompt_ids, "Comma-separated prompt token ids");
   cmd->add_option("--prompt", options->prompt, "Prompt text (needs tokenizer.json)");
   cmd->add_option("--max-new-tokens", options->max_new_tokens, "Tokens to generate")

@@ -374,6 +374,7 @@ void add_serve_command(CLI::App& app) {
                   "Model folder (config.json, safetensors, tokenizer.json); `serve DIR` as vLLM's `serve MODEL`")
       ->required()
       ->transform(model_folder());
+  add_revision_option(*cmd);
   // vLLM flags with no setting of their own here: accepted where their meaning holds.
   cmd->add_flag_callback(
       "--enable-auto-tool-choice", [] {},

@@ -154,7 +154,7 @@ fs::path from_hub(const fs::path& path) {
   const auto snapshot = hub_snapshot(match[1].str(), match[2].str());
   RS_CHECK(snapshot.has_value(),
            "{}: not a folder or file here, and not in the Hugging Face cache ({}); download it first (e.g. `hf "
-           "download {}/{}`; radixserve does not download models yet) or set HF_HOME / HF_HUB_CACHE",
+           "download {}/{}`, or let radixserve fetch it: unset HF_HUB_OFFLINE) or set HF_HOME / HF_HUB_CACHE",
            text, (hub_cache_dir() / ("models--" + match[1].str() + "--" + match[2].str())).string(), match[1].str(),
            match[2].str());
   if (match[3].length() == 0) return *snapshot;
