@@ -16,13 +16,13 @@
 #include <functional>
 #include <string>
 #include <vector>
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e = (x);                                                           \
-    if (e != cudaSuccess) {                                                        \
-      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__);                  \
-      exit(1);                                                                     \
-    }                                                                              \
+#define CK(x)                                                     \
+  do {                                                            \
+    cudaError_t e = (x);                                          \
+    if (e != cudaSuccess) {                                       \
+      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); \
+      exit(1);                                                    \
+    }                                                             \
   } while (0)
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -315,7 +315,6 @@ __global__ void __launch_bounds__(256) vb_kernel(MArgs a) {
   epilogue<KS>(a, acc, fb, reinterpret_cast<float*>(xs + a.K / 2));
 }
 
-
 // ---- VC: VB + the first weight loads issued before x is staged, double-buffered groups, RT 16-row tiles per warp ----
 template <int KS, int RT>
 __global__ void __launch_bounds__(256) vc_kernel(MArgs a) {
@@ -403,7 +402,6 @@ __global__ void __launch_bounds__(256) vc_kernel(MArgs a) {
   }
 }
 
-
 // ---- VD / VE: VB without shared memory: each warp reads its own K slice of x (VD: f32, converted in registers;
 // VE: bf16 already in the decode order, 64 bytes per 32-block) ----
 template <int KS, bool BF16X>
@@ -470,7 +468,8 @@ __global__ void __launch_bounds__(256) vd_kernel(MArgs a, const uint4* xb) {
 __global__ void to_bf16_perm(const float* x, int n, uint4* xb) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n / 8; i += gridDim.x * blockDim.x) {
     const float4 lo = *reinterpret_cast<const float4*>(x + 8 * i), hi = *reinterpret_cast<const float4*>(x + 8 * i + 4);
-    xb[i] = make_uint4(pack_bf16x2(lo.w, hi.w), pack_bf16x2(lo.z, hi.z), pack_bf16x2(lo.y, hi.y), pack_bf16x2(lo.x, hi.x));
+    xb[i] =
+        make_uint4(pack_bf16x2(lo.w, hi.w), pack_bf16x2(lo.z, hi.z), pack_bf16x2(lo.y, hi.y), pack_bf16x2(lo.x, hi.x));
   }
 }
 uint4* g_xb = nullptr;
@@ -567,7 +566,6 @@ Launch vb() {
   };
 }
 
-
 template <int KS, int RT>
 Launch vc() {
   return [](const MArgs& a, cudaStream_t s) {
@@ -576,7 +574,6 @@ Launch vc() {
     launch(vc_kernel<KS, RT>, dim3((rgs + 8 / KS - 1) / (8 / KS), kExperts), smem, s, a);
   };
 }
-
 
 template <int KS, bool BF16X>
 Launch vd() {
@@ -634,9 +631,7 @@ int main() {
   CK(cudaDeviceSynchronize());
   printf("expert bytes read per step %.3f GB over %d layers, %d SMs\n", total / 1e9, kLayers, sms);
 
-  auto up_args = [&](const Layer& L, float* o) {
-    return MArgs{L.gu_w, L.gu_s, x, 0, o, kInter, kInter, kHidden, 1};
-  };
+  auto up_args = [&](const Layer& L, float* o) { return MArgs{L.gu_w, L.gu_s, x, 0, o, kInter, kInter, kHidden, 1}; };
   auto dn_args = [&](const Layer& L, const float* in, float* o) {
     return MArgs{L.dn_w, L.dn_s, in, kInter, o, kHidden, kHidden, kInter, 0};
   };
@@ -704,8 +699,10 @@ int main() {
       cudaGraph_t g2;
       CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
       for (const Layer& L : layers) {
-        if (which == 0) v.up(up_args(L, act), st);
-        else v.down(dn_args(L, act, out), st);
+        if (which == 0)
+          v.up(up_args(L, act), st);
+        else
+          v.down(dn_args(L, act, out), st);
       }
       CK(cudaStreamEndCapture(st, &g2));
       cudaGraphExec_t x2;
@@ -721,10 +718,11 @@ int main() {
       CK(cudaGraphExecDestroy(x2));
       CK(cudaGraphDestroy(g2));
     }
-    printf("%-30s step %7.1f us (%.2f TB/s) | up %6.1f us (%.2f TB/s) down %6.1f us (%.2f TB/s) | err up %.2e down %.2e\n",
-           v.name.c_str(), us, total / (us * 1e-6) / 1e12, part_us[0],
-           kExperts * (gu_w + gu_s) / (part_us[0] * 1e-6) / 1e12, part_us[1],
-           kExperts * (dn_w + dn_s) / (part_us[1] * 1e-6) / 1e12, eu, ed);
+    printf(
+        "%-30s step %7.1f us (%.2f TB/s) | up %6.1f us (%.2f TB/s) down %6.1f us (%.2f TB/s) | err up %.2e down %.2e\n",
+        v.name.c_str(), us, total / (us * 1e-6) / 1e12, part_us[0],
+        kExperts * (gu_w + gu_s) / (part_us[0] * 1e-6) / 1e12, part_us[1],
+        kExperts * (dn_w + dn_s) / (part_us[1] * 1e-6) / 1e12, eu, ed);
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
   }

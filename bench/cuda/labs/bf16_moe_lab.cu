@@ -16,13 +16,13 @@
 #include <functional>
 #include <string>
 #include <vector>
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e = (x);                                                           \
-    if (e != cudaSuccess) {                                                        \
-      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__);                  \
-      exit(1);                                                                     \
-    }                                                                              \
+#define CK(x)                                                     \
+  do {                                                            \
+    cudaError_t e = (x);                                          \
+    if (e != cudaSuccess) {                                       \
+      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); \
+      exit(1);                                                    \
+    }                                                             \
   } while (0)
 
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
@@ -70,7 +70,6 @@ __device__ __forceinline__ void fp4x8_to_bf16x2(uint32_t q, uint32_t (&p)[4]) {
   }
 }
 
-
 // bf16 expert GEMV lab: Qwen3-30B-A3B batch-1 decode (hidden 2048, moe inter 768, 8 active experts, 48 layers).
 constexpr int kHidden = 2048, kInter = 768, kExperts = 8, kLayers = 48;
 
@@ -103,7 +102,10 @@ __global__ void __launch_bounds__(256) s_kernel(BArgs a) {
   uint4 A0[2], A1[2], B0[2], B1[2];
   auto load = [&](uint4* d0, uint4* d1, int v0) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) { const int v = v0 + 32 * u; if (v < ve) d0[u] = __ldg(w0 + v), d1[u] = __ldg(w1 + v); }
+    for (int u = 0; u < 2; ++u) {
+      const int v = v0 + 32 * u;
+      if (v < ve) d0[u] = __ldg(w0 + v), d1[u] = __ldg(w1 + v);
+    }
   };
   float acc0 = 0, acc1 = 0;
   auto comp = [&](const uint4* d0, const uint4* d1, int v0) {
@@ -111,7 +113,8 @@ __global__ void __launch_bounds__(256) s_kernel(BArgs a) {
     for (int u = 0; u < 2; ++u) {
       const int v = v0 + 32 * u;
       if (v >= ve) break;
-      const float4 xa = *reinterpret_cast<const float4*>(x + v * 8), xb = *reinterpret_cast<const float4*>(x + v * 8 + 4);
+      const float4 xa = *reinterpret_cast<const float4*>(x + v * 8),
+                   xb = *reinterpret_cast<const float4*>(x + v * 8 + 4);
       const float xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
       const uint32_t p[4] = {d0[u].x, d0[u].y, d0[u].z, d0[u].w}, r[4] = {d1[u].x, d1[u].y, d1[u].z, d1[u].w};
 #pragma unroll
@@ -147,13 +150,20 @@ __global__ void __launch_bounds__(256) s_kernel(BArgs a) {
   }
   if (lane == 0 && active) {
     float* out = a.out + (size_t)e * a.out_estride;
-    if (a.gated) out[o0] = silu_times(acc0, acc1);
-    else { out[o0] = acc0; if (o0 + 1 < a.features) out[o0 + 1] = acc1; }
+    if (a.gated)
+      out[o0] = silu_times(acc0, acc1);
+    else {
+      out[o0] = acc0;
+      if (o0 + 1 < a.features) out[o0 + 1] = acc1;
+    }
   }
 }
 
 __device__ __forceinline__ int mrow(const BArgs& a, int fb, int i) {
-  if (a.gated) { const int f = min(fb + (i & 7), a.features - 1); return 2 * f + (i >> 3); }
+  if (a.gated) {
+    const int f = min(fb + (i & 7), a.features - 1);
+    return 2 * f + (i >> 3);
+  }
   return min(fb + i, a.features - 1);
 }
 
@@ -172,7 +182,8 @@ __global__ void __launch_bounds__(256) m_kernel(BArgs a) {
   const float* x = a.x + (size_t)e * a.x_estride;
   for (int i = threadIdx.x; i < vecs; i += 256) {
     const float4 lo = *reinterpret_cast<const float4*>(x + 8 * i), hi = *reinterpret_cast<const float4*>(x + 8 * i + 4);
-    xs[i] = make_uint4(pack_bf16x2(lo.x, lo.y), pack_bf16x2(lo.z, lo.w), pack_bf16x2(hi.x, hi.y), pack_bf16x2(hi.z, hi.w));
+    xs[i] =
+        make_uint4(pack_bf16x2(lo.x, lo.y), pack_bf16x2(lo.z, lo.w), pack_bf16x2(hi.x, hi.y), pack_bf16x2(hi.z, hi.w));
   }
   __syncthreads();
   float acc[4] = {0, 0, 0, 0};
@@ -200,8 +211,12 @@ __global__ void __launch_bounds__(256) m_kernel(BArgs a) {
   }
   if (q != 0) return;
   float* out = a.out + (size_t)e * a.out_estride;
-  if (a.gated) { if (fb + g < a.features) out[fb + g] = silu_times(acc[0], acc[2]); }
-  else { if (fb + g < a.features) out[fb + g] = acc[0]; if (fb + g + 8 < a.features) out[fb + g + 8] = acc[2]; }
+  if (a.gated) {
+    if (fb + g < a.features) out[fb + g] = silu_times(acc[0], acc[2]);
+  } else {
+    if (fb + g < a.features) out[fb + g] = acc[0];
+    if (fb + g + 8 < a.features) out[fb + g + 8] = acc[2];
+  }
 }
 
 __global__ void ref_kernel(BArgs a, int round_x) {
@@ -227,14 +242,18 @@ __global__ void ref_kernel(BArgs a, int round_x) {
 __global__ void fill_w(uint16_t* p, size_t n, uint32_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
     p[i] = __bfloat16_as_ushort(__float2bfloat16(((h % 2001) / 1000.0f - 1.0f) * 0.05f));
   }
 }
 __global__ void fill_x(float* x, int n, uint32_t seed) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     uint32_t h = (uint32_t)i * 2654435761u ^ seed;
-    h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
     x[i] = ((h % 20001) / 10000.0f - 1.0f) * 2.0f;
   }
 }
@@ -246,16 +265,23 @@ void launch(K kernel, dim3 grid, size_t smem, cudaStream_t s, const BArgs& a) {
   at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t c{};
-  c.gridDim = grid; c.blockDim = 256; c.dynamicSmemBytes = smem; c.stream = s; c.attrs = &at; c.numAttrs = 1;
+  c.gridDim = grid;
+  c.blockDim = 256;
+  c.dynamicSmemBytes = smem;
+  c.stream = s;
+  c.attrs = &at;
+  c.numAttrs = 1;
   CK(cudaLaunchKernelEx(&c, kernel, a));
 }
-template <int KS> Launch sv() {
+template <int KS>
+Launch sv() {
   return [](const BArgs& a, cudaStream_t s) {
     const int units = a.gated ? a.features : (a.features + 1) / 2;
     launch(s_kernel<KS>, dim3((units + 8 / KS - 1) / (8 / KS), kExperts), 0, s, a);
   };
 }
-template <int KS> Launch mv() {
+template <int KS>
+Launch mv() {
   return [](const BArgs& a, cudaStream_t s) {
     const int per = a.gated ? 8 : 16, rgs = (a.features + per - 1) / per;
     launch(m_kernel<KS>, dim3((rgs + 8 / KS - 1) / (8 / KS), kExperts), a.K * 2, s, a);
@@ -264,33 +290,58 @@ template <int KS> Launch mv() {
 
 int main() {
   const size_t gu = 2ull * kInter * kHidden, dn = (size_t)kHidden * kInter;
-  struct L { uint16_t** gu; uint16_t** dn; };
+  struct L {
+    uint16_t** gu;
+    uint16_t** dn;
+  };
   std::vector<L> layers(kLayers);
   size_t total = 0;
   uint32_t seed = 1;
   for (auto& l : layers) {
     uint16_t* h[2][kExperts];
     for (int ex = 0; ex < kExperts; ++ex) {
-      CK(cudaMalloc(&h[0][ex], gu * 2)); fill_w<<<1024, 256>>>(h[0][ex], gu, seed++);
-      CK(cudaMalloc(&h[1][ex], dn * 2)); fill_w<<<1024, 256>>>(h[1][ex], dn, seed++);
+      CK(cudaMalloc(&h[0][ex], gu * 2));
+      fill_w<<<1024, 256>>>(h[0][ex], gu, seed++);
+      CK(cudaMalloc(&h[1][ex], dn * 2));
+      fill_w<<<1024, 256>>>(h[1][ex], dn, seed++);
       total += (gu + dn) * 2;
     }
-    CK(cudaMalloc(&l.gu, sizeof(void*) * kExperts)); CK(cudaMemcpy(l.gu, h[0], sizeof(void*) * kExperts, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&l.dn, sizeof(void*) * kExperts)); CK(cudaMemcpy(l.dn, h[1], sizeof(void*) * kExperts, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&l.gu, sizeof(void*) * kExperts));
+    CK(cudaMemcpy(l.gu, h[0], sizeof(void*) * kExperts, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&l.dn, sizeof(void*) * kExperts));
+    CK(cudaMemcpy(l.dn, h[1], sizeof(void*) * kExperts, cudaMemcpyHostToDevice));
   }
   float *x, *act, *out, *ref_act, *ref_out;
-  CK(cudaMalloc(&x, kHidden * 4)); CK(cudaMalloc(&act, kExperts * kInter * 4)); CK(cudaMalloc(&out, kExperts * kHidden * 4));
-  CK(cudaMalloc(&ref_act, kExperts * kInter * 4)); CK(cudaMalloc(&ref_out, kExperts * kHidden * 4));
+  CK(cudaMalloc(&x, kHidden * 4));
+  CK(cudaMalloc(&act, kExperts * kInter * 4));
+  CK(cudaMalloc(&out, kExperts * kHidden * 4));
+  CK(cudaMalloc(&ref_act, kExperts * kInter * 4));
+  CK(cudaMalloc(&ref_out, kExperts * kHidden * 4));
   fill_x<<<16, 256>>>(x, kHidden, 99);
   CK(cudaDeviceSynchronize());
   printf("bf16 expert bytes per step %.3f GB (%d layers x %d experts)\n", total / 1e9, kLayers, kExperts);
-  auto up = [&](const L& l, float* o) { return BArgs{(const uint16_t* const*)l.gu, x, 0, o, kInter, kInter, kHidden, 1}; };
-  auto down = [&](const L& l, const float* in, float* o) { return BArgs{(const uint16_t* const*)l.dn, in, kInter, o, kHidden, kHidden, kInter, 0}; };
-  cudaStream_t st; CK(cudaStreamCreate(&st));
-  cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-  struct V { std::string name; Launch u, d; int rx; };
-  std::vector<V> vs = {{"S KS1", sv<1>(), sv<1>(), 0}, {"S KS2", sv<2>(), sv<2>(), 0}, {"S KS4", sv<4>(), sv<4>(), 0},
-                       {"M KS2", mv<2>(), mv<2>(), 1}, {"M KS4", mv<4>(), mv<4>(), 1}, {"M KS8", mv<8>(), mv<8>(), 1},
+  auto up = [&](const L& l, float* o) {
+    return BArgs{(const uint16_t* const*)l.gu, x, 0, o, kInter, kInter, kHidden, 1};
+  };
+  auto down = [&](const L& l, const float* in, float* o) {
+    return BArgs{(const uint16_t* const*)l.dn, in, kInter, o, kHidden, kHidden, kInter, 0};
+  };
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  struct V {
+    std::string name;
+    Launch u, d;
+    int rx;
+  };
+  std::vector<V> vs = {{"S KS1", sv<1>(), sv<1>(), 0},
+                       {"S KS2", sv<2>(), sv<2>(), 0},
+                       {"S KS4", sv<4>(), sv<4>(), 0},
+                       {"M KS2", mv<2>(), mv<2>(), 1},
+                       {"M KS4", mv<4>(), mv<4>(), 1},
+                       {"M KS8", mv<8>(), mv<8>(), 1},
                        {"S KS2 up / M KS4 down", sv<2>(), mv<4>(), 1}};
   for (auto& v : vs) {
     v.u(up(layers[0], act), st);
@@ -300,23 +351,32 @@ int main() {
     CK(cudaStreamSynchronize(st));
     auto err = [&](float* a, float* b, size_t n) {
       std::vector<float> ha(n), hb(n);
-      CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost)); CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
       double md = 0, mr = 0;
       for (size_t i = 0; i < n; ++i) md = fmax(md, fabs(ha[i] - hb[i])), mr = fmax(mr, fabs(hb[i]));
       return md / mr;
     };
     const double eu = err(act, ref_act, kExperts * kInter), ed = err(out, ref_out, kExperts * kHidden);
     auto time = [&](int which) {
-      cudaGraph_t g; CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (const L& l : layers) { if (which != 1) v.u(up(l, act), st); if (which != 0) v.d(down(l, act, out), st); }
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+      for (const L& l : layers) {
+        if (which != 1) v.u(up(l, act), st);
+        if (which != 0) v.d(down(l, act, out), st);
+      }
       CK(cudaStreamEndCapture(st, &g));
-      cudaGraphExec_t ex; CK(cudaGraphInstantiate(&ex, g, 0));
+      cudaGraphExec_t ex;
+      CK(cudaGraphInstantiate(&ex, g, 0));
       for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ex, st));
       CK(cudaEventRecord(e0, st));
       for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(ex, st));
-      CK(cudaEventRecord(e1, st)); CK(cudaEventSynchronize(e1));
-      float ms; CK(cudaEventElapsedTime(&ms, e0, e1));
-      CK(cudaGraphExecDestroy(ex)); CK(cudaGraphDestroy(g));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      CK(cudaGraphExecDestroy(ex));
+      CK(cudaGraphDestroy(g));
       return ms * 1000 / 20;
     };
     const double us = time(2), uu = time(0) / kLayers, ud = time(1) / kLayers;

@@ -16,21 +16,21 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__);              \
-      exit(1);                                                                 \
-    }                                                                          \
+#define CK(x)                                                     \
+  do {                                                            \
+    cudaError_t e = (x);                                          \
+    if (e != cudaSuccess) {                                       \
+      printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); \
+      exit(1);                                                    \
+    }                                                             \
   } while (0)
-#define CB(x)                                                                  \
-  do {                                                                         \
-    int s = static_cast<int>(x);                                               \
-    if (s != 0) {                                                              \
-      printf("cuBLAS status %d at %d\n", s, __LINE__);                         \
-      exit(1);                                                                 \
-    }                                                                          \
+#define CB(x)                                          \
+  do {                                                 \
+    int s = static_cast<int>(x);                       \
+    if (s != 0) {                                      \
+      printf("cuBLAS status %d at %d\n", s, __LINE__); \
+      exit(1);                                         \
+    }                                                  \
   } while (0)
 
 __global__ void fill(__nv_bfloat16* p, size_t n, uint32_t seed) {
@@ -70,10 +70,10 @@ int main(int argc, char** argv) {
   const bool small = argc > 1 && std::strcmp(argv[1], "0.6b") == 0;
   // Qwen3-8B: hidden 4096, 32 q heads + 8 kv heads of 128, intermediate 12288, 36 layers. Qwen3-0.6B: hidden 1024,
   // 16 + 8 heads of 128, intermediate 3072, 28 layers.
-  const std::vector<Shape> shapes = small ? std::vector<Shape>{{"qkv", 4096, 1024}, {"o", 1024, 2048},
-                                                                {"gate_up", 6144, 1024}, {"down", 1024, 3072}}
-                                          : std::vector<Shape>{{"qkv", 6144, 4096}, {"o", 4096, 4096},
-                                                                {"gate_up", 24576, 4096}, {"down", 4096, 12288}};
+  const std::vector<Shape> shapes =
+      small
+          ? std::vector<Shape>{{"qkv", 4096, 1024}, {"o", 1024, 2048}, {"gate_up", 6144, 1024}, {"down", 1024, 3072}}
+          : std::vector<Shape>{{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 24576, 4096}, {"down", 4096, 12288}};
   const int layers = small ? 28 : 36;
   const std::vector<int> ns = {128, 256, 512, 640, 1024, 2048, 4096, 8192};
   cudaDeviceProp prop;
@@ -106,8 +106,8 @@ int main(int argc, char** argv) {
   fill<<<1024, 256, 0, stream>>>(x, max_x, 2);
   CK(cudaStreamSynchronize(stream));
 
-  printf("%-8s %6s %6s %6s | %9s %7s | %9s %7s | %9s %7s %4s\n", "gemm", "m", "k", "n", "gemmEx us", "TF/s",
-         "lt-top1", "TF/s", "lt-best", "TF/s", "idx");
+  printf("%-8s %6s %6s %6s | %9s %7s | %9s %7s | %9s %7s %4s\n", "gemm", "m", "k", "n", "gemmEx us", "TF/s", "lt-top1",
+         "TF/s", "lt-best", "TF/s", "idx");
   std::vector<double> step_ex(ns.size()), step_best(ns.size());
   for (size_t ni = 0; ni < ns.size(); ++ni) {
     const int n = ns[ni];
@@ -163,7 +163,8 @@ int main(int argc, char** argv) {
   printf("\nGEMM-only prefill bound (4 GEMMs x %d layers, no attention, LM head or elementwise):\n", layers);
   printf("%6s | %12s %10s | %12s %10s\n", "n", "gemmEx ms", "tok/s", "best ms", "tok/s");
   for (size_t ni = 0; ni < ns.size(); ++ni)
-    printf("%6d | %12.2f %10.0f | %12.2f %10.0f\n", ns[ni], step_ex[ni] * layers / 1000, ns[ni] / (step_ex[ni] * layers * 1e-6),
-           step_best[ni] * layers / 1000, ns[ni] / (step_best[ni] * layers * 1e-6));
+    printf("%6d | %12.2f %10.0f | %12.2f %10.0f\n", ns[ni], step_ex[ni] * layers / 1000,
+           ns[ni] / (step_ex[ni] * layers * 1e-6), step_best[ni] * layers / 1000,
+           ns[ni] / (step_best[ni] * layers * 1e-6));
   return 0;
 }
