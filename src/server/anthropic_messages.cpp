@@ -148,16 +148,18 @@ const char* stop_reason_of(const std::string& finish_reason, bool tool_use) {
 
 }  // namespace
 
-std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat(const std::string& body) {
+std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat(const std::string& body, bool require_max_tokens) {
   const ojson request = ojson::parse(body, nullptr, false);
   if (!request.is_object())
     return api_error(400, "invalid_request_error", "The request body is not a JSON object.", {}, "invalid_json");
   ojson chat = ojson::object();
   if (request.contains("model")) chat["model"] = request["model"];
   const auto max_tokens = request.find("max_tokens");
-  if (max_tokens == request.end() || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1)
-    return invalid_param("max_tokens", "max_tokens: a positive integer is required.");
-  chat["max_tokens"] = *max_tokens;
+  if (max_tokens != request.end() || require_max_tokens) {
+    if (max_tokens == request.end() || !max_tokens->is_number_integer() || max_tokens->get<int64_t>() < 1)
+      return invalid_param("max_tokens", "max_tokens: a positive integer is required.");
+    chat["max_tokens"] = *max_tokens;
+  }
   ojson messages = ojson::array();
   if (const auto system = request.find("system"); system != request.end() && !system->is_null()) {
     const auto text = joined_text(*system);

@@ -17,8 +17,9 @@
 namespace rs::server {
 
 // The OpenAI chat request body equivalent to an Anthropic Messages request, or the 400 it deserves (missing
-// max_tokens, an unknown block type, an image).
-std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat(const std::string& body);
+// max_tokens, an unknown block type, an image). count_tokens requests carry no max_tokens (require_max_tokens false).
+std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat(const std::string& body,
+                                                                 bool require_max_tokens = true);
 
 // {"type": "error", "error": {"type": ..., "message": ...}} with Anthropic's error type for the status.
 nlohmann::json anthropic_error_json(const ApiError& error);

@@ -401,6 +401,21 @@ class CompletionStream : public http::ChunkSource {
   Clock::time_point last_write_ = Clock::now();
 };
 
+http::Response GenerateHandler::count_message_tokens(const http::Request& req) {
+  auto translated = anthropic_to_chat(req.body, /*require_max_tokens=*/false);
+  if (auto* error = std::get_if<ApiError>(&translated)) return respond_error(*error, Endpoint::kMessages);
+  GenerationOptions options;
+  std::string logged_input;
+  auto prompts =
+      build_prompts(Endpoint::kMessages, std::get<nlohmann::ordered_json>(translated).dump(), options, logged_input);
+  if (auto* error = std::get_if<ApiError>(&prompts)) return respond_error(*error, Endpoint::kMessages);
+  http::Response res;
+  res.set_content(
+      nlohmann::json{{"input_tokens", std::get<std::vector<std::vector<int32_t>>>(prompts).at(0).size()}}.dump(),
+      "application/json");
+  return res;
+}
+
 http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& req) {
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   // Anthropic's Messages and OpenAI's Responses run as the chat request they stand for.

@@ -25,6 +25,8 @@ class GenerateHandler {
 
   // Any HTTP worker thread. An error answer, or a deferred (non-streaming) or chunked (SSE) one.
   http::Response handle(Endpoint endpoint, const http::Request& req);
+  // POST /v1/messages/count_tokens: {"input_tokens": N} of the prompt a Messages request would send.
+  http::Response count_message_tokens(const http::Request& req);
   // Calls whose response is still being produced (streams included).
   int32_t in_flight() const { return in_flight_.load(); }
   // Stored /v1/responses answers (GET and DELETE /v1/responses/{id} read it).

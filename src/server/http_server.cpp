@@ -39,7 +39,7 @@ const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) 
       path == "/get_model_info" || path == "/get_server_info" || path == "/server_info" || path == "/get_load")
     return "GET";
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
-      path == "/v1/responses" || path == "/tokenize" || path == "/detokenize")
+      path == "/v1/messages/count_tokens" || path == "/v1/responses" || path == "/tokenize" || path == "/detokenize")
     return "POST";
   if (path.rfind("/v1/responses/", 0) == 0) return "GET, DELETE";
   if (path == "/flush_cache") return "GET, POST";  // SGLang's gateway sends either
@@ -314,6 +314,10 @@ http::Response HttpServer::route_model(const http::Request& req) {
                               : req.path == "/v1/responses"      ? Endpoint::kResponses
                                                                  : Endpoint::kCompletion;
     return handler_->handle(endpoint, req);
+  }
+  if (post && req.path == "/v1/messages/count_tokens") {
+    if (!ready_) return loading();
+    return handler_->count_message_tokens(req);
   }
   if ((get || req.method == "DELETE") && req.path.rfind("/v1/responses/", 0) == 0 && req.path.size() > 14) {
     if (!ready_) return loading();

@@ -63,6 +63,11 @@ test('a Message is the chat it stands for: same prompt tokens and greedy text as
   assert.equal(message.usage.input_tokens + message.usage.cache_read_input_tokens, chat.usage.prompt_tokens);
   assert.equal(message.content[0].text, chat.choices[0].message.content);
   assert.equal(message.usage.output_tokens, chat.usage.completion_tokens);
+
+  // count_tokens: the prompt the same request would send, without running it.
+  const counted = await anthropic.messages.countTokens({ model: server.model, system, thinking: { type: 'disabled' },
+    messages: [{ role: 'user', content: question }] });
+  assert.equal(counted.input_tokens, chat.usage.prompt_tokens);
 });
 
 test('streamed events assemble into the same Message', async () => {
