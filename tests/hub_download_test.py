@@ -3,8 +3,8 @@
 siblings, resolve/ with ETags, LFS files redirected to a CDN with X-Linked-Etag = SHA-256, Range requests) into the
 hub cache layout, and serves what it fetched: the same greedy tokens as the local folder. Checks the interrupted
 download resumes with a Range request, the token never reaches the CDN, only the files serving needs are fetched, a
-second start uses the cache without the network, HF_HUB_OFFLINE=1 never downloads, a wrong token and a corrupt file
-are clear errors.
+second start uses the cache without the network, an error page (503) never ends up in a file, HF_HUB_OFFLINE=1 never
+downloads, a wrong token and a corrupt file are clear errors.
 
 usage: hub_download_test.py RADIXSERVE FIXTURE_DIR (a model folder: config.json, model.safetensors)"""
 import hashlib
@@ -97,7 +97,11 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
             cdn = f"http://localhost:{self.server.server_address[1]}/cdn/{digest}"
             return self.send(302, headers={"Location": cdn, "X-Linked-Etag": f'"{digest}"',
                                            "X-Linked-Size": str(len(data)), "ETag": '"git-oid"'}, head=head)
-        return self.send(200, data, {"ETag": f'"{hashlib.sha1(data).hexdigest()}"'}, head)
+        if not head and name == "config.json" and "busy" not in hub.interrupted:  # one error page first: not a file
+            hub.interrupted.add("busy")
+            return self.send(503, b"<html>busy, retry</html>", {"Retry-After": "0"})
+        git_blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # the hub's ETag of a non-LFS file
+        return self.send(200, data, {"ETag": f'"{git_blob}"'}, head)
 
 
 def start(hub: Hub) -> str:

@@ -90,6 +90,10 @@ def main() -> None:
     check(len(entries) == answer["usage"]["prompt_tokens"] and entries[0] is None and
           all(len(e) == 1 for e in entries[1:]), "chat prompt_logprobs: one entry per prompt token, no alternatives")
 
+    # A one-token prompt: its one entry, null (nothing precedes it).
+    status, text = post(url, "/v1/completions", {"prompt": [42], "max_tokens": 1, "prompt_logprobs": 1})
+    check(status == 200 and json.loads(text)["choices"][0]["prompt_logprobs"] == [None], f"one token: {text[:300]}")
+
     status, text = post(url, "/v1/completions", {"prompt": prompt, "max_tokens": 0})
     check(status == 400 and "max_tokens" in text, f"max_tokens 0 without scoring: {status} {text}")
     server.stop()

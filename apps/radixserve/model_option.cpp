@@ -1,5 +1,7 @@
 #include "apps/radixserve/model_option.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <exception>
 #include <regex>
@@ -22,9 +24,13 @@ bool is_repo_id(const std::string& value) {
   return std::regex_match(value, kRepo) && !std::filesystem::exists(value);
 }
 
+// As huggingface_hub reads it: 1, ON, YES or TRUE (any case).
 bool offline() {
   const char* value = std::getenv("HF_HUB_OFFLINE");
-  return value && std::string(value) != "0" && std::string(value) != "";
+  if (!value) return false;
+  std::string v(value);
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::toupper(c); });
+  return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
 }
 
 }  // namespace

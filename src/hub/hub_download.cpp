@@ -29,6 +29,7 @@ struct Response {
 };
 
 struct Transfer {
+  CURL* curl = nullptr;
   Response* response;
   FILE* sink = nullptr;
   std::string label;   // the file, for the progress line
@@ -54,7 +55,11 @@ size_t on_header(char* data, size_t size, size_t count, void* user) {
 
 size_t on_body(char* data, size_t size, size_t count, void* user) {
   auto* transfer = static_cast<Transfer*>(user);
-  if (transfer->sink) return std::fwrite(data, size, count, transfer->sink) * size;
+  long status = 0;
+  curl_easy_getinfo(transfer->curl, CURLINFO_RESPONSE_CODE, &status);
+  // Only a file's own bytes go into it: an error page (429, 5xx) is kept as the answer's body instead.
+  if (transfer->sink && (status == 200 || status == 206)) return std::fwrite(data, size, count, transfer->sink) * size;
+  if (transfer->response->body.size() > (1 << 16)) return size * count;
   transfer->response->body.append(data, size * count);
   return size * count;
 }
@@ -76,9 +81,9 @@ int on_progress(void* user, curl_off_t total, curl_off_t now, curl_off_t, curl_o
 Response request(const std::string& url, const DownloadOptions& options, bool head, bool follow, FILE* sink = nullptr,
                  int64_t offset = 0, const std::string& label = {}) {
   Response response;
-  Transfer transfer{&response, sink, label, offset, options.progress && sink && isatty(STDERR_FILENO)};
   CURL* curl = curl_easy_init();
   RS_CHECK(curl, "cannot start libcurl");
+  Transfer transfer{curl, &response, sink, label, offset, options.progress && sink && isatty(STDERR_FILENO)};
   curl_slist* headers = curl_slist_append(nullptr, "User-Agent: radixserve");
   // libcurl keeps custom Authorization headers from hosts a redirect leads to (a CDN gets no token).
   if (!options.token.empty()) headers = curl_slist_append(headers, ("Authorization: Bearer " + options.token).c_str());
@@ -116,16 +121,21 @@ std::string describe(const Response& response, const std::string& url) {
   return why;
 }
 
-std::string sha256_of(const fs::path& file) {
+// SHA-256 of a file, or git's blob id (SHA-1 of "blob <size>\0" + content: the ETag the hub gives non-LFS files).
+std::string digest_of(const fs::path& file, bool git_blob) {
   std::ifstream in(file, std::ios::binary);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  EVP_DigestInit_ex(ctx, git_blob ? EVP_sha1() : EVP_sha256(), nullptr);
+  if (git_blob) {
+    const std::string header = fmt::format("blob {}", fs::file_size(file));
+    EVP_DigestUpdate(ctx, header.data(), header.size() + 1);  // with its terminating NUL
+  }
   std::vector<char> buffer(1 << 20);
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     EVP_DigestUpdate(ctx, buffer.data(), static_cast<size_t>(in.gcount()));
   }
-  unsigned char digest[32];
+  unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   EVP_DigestFinal_ex(ctx, digest, &size);
   EVP_MD_CTX_free(ctx);
@@ -158,10 +168,14 @@ void fetch_file(const std::string& repo, const std::string& sha, const std::stri
                 const DownloadOptions& options) {
   const fs::path link = root / "snapshots" / sha / file;
   if (fs::exists(link)) return;  // already in the cache (a link to its blob, or a file huggingface_hub placed)
+  if (fs::is_symlink(fs::symlink_status(link))) fs::remove(link);  // a link whose blob was deleted: fetch it again
   const std::string url = fmt::format("{}/{}/resolve/{}/{}", options.endpoint, repo, sha, file);
   const Response head = request(url, options, /*head=*/true, /*follow=*/false);
   RS_CHECK(head.error.empty() && head.status >= 200 && head.status < 400, "cannot download {}", describe(head, url));
   const std::string etag = blob_name(head);
+  const auto size_header =
+      head.headers.count("x-linked-size") ? head.headers.find("x-linked-size") : head.headers.find("content-length");
+  const int64_t size = size_header != head.headers.end() ? std::atoll(size_header->second.c_str()) : -1;
   const fs::path blob = root / "blobs" / etag;
   fs::create_directories(blob.parent_path());
   if (!fs::exists(blob)) {
@@ -174,7 +188,11 @@ void fetch_file(const std::string& repo, const std::string& sha, const std::stri
       RS_CHECK(sink, "cannot write {}", partial.string());
       const Response got = request(url, options, /*head=*/false, /*follow=*/true, sink, offset, file);
       std::fclose(sink);
-      if (got.error.empty() && got.status == 416) done = true;  // the range starts at the end: it was complete
+      // The range starts at the end: complete, if it has the size the hub announced (else start over).
+      if (got.error.empty() && got.status == 416) {
+        done = size < 0 || static_cast<int64_t>(fs::file_size(partial)) == size;
+        if (!done) fs::remove(partial);
+      }
       if (got.error.empty() && (got.status == 200 || got.status == 206)) {
         if (got.status == 200 && offset > 0) {  // the server ignored the range: the file restarted from byte 0
           fs::remove(partial);
@@ -187,11 +205,13 @@ void fetch_file(const std::string& repo, const std::string& sha, const std::stri
       }
     }
     RS_CHECK(done, "cannot download {} after {} attempts: {}", file, options.max_attempts, last_error);
-    if (std::regex_match(etag, std::regex("[0-9a-f]{64}"))) {  // an LFS file: its ETag is its SHA-256
-      const std::string actual = sha256_of(partial);
+    // An LFS file's ETag is its SHA-256, another file's its git blob id (SHA-1): either must match.
+    const bool lfs = std::regex_match(etag, std::regex("[0-9a-f]{64}"));
+    if (lfs || std::regex_match(etag, std::regex("[0-9a-f]{40}"))) {
+      const std::string actual = digest_of(partial, /*git_blob=*/!lfs);
       if (actual != etag) {
         fs::remove(partial);
-        RS_FAIL("{} is corrupt: SHA-256 {} where the hub says {}", file, actual, etag);
+        RS_FAIL("{} is corrupt: {} {} where the hub says {}", file, lfs ? "SHA-256" : "git blob id", actual, etag);
       }
     }
     fs::rename(partial, blob);
@@ -257,12 +277,17 @@ fs::path download_model(const std::string& given, const DownloadOptions& options
   const fs::path root = options.cache / folder;
   RS_LOG_INFO("downloading {} ({} files at {}) from {} into {}", repo, chosen.size(), sha.substr(0, 12),
               options.endpoint, root.string());
+  // Marked incomplete until every file is there, so that an interrupted download is resumed, not served.
+  const fs::path snapshot = root / "snapshots" / sha;
+  fs::create_directories(snapshot);
+  const fs::path marker = snapshot / ".radixserve-incomplete";
+  std::ofstream(marker).put('\n');
   for (const std::string& file : chosen) fetch_file(repo, sha, file, root, options);
+  fs::remove(marker);
   if (options.revision != sha) {
-    fs::create_directories(root / "refs");
+    fs::create_directories((root / "refs" / options.revision).parent_path());
     std::ofstream(root / "refs" / options.revision) << sha;
   }
-  const fs::path snapshot = root / "snapshots" / sha;
   return gguf.empty() ? snapshot : snapshot / gguf;
 }
 

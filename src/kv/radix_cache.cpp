@@ -339,7 +339,12 @@ void RadixCache::evict_all() {
   // Reported as one event: cleared when nothing is left, else the pages that went (locked paths stay).
   std::vector<BlockHash> removed;
   removed_ = &removed;
-  for (size_t g = 0; g < windows_.size(); ++g) evict(static_cast<int>(g), INT64_MAX);
+  try {
+    for (size_t g = 0; g < windows_.size(); ++g) evict(static_cast<int>(g), INT64_MAX);
+  } catch (...) {
+    removed_ = nullptr;  // never left pointing at this frame
+    throw;
+  }
   removed_ = nullptr;
   if (!events_) return;
   if (root_.children.empty())

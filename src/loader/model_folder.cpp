@@ -135,9 +135,11 @@ std::optional<fs::path> hub_snapshot(const std::string& org, const std::string& 
   std::string revision;
   if (ref && std::getline(ref, revision) && !revision.empty() && fs::is_directory(repo / "snapshots" / revision))
     return repo / "snapshots" / revision;
+  // A snapshot radixserve is still downloading (hub/hub_download.h) is not one to serve.
   std::vector<fs::path> snapshots;
   for (const auto& item : fs::directory_iterator(repo / "snapshots"))
-    if (item.is_directory()) snapshots.push_back(item.path());
+    if (item.is_directory() && !fs::exists(item.path() / ".radixserve-incomplete")) snapshots.push_back(item.path());
+  if (snapshots.empty()) return std::nullopt;
   RS_CHECK(snapshots.size() == 1, "{}: {} snapshots and no refs/main: pass the snapshot folder itself", repo.string(),
            snapshots.size());
   return snapshots.front();

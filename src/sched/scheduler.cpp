@@ -215,13 +215,16 @@ void Scheduler::schedule_decodes(std::vector<StepItem>& items) {
 
 void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
   int64_t budget = config_.max_prefill_tokens;
+  scored_rows_left_ = kScoredRowsPerStep;
   for (auto& seq : running_) {
     if (seq->remaining() <= 1 || budget <= 0) continue;
     const int64_t want = std::min<int64_t>({seq->remaining(), chunk_limit(*seq), budget});
+    if (want <= 0) continue;  // a scored prompt waits for a step with scored rows left
     const int64_t end =
         kv_.reserve(seq->memory.kv, seq->kv_len, chunk_end_for_snapshot(*seq, seq->kv_len, seq->kv_len + want));
     if (end == seq->kv_len) continue;
     items.push_back(StepItem{seq.get(), seq->kv_len, end});
+    scored_rows_left_ -= seq->scored_positions(seq->kv_len, end);
     budget -= end - seq->kv_len;
   }
   while (budget > 0 && !waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_running_requests) {
@@ -262,6 +265,11 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
   const int64_t need =
       kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() + static_cast<int64_t>(running_.size());
   const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, chunk_limit(seq), budget});
+  if (want <= 0) {  // a scored prompt: this step's scored rows are spent
+    kv_.release(seq.memory.kv);
+    if (slot >= 0) state_slots_.free(slot);
+    return false;
+  }
   const int64_t end = need <= kv_.full_pages_available()
                           ? kv_.reserve(seq.memory.kv, reused, chunk_end_for_snapshot(seq, reused, reused + want))
                           : reused;
@@ -284,6 +292,7 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
     counters_.cached_prompt_tokens += std::min<int64_t>(reused, seq.num_prompt);
   }
   items.push_back(StepItem{&seq, reused, end});
+  scored_rows_left_ -= seq.scored_positions(reused, end);
   return true;
 }
 
@@ -369,9 +378,8 @@ FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
 }
 
 int64_t Scheduler::chunk_limit(const Sequence& seq) const {
-  // A scored prompt's chunk is a logit row per token: bound the step's logits ([rows, vocab] f32).
-  constexpr int64_t kScoredChunk = 256;
-  return seq.scores_prompt() ? std::min<int64_t>(config_.chunked_prefill_size, kScoredChunk)
+  // A scored prompt's chunk is a logit row per token: what is left of the step's scored-row budget bounds it.
+  return seq.scores_prompt() ? std::min<int64_t>(config_.chunked_prefill_size, scored_rows_left_)
                              : config_.chunked_prefill_size;
 }
 
@@ -380,9 +388,11 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
   for (const StepItem& item : items) {
     Sequence& seq = *item.seq;
     const int64_t scored = seq.scored_positions(item.begin, item.end);
-    if (scored > 0) {
+    if (seq.scores_prompt() && seq.prompt_logprobs.empty()) {  // a one-token prompt scores nothing, yet has its entry
       seq.prompt_logprobs.resize(static_cast<size_t>(seq.num_prompt));
       seq.prompt_logprobs[0].token_id = seq.tokens[0];  // rank 0: nothing precedes it, no score
+    }
+    if (scored > 0) {
       for (int64_t p = 0; p < scored; ++p) seq.prompt_logprobs[item.begin + p + 1] = output.tokens[row++];
     }
     if (seq.finished) {  // its token mask failed during the forward (fill_token_bitmasks): nothing to commit

@@ -127,6 +127,9 @@ class Scheduler {
   void commit(const std::vector<StepItem>& items, const engine::StepOutput& output);
   // Prefill tokens of one sequence per step: chunked_prefill_size, less for a prompt that is scored.
   int64_t chunk_limit(const Sequence& seq) const;
+  // Scored prompt rows (prompt logprobs) a step may carry: each is a logit row of the vocabulary's width, f32.
+  static constexpr int64_t kScoredRowsPerStep = 256;
+  int64_t scored_rows_left_ = kScoredRowsPerStep;
   // Verifies a drafted sequence against the target's samples in rows [row, row + draft + 1), keeps the accepted
   // prefix (plus the target's own next token) and sends them.
   void commit_verified(Sequence& seq, const engine::StepOutput& output, size_t row);

@@ -148,7 +148,20 @@ const char* stop_reason_of(const std::string& finish_reason, bool tool_use) {
 
 }  // namespace
 
+namespace {
+std::variant<nlohmann::ordered_json, ApiError> translate_request(const std::string& body, bool require_max_tokens);
+}  // namespace
+
 std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat(const std::string& body, bool require_max_tokens) {
+  try {
+    return translate_request(body, require_max_tokens);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type somewhere the translation reads
+    return invalid_param("", fmt::format("A field has the wrong type: {}", e.what()), "invalid_type");
+  }
+}
+
+namespace {
+std::variant<nlohmann::ordered_json, ApiError> translate_request(const std::string& body, bool require_max_tokens) {
   const ojson request = ojson::parse(body, nullptr, false);
   if (!request.is_object())
     return api_error(400, "invalid_request_error", "The request body is not a JSON object.", {}, "invalid_json");
@@ -181,6 +194,7 @@ std::variant<nlohmann::ordered_json, ApiError> anthropic_to_chat(const std::stri
     chat["chat_template_kwargs"] = {{"enable_thinking", thinking->value("type", "") != "disabled"}};
   return chat;
 }
+}  // namespace
 
 json anthropic_error_json(const ApiError& error) {
   const char* type = "api_error";

@@ -75,6 +75,10 @@ TEST(AnthropicToChat, RefusesWhatItCannotServe) {
             "tools": [{"type": "web_search_20250305", "name": "web_search"}]})")
                 .find("not supported"),
             std::string::npos);
+  // Fields of the wrong type are 400s, never exceptions (a 500).
+  EXPECT_NE(error_of(R"({"max_tokens": 1, "messages": [{"role": 7, "content": "x"}]})"), "no error");
+  EXPECT_NE(error_of(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}], "thinking": {"type": 3}})"),
+            "no error");
   EXPECT_EQ(anthropic_error_json(server_error(503, "busy"))["error"]["type"], "overloaded_error");
   EXPECT_EQ(anthropic_error_json(invalid_param("x", "bad"))["error"]["type"], "invalid_request_error");
 }

@@ -10,9 +10,11 @@ namespace {
 
 using nlohmann::json;
 
+// From the system's random source each time: a /v1/responses id is the key to the stored conversation (GET, DELETE,
+// previous_response_id), so no id may be predictable from those a client has seen.
 std::string random_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
+  std::random_device random;
+  return fmt::format("{}{:08x}{:08x}{:08x}", prefix, random(), random(), random());
 }
 
 json utf8_bytes(const std::string& text) {

@@ -11,9 +11,11 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
+// 128 bits from the system's random source each time: a stored response's id is its only key (GET, DELETE,
+// previous_response_id), so ids must not be predictable from others a client has seen.
 std::string new_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
+  std::random_device random;
+  return fmt::format("{}{:08x}{:08x}{:08x}{:08x}", prefix, random(), random(), random(), random());
 }
 
 int64_t unix_now() {
@@ -198,10 +200,26 @@ bool ResponseStore::erase(const std::string& id) {
   if (it == entries_.end()) return false;
   bytes_ -= it->second.second;
   entries_.erase(it);
+  // Ids of erased entries stay in order_ until they reach its front: drop them once they are most of it.
+  if (order_.size() > 2 * entries_.size() + 64)
+    std::erase_if(order_, [this](const std::string& key) { return !entries_.contains(key); });
   return true;
 }
 
+namespace {
+std::variant<ResponsesCall, ApiError> translate_request(const std::string& body, const ResponseStore& store);
+}  // namespace
+
 std::variant<ResponsesCall, ApiError> responses_to_chat(const std::string& body, const ResponseStore& store) {
+  try {
+    return translate_request(body, store);
+  } catch (const nlohmann::json::exception& e) {  // a field of the wrong type somewhere the translation reads
+    return invalid_param("", fmt::format("A field has the wrong type: {}", e.what()), "invalid_type");
+  }
+}
+
+namespace {
+std::variant<ResponsesCall, ApiError> translate_request(const std::string& body, const ResponseStore& store) {
   const ojson request = ojson::parse(body, nullptr, false);
   if (!request.is_object())
     return api_error(400, "invalid_request_error", "The request body is not a JSON object.", {}, "invalid_json");
@@ -268,6 +286,7 @@ std::variant<ResponsesCall, ApiError> responses_to_chat(const std::string& body,
                {"user", value_or("user", nullptr)}};
   return call;
 }
+}  // namespace
 
 json response_object(const std::string& id, const std::string& model, const ChoiceResult& choice, const Usage& usage,
                      const json& echo) {

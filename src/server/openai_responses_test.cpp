@@ -53,6 +53,7 @@ TEST(ResponsesToChat, PreviousResponsesAndRefusals) {
   ASSERT_TRUE(std::holds_alternative<ApiError>(missing));
   EXPECT_EQ(std::get<ApiError>(missing).status, 404);
   for (const char* body : {R"({"input": 3})", R"({"input": [{"type": "item_reference", "id": "x"}]})",
+                           R"({"input": "x", "store": "false"})", R"({"input": [{"role": 5, "content": "x"}]})",
                            R"({"input": "x", "tools": [{"type": "web_search"}]})",
                            R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})"})
     EXPECT_TRUE(std::holds_alternative<ApiError>(responses_to_chat(body, store))) << body;
