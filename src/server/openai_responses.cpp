@@ -393,7 +393,7 @@ void ResponsesStream::close(std::string& out) {
 
 std::string ResponsesStream::delta(const ChoiceDelta& delta) {
   std::string out;
-  result_.append(delta);
+  if (!delta.finish_reason.empty()) finish_reason_ = delta.finish_reason;
   if (!delta.reasoning.empty()) {
     open(Item::kReasoning, out);
     item_text_ += delta.reasoning;
@@ -433,7 +433,7 @@ std::string ResponsesStream::finish(const Usage& usage) {
   if (output_.empty() && open_ == Item::kNone) open(Item::kMessage, out);  // as the whole response: one message
   close(out);
   final_ = response_json(id_, created_at_, model_, "completed", output_, echo_);
-  finish_response(final_, usage, result_.finish_reason);
+  finish_response(final_, usage, finish_reason_);
   out += event(final_["status"] == "completed" ? "response.completed" : "response.incomplete", {{"response", final_}});
   return out;
 }

@@ -69,7 +69,6 @@ class ResponsesStream {
   std::string finish(const Usage& usage);
   std::string error(const ApiError& error);
   const nlohmann::json& final_response() const { return final_; }
-  const ChoiceResult& result() const { return result_; }  // the choice as streamed
 
  private:
   enum class Item { kNone, kReasoning, kMessage };
@@ -84,7 +83,7 @@ class ResponsesStream {
   Item open_ = Item::kNone;
   std::string item_id_, item_text_;
   nlohmann::json output_ = nlohmann::json::array();  // finished items
-  ChoiceResult result_;
+  std::string finish_reason_;
   nlohmann::json final_;
 };
 
