@@ -141,9 +141,14 @@ std::optional<ApiError> translate_tools(const ojson& request, ojson& chat) {
   return std::nullopt;
 }
 
-const char* stop_reason_of(const std::string& finish_reason, bool tool_use) {
+const char* stop_reason_of(const std::string& finish_reason, bool tool_use, const std::string& stop_sequence) {
   if (tool_use) return "tool_use";
+  if (!stop_sequence.empty()) return "stop_sequence";
   return finish_reason == "length" ? "max_tokens" : "end_turn";
+}
+
+json stop_sequence_json(const std::string& stop_sequence) {
+  return stop_sequence.empty() ? json() : json(stop_sequence);
 }
 
 }  // namespace
@@ -228,8 +233,8 @@ json anthropic_message(const std::string& id, const std::string& model, const Ch
           {"role", "assistant"},
           {"model", model},
           {"content", content},
-          {"stop_reason", stop_reason_of(choice.finish_reason, !choice.tool_calls.empty())},
-          {"stop_sequence", nullptr},
+          {"stop_reason", stop_reason_of(choice.finish_reason, !choice.tool_calls.empty(), choice.stop_sequence)},
+          {"stop_sequence", stop_sequence_json(choice.stop_sequence)},
           {"usage", usage_json(usage)}};
 }
 
@@ -289,8 +294,10 @@ std::string AnthropicStream::delta(const ChoiceDelta& delta) {
     ++next_index_;
     stop_reason_ = "tool_use";
   }
-  if (!delta.finish_reason.empty() && stop_reason_ != "tool_use")
-    stop_reason_ = stop_reason_of(delta.finish_reason, false);
+  if (!delta.finish_reason.empty() && stop_reason_ != "tool_use") {
+    stop_reason_ = stop_reason_of(delta.finish_reason, false, delta.stop_sequence);
+    stop_sequence_ = delta.stop_sequence;
+  }
   return out;
 }
 
@@ -298,9 +305,10 @@ std::string AnthropicStream::finish(const Usage& usage) {
   std::string out;
   if (next_index_ == 0 && open_ == Block::kNone) open(Block::kText, out);  // as the whole message: one text block
   close(out);
-  out += event("message_delta", {{"type", "message_delta"},
-                                 {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", nullptr}}},
-                                 {"usage", usage_json(usage)}});
+  out += event("message_delta",
+               {{"type", "message_delta"},
+                {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_json(stop_sequence_)}}},
+                {"usage", usage_json(usage)}});
   out += event("message_stop", {{"type", "message_stop"}});
   return out;
 }

@@ -47,6 +47,7 @@ class AnthropicStream {
   Block open_ = Block::kNone;
   int32_t next_index_ = 0;
   std::string stop_reason_ = "end_turn";
+  std::string stop_sequence_;
 };
 
 }  // namespace rs::server

@@ -224,6 +224,7 @@ void Generation::end_choice(Choice& choice, ChoiceDelta& delta, const std::strin
   if (!choice.stop.stopped()) delta.text += choice.stop.push(choice.text.flush());
   delta.text += choice.stop.flush();
   delta.finish_reason = reason;
+  delta.stop_sequence = choice.stop.matched();
   choice.finish_reason = reason;
   if (!choice.finished) {
     choice.finished = true;

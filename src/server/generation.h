@@ -38,6 +38,7 @@ struct ChoiceDelta {
   std::vector<int32_t> token_ids;             // tokens that arrived (the final stop token excluded)
   std::vector<engine::SampledToken> sampled;  // the same tokens with their logprobs
   std::string finish_reason;                  // "stop" or "length" when the choice ended here, else empty
+  std::string stop_sequence;                  // with finish_reason "stop": the request's stop string that matched
   // The first delta of a choice whose prompt is scored: [position] each prompt token (rank 0 at position 0: unscored).
   std::vector<engine::SampledToken> prompt_logprobs;
 };

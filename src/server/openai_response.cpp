@@ -33,6 +33,7 @@ void ChoiceResult::append(const ChoiceDelta& delta) {
   sampled.insert(sampled.end(), delta.sampled.begin(), delta.sampled.end());
   prompt_logprobs.insert(prompt_logprobs.end(), delta.prompt_logprobs.begin(), delta.prompt_logprobs.end());
   if (!delta.finish_reason.empty()) finish_reason = delta.finish_reason;
+  if (!delta.stop_sequence.empty()) stop_sequence = delta.stop_sequence;
 }
 
 ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string model_name, const GenerationOptions& options,

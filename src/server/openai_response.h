@@ -27,6 +27,7 @@ struct ChoiceResult {
   std::vector<engine::SampledToken> sampled;
   std::vector<engine::SampledToken> prompt_logprobs;  // scored prompt (ChoiceDelta::prompt_logprobs)
   std::string finish_reason;
+  std::string stop_sequence;  // the stop string that ended it, if one did
 
   void append(const ChoiceDelta& delta);
 };

@@ -8,14 +8,17 @@ std::string StopMatcher::push(const std::string& text) {
   if (stopped_) return {};
   pending_ += text;
   size_t first = std::string::npos, length = 0;
+  const std::string* which = nullptr;
   for (const std::string& stop : stops_)
     if (const size_t at = pending_.find(stop);
         at < first || (at == first && at != std::string::npos && stop.size() > length)) {
       first = at;
       length = stop.size();
+      which = &stop;
     }
   if (first != std::string::npos) {
     stopped_ = true;
+    matched_ = *which;
     std::string out = pending_.substr(0, include_stop_ ? first + length : first);
     pending_.clear();
     return out;

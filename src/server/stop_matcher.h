@@ -19,12 +19,15 @@ class StopMatcher {
   // The held-back tail, when the output ends without a match.
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (empty before a match).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   bool include_stop_ = false;
   std::string pending_;  // text not yet returned
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace rs::server

@@ -16,8 +16,10 @@ TEST(StopMatcher, StopsAcrossPiecesAndHidesTheStopString) {
   EXPECT_EQ(matcher.push("abc E"), "abc ");  // "E" may start "END"
   EXPECT_EQ(matcher.push("N"), "");
   EXPECT_FALSE(matcher.stopped());
+  EXPECT_EQ(matcher.matched(), "");
   EXPECT_EQ(matcher.push("Dxyz"), "");
   EXPECT_TRUE(matcher.stopped());
+  EXPECT_EQ(matcher.matched(), "END");  // which one ended it (Anthropic's stop_sequence)
   EXPECT_EQ(matcher.push("more"), "");
   EXPECT_EQ(matcher.flush(), "");
 }

@@ -64,6 +64,22 @@ test('a Message is the chat it stands for: same prompt tokens and greedy text as
   assert.equal(message.content[0].text, chat.choices[0].message.content);
   assert.equal(message.usage.output_tokens, chat.usage.completion_tokens);
 
+  // A stop sequence taken from that greedy text ends it there, and is named (stop_reason "stop_sequence").
+  const text = message.content[0].text;
+  if (text.length >= 4) {
+    const stop = text.slice(2, 4);
+    const stopped = await anthropic.messages.create({ model: server.model, max_tokens: 12, temperature: 0, system,
+      thinking: { type: 'disabled' }, stop_sequences: [stop], messages: [{ role: 'user', content: question }] });
+    assert.equal(stopped.stop_reason, 'stop_sequence');
+    assert.equal(stopped.stop_sequence, stop);
+    assert.equal(stopped.content[0].text, text.slice(0, text.indexOf(stop)));
+    const streamed = await anthropic.messages.stream({ model: server.model, max_tokens: 12, temperature: 0, system,
+      thinking: { type: 'disabled' }, stop_sequences: [stop], messages: [{ role: 'user', content: question }] })
+      .finalMessage();
+    assert.equal(streamed.stop_reason, 'stop_sequence');
+    assert.equal(streamed.stop_sequence, stop);
+  }
+
   // count_tokens: the prompt the same request would send, without running it.
   const counted = await anthropic.messages.countTokens({ model: server.model, system, thinking: { type: 'disabled' },
     messages: [{ role: 'user', content: question }] });
