@@ -1,7 +1,9 @@
 #include "hub/hub_download.h"
 
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -178,6 +180,15 @@ void fetch_file(const std::string& repo, const std::string& sha, const std::stri
   const int64_t size = size_header != head.headers.end() ? std::atoll(size_header->second.c_str()) : -1;
   const fs::path blob = root / "blobs" / etag;
   fs::create_directories(blob.parent_path());
+  // One download per blob at a time, across processes sharing the cache: the second waits, then finds the blob.
+  const fs::path lock_path = blob.string() + ".lock";
+  const int lock_fd = ::open(lock_path.c_str(), O_CREAT | O_RDWR, 0644);
+  RS_CHECK(lock_fd >= 0, "cannot create {}", lock_path.string());
+  struct Unlock {
+    int fd;
+    ~Unlock() { ::close(fd); }  // closing releases the flock
+  } unlock{lock_fd};
+  RS_CHECK(::flock(lock_fd, LOCK_EX) == 0, "cannot lock {}", lock_path.string());
   if (!fs::exists(blob)) {
     const fs::path partial = blob.string() + ".incomplete";
     std::string last_error;
@@ -245,7 +256,10 @@ fs::path download_model(const std::string& given, const DownloadOptions& options
   }
   RS_CHECK(std::count(repo.begin(), repo.end(), '/') == 1 && repo.front() != '/' && repo.back() != '/',
            "'{}' is not a hub repository id (ORG/NAME)", given);
-  const std::string api = fmt::format("{}/api/models/{}/revision/{}", options.endpoint, repo, options.revision);
+  char* escaped = curl_easy_escape(nullptr, options.revision.c_str(), static_cast<int>(options.revision.size()));
+  const std::string revision = escaped ? escaped : options.revision;  // refs/pr/1 -> refs%2Fpr%2F1, as the hub wants
+  curl_free(escaped);
+  const std::string api = fmt::format("{}/api/models/{}/revision/{}", options.endpoint, repo, revision);
   const Response info = request(api, options, /*head=*/false, /*follow=*/true);
   RS_CHECK(info.error.empty() && info.status == 200, "cannot find {} on the hub: {}", given, describe(info, api));
   const nlohmann::json json = nlohmann::json::parse(info.body, nullptr, false);
