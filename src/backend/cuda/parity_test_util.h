@@ -52,7 +52,8 @@ class CudaParity : public ::testing::Test {
     auto& bytes = host_.emplace_back(probe.bytes());
     return Tensor(bytes.data(), dtype, shape);
   }
-  // Device copy of a host tensor.
+  // Device copy of a host tensor, complete on return: fast_ runs on its own stream, and an asynchronous copy from
+  // pageable memory may still be in flight when a kernel there reads it (seen as stale sink logits on an H200).
   Tensor dev(const Tensor& h) {
     if (h.empty()) return h;
     int64_t shape[Tensor::kMaxDims];
@@ -60,6 +61,7 @@ class CudaParity : public ::testing::Test {
     Buffer& b = device_.emplace_back(gpu_->alloc(h.bytes()));
     Tensor d(b.data(), h.dtype(), shape, h.ndim(), gpu_->device());
     gpu_->copy(d, h);
+    gpu_->synchronize();
     return d;
   }
   template <typename T>
