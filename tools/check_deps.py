@@ -22,6 +22,7 @@ ALLOWED = {
     "loadgen": {"base"},
     "grammar": {"tokenizer", "base"},
     "sched": {"grammar", "tokenizer", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
+    "serving": {"sched", "grammar", "tokenizer", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
     "http": {"base"},
     "server": {"http", "sched", "grammar", "tokenizer", "chat", "engine", "spec", "model", "backend", "loader", "kv", "state", "tensor", "base"},
 }

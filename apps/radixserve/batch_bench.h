@@ -1,6 +1,6 @@
 // BatchBench: drives B sequences through an Engine without a scheduler, for `radixserve bench one-batch`. Every
-// sequence owns its KV pages: a contiguous range in full-attention groups, a ring in sliding-window groups (as
-// engine/single_sequence.cpp does for one sequence), so one pool sized for the largest batch serves every batch size.
+// sequence owns its KV pages: a contiguous range in full-attention groups, a ring in sliding-window groups, so one pool
+// sized for the largest batch serves every batch size.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
-// `radixserve bench`: engine-level prefill and decode throughput of one sequence, beside the memory-bandwidth bound
-// (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object. Its subcommands: `bench
-// one-batch` (static batches), `bench throughput` (offline, through the scheduler) and `bench serve` (load on a
-// running server).
+// `radixserve bench`: prefill and decode throughput of one sequence through serve's engine and scheduler, beside the
+// memory-bandwidth bound (weight bytes read per decoded token / measured read bandwidth). Prints one JSON object. Its
+// subcommands: `bench one-batch` (static batches), `bench throughput` (offline, through the scheduler) and `bench
+// serve` (load on a running server).
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -12,7 +12,7 @@
 #include "apps/radixserve/model_option.h"
 #include "base/clock.h"
 #include "base/thread_pool.h"
-#include "engine/single_sequence.h"
+#include "serving/driver.h"
 
 namespace rs::app {
 namespace {
@@ -27,10 +27,14 @@ struct BenchOptions {
 
 void run_bench(const BenchOptions& options) {
   engine::EngineConfig config = options.engine;
-  config.max_running_requests = 1;
-  config.max_step_tokens = options.prompt_tokens;
   config.progress = make_progress_reporter();
-  engine::Engine engine(options.model_dir, config);
+  // One request at a time through serve's scheduler: the prompt in one step, then one token per step.
+  sched::SchedulerConfig scheduler;
+  scheduler.max_running_requests = 1;
+  scheduler.max_prefill_tokens = options.prompt_tokens;
+  scheduler.chunked_prefill_size = options.prompt_tokens;
+  serving::Driver driver(options.model_dir, config, scheduler);
+  engine::Engine& engine = driver.engine();
   const auto& mc = engine.model_config();
   std::mt19937 rng(0);
   std::uniform_int_distribution<int32_t> token(0, mc.vocab_size - 1);
@@ -40,14 +44,11 @@ void run_bench(const BenchOptions& options) {
   for (int32_t r = 0; r < options.repeats; ++r) {
     std::vector<int32_t> prompt(options.prompt_tokens);
     for (auto& id : prompt) id = token(rng);
-    engine::SingleSequence sequence(engine);
-    engine::SamplingRow row{&greedy, {}, {}, 0};
-    auto start = Clock::now();
-    int32_t next = sequence.prefill(prompt, row, options.prompt_tokens).token_id;
-    prefill_rates.push_back(options.prompt_tokens / seconds_since(start));
-    start = Clock::now();
-    for (int32_t i = 0; i < options.decode_tokens; ++i) next = sequence.feed(std::span(&next, 1), row).token_id;
-    decode_rates.push_back(options.decode_tokens / seconds_since(start));
+    // The prefill's step gives the first token; each of decode_tokens steps one more.
+    const serving::Completion& done = driver.generate(prompt, greedy, options.decode_tokens + 1);
+    RS_CHECK(done.finish_reason == sched::FinishReason::kLength, "bench request failed: {}", done.error);
+    prefill_rates.push_back(options.prompt_tokens / done.first_token_seconds);
+    decode_rates.push_back(options.decode_tokens / (done.total_seconds - done.first_token_seconds));
   }
   // Per decoded token every weight is read once (MoE: the selected experts), except the embedding table when the LM
   // head is separate.

@@ -12,11 +12,12 @@
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/model_option.h"
-#include "apps/radixserve/serving_stack.h"
+#include "apps/radixserve/scheduler_options.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "loadgen/latency_stats.h"
 #include "loadgen/workload.h"
+#include "serving/serving_stack.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {
@@ -151,7 +152,7 @@ void run_throughput(ThroughputOptions options) {
     engine_config.context_length =
         (longest + engine_config.page_size - 1) / engine_config.page_size * engine_config.page_size;
   engine_config.progress = make_progress_reporter();
-  ServingStack stack(options.model_dir, engine_config, options.scheduler);
+  serving::ServingStack stack(options.model_dir, engine_config, options.scheduler);
   engine::Engine& engine = stack.engine();
   RS_CHECK(longest <= stack.max_request_tokens(), "a request spans {} tokens but the engine allows {}", longest,
            stack.max_request_tokens());

@@ -1,6 +1,6 @@
-// `radixserve generate`: one prompt in, one JSON object out ({"output_ids": [...], ...}); no server. Plain decoding
-// drives the engine directly; with --speculative-algorithm the request runs through serve's scheduler (ServingStack),
-// where speculative decoding lives, and the JSON adds its acceptance figures.
+// `radixserve generate`: one prompt in, one JSON object out ({"output_ids": [...], ...}); no server. The request runs
+// through serve's engine and scheduler on this thread (serving::Driver); with --speculative-algorithm the JSON adds
+// the acceptance figures.
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,9 +11,8 @@
 #include "apps/radixserve/cli_checks.h"
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/model_option.h"
-#include "apps/radixserve/serving_stack.h"
-#include "base/clock.h"
-#include "engine/single_sequence.h"
+#include "apps/radixserve/scheduler_options.h"
+#include "serving/driver.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rs::app {
@@ -79,8 +78,10 @@ std::vector<int32_t> encode_prompt(const GenerateOptions& options, std::optional
   return prompt;
 }
 
-// Through the scheduler: one request, its events collected until it finishes.
-void run_generate_scheduled(const GenerateOptions& options) {
+void run_generate(const GenerateOptions& options) {
+  RS_CHECK(options.prompt_ids.has_value() != options.prompt.has_value(),
+           "give exactly one of --prompt-ids and --prompt");
+  RS_CHECK(!options.prompt || !options.prompt->empty(), "--prompt is empty: give the text to continue");
   sched::SchedulerConfig scheduler;
   scheduler.max_running_requests = 1;
   scheduler.max_prefill_tokens = options.prefill_chunk;
@@ -88,87 +89,27 @@ void run_generate_scheduled(const GenerateOptions& options) {
   scheduler.speculative = options.speculative;
   engine::EngineConfig config = options.engine;
   config.progress = make_progress_reporter();
-  ServingStack stack(options.model_dir, config, scheduler);
+  serving::Driver driver(options.model_dir, config, scheduler);
   std::optional<tokenizer::Tokenizer> tok;
-  const std::vector<int32_t> prompt = encode_prompt(options, tok, stack.engine());
+  const std::vector<int32_t> prompt = encode_prompt(options, tok, driver.engine());
 
   auto request = std::make_unique<sched::Request>();
-  request->id = 1;
   request->prompt_ids = prompt;
   request->max_new_tokens = options.max_new_tokens;
   request->sampling = options.sampling;
   request->sampling.seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
-  if (!options.ignore_eos) request->stop_token_ids = stack.engine().model_config().eos_token_ids;
-  request->stream = std::make_shared<sched::TokenStream>();
-  const auto stream = request->stream;
-  const auto start = Clock::now();
-  RS_CHECK(stack.scheduler().submit(std::move(request)), "the scheduler refused the request");
-  std::vector<int32_t> output;
-  std::string finish_reason;
-  spec::SpecTotals totals;
-  double first_token_s = -1;
-  while (finish_reason.empty()) {
-    auto event = stream->events.pop();
-    RS_CHECK(event.has_value(), "the scheduler stopped before the request finished");
-    if (first_token_s < 0 && !event->tokens.empty()) first_token_s = seconds_since(start);
-    for (const auto& token : event->tokens) output.push_back(token.token_id);
-    totals = event->speculative;
-    if (!event->finished) continue;
-    RS_CHECK(event->finish_reason != sched::FinishReason::kError, "generation failed: {}", event->error);
-    finish_reason = event->finish_reason == sched::FinishReason::kStop ? "stop" : "length";
-  }
-  const double total_s = seconds_since(start);
-  nlohmann::json result = {{"output_ids", output},
-                           {"finish_reason", finish_reason},
+  if (!options.ignore_eos) request->stop_token_ids = driver.engine().model_config().eos_token_ids;
+  const size_t index = driver.submit(std::move(request));
+  driver.run();
+  const serving::Completion& done = driver.result(index);
+  RS_CHECK(done.finish_reason != sched::FinishReason::kError, "generation failed: {}", done.error);
+  nlohmann::json result = {{"output_ids", done.tokens},
+                           {"finish_reason", done.finish_reason == sched::FinishReason::kStop ? "stop" : "length"},
                            {"prompt_tokens", prompt.size()},
-                           {"prefill_seconds", first_token_s},
-                           {"decode_seconds", total_s - first_token_s},
-                           {"speculative", speculative_json(options.speculative, totals)}};
-  if (tok) result["text"] = tok->decode(output, /*skip_special_tokens=*/true);
-  std::cout << result.dump() << std::endl;
-}
-
-void run_generate(const GenerateOptions& options) {
-  RS_CHECK(options.prompt_ids.has_value() != options.prompt.has_value(),
-           "give exactly one of --prompt-ids and --prompt");
-  RS_CHECK(!options.prompt || !options.prompt->empty(), "--prompt is empty: give the text to continue");
-  if (options.speculative.enabled()) return run_generate_scheduled(options);
-  engine::EngineConfig config = options.engine;
-  config.max_running_requests = 1;
-  config.max_step_tokens = options.prefill_chunk;
-  config.progress = make_progress_reporter();
-  engine::Engine engine(options.model_dir, config);
-
-  std::optional<tokenizer::Tokenizer> tok;
-  const std::vector<int32_t> prompt = encode_prompt(options, tok, engine);
-
-  const uint64_t seed = options.seed >= 0 ? static_cast<uint64_t>(options.seed) : std::random_device{}();
-  std::vector<int32_t> output;
-  engine::SamplingRow row{&options.sampling, prompt, output, seed};
-  engine::SingleSequence sequence(engine);
-  const auto& eos = engine.model_config().eos_token_ids;
-  std::string finish_reason = "length";
-  const auto start = Clock::now();
-  engine::SampledToken token = sequence.prefill(prompt, row, options.prefill_chunk);
-  const double prefill_s = seconds_since(start);
-  const auto decode_start = Clock::now();
-  while (static_cast<int32_t>(output.size()) < options.max_new_tokens) {
-    output.push_back(token.token_id);
-    if (!options.ignore_eos && std::find(eos.begin(), eos.end(), token.token_id) != eos.end()) {
-      finish_reason = "stop";
-      break;
-    }
-    if (static_cast<int32_t>(output.size()) == options.max_new_tokens) break;
-    row.output_ids = output;
-    token = sequence.feed(std::span(&output.back(), 1), row);
-  }
-  const double decode_s = seconds_since(decode_start);
-  nlohmann::json result = {{"output_ids", output},
-                           {"finish_reason", finish_reason},
-                           {"prompt_tokens", prompt.size()},
-                           {"prefill_seconds", prefill_s},
-                           {"decode_seconds", decode_s}};
-  if (tok) result["text"] = tok->decode(output, /*skip_special_tokens=*/true);
+                           {"prefill_seconds", done.first_token_seconds},
+                           {"decode_seconds", done.total_seconds - done.first_token_seconds}};
+  if (options.speculative.enabled()) result["speculative"] = speculative_json(options.speculative, done.speculative);
+  if (tok) result["text"] = tok->decode(done.tokens, /*skip_special_tokens=*/true);
   std::cout << result.dump() << std::endl;
 }
 

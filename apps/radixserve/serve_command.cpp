@@ -17,7 +17,7 @@
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/kv_events_setup.h"
 #include "apps/radixserve/model_option.h"
-#include "apps/radixserve/serving_stack.h"
+#include "apps/radixserve/scheduler_options.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "grammar/compiler.h"
@@ -28,6 +28,7 @@
 #include "server/openai_request.h"
 #include "server/stats_line.h"
 #include "server/tool_call_parser.h"
+#include "serving/serving_stack.h"
 
 namespace rs::app {
 namespace {
@@ -254,7 +255,7 @@ void run_serve(ServeOptions options) {
   http.start();  // /health says "loading" from here on
 
   options.engine.progress = make_progress_reporter();
-  ServingStack stack(options.model_dir, options.engine, options.scheduler);
+  serving::ServingStack stack(options.model_dir, options.engine, options.scheduler);
   engine::Engine& engine = stack.engine();
   const kv::KvPoolConfig& pool = engine.kv_pool().config();
   log_kv_plan(engine, pool);

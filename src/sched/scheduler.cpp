@@ -406,7 +406,9 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
       continue;
     }
     seq.kv_len = item.end;
-    if (item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);  // share prompt pages early
+    // Share prompt pages early (and before a snapshot attaches to them). A one-token chunk is prefill too: the chunk
+    // before a snapshot boundary can end one token short of it (prompt 300, page 16, chunks of 7: 287 -> 288).
+    if (item.begin < seq.num_prompt || item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);
     if (seq.memory.state_slot >= 0 && next_snapshot_boundary(seq, item.begin) == item.end) snapshot_state(seq);
     if (item.begin >= seq.num_prompt) snapshot_output_state(seq);  // a decode step
     if (!item.samples()) continue;

@@ -165,6 +165,21 @@ TEST_F(SchedulerStateTest, SharedPrefixResumesFromTheDeepestSnapshot) {
   expect_reference_outputs();
 }
 
+// Chunks of 7 over a 10-token prompt (page 4; the snapshot boundary is the last page boundary before the final token,
+// 8) run 0 -> 7, 7 -> 8, 8 -> 10: the one-token chunk's pages must be cached too, or the snapshot has no node to
+// attach to and the next identical prompt reuses nothing (seen through the hybrid goldens: prompt 300, page 16).
+TEST_F(SchedulerStateTest, AOneTokenChunkBeforeTheBoundaryStillSnapshots) {
+  slots_limit_ = 8;
+  make(4096, /*slots=*/8, /*max_running=*/2, /*chunk=*/7);
+  Tracked* first = submit(10, 3, 1);
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().state_snapshots, 1);
+  submit(0, 3, 2, first->prompt);
+  run_to_completion();
+  EXPECT_EQ(scheduler_->stats().cached_prompt_tokens, 8u);
+  expect_reference_outputs();
+}
+
 TEST_F(SchedulerStateTest, TheNextTurnResumesAfterThePreviousReply) {
   // A conversation's second turn sends the first prompt and reply back with more: it resumes from the reply's last
   // output snapshot (every 64 tokens; one rolling snapshot per sequence without an interval).

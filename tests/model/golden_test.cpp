@@ -1,7 +1,9 @@
 // Every architecture against Hugging Face transformers (tools/make_goldens.py): last-position logits of each prompt,
-// and 32 greedy tokens decoded through the paged KV cache, whole-prompt and chunked prefill.
+// and 32 greedy tokens, run as `serve` runs them (serving::Driver: the scheduler, the KV manager and the radix cache):
+// whole prompts, 7-token chunks, and every case at once beside the others, then again from the prefix cache.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -9,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
-#include "engine/single_sequence.h"
 #include "loader/checkpoint.h"
+#include "serving/driver.h"
 
 namespace rs {
 namespace {
@@ -40,9 +42,7 @@ json golden(const fs::path& dir) {
   return json::parse(in);
 }
 
-// Greedy sampling row (the logits are what the test compares; the token is re-derived from them).
 const engine::SamplingParams kGreedy{.temperature = 0.0f};
-engine::SamplingRow greedy_row() { return engine::SamplingRow{&kGreedy, {}, {}, 0}; }
 
 int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -55,10 +55,20 @@ engine::EngineConfig test_config() {
   config.num_threads = 2;
   config.exact_f32 = true;
   config.kv_cache_gb = 0.02;
-  config.max_running_requests = 2;
   config.context_length = 1024;
-  config.max_step_tokens = 512;
   return config;
+}
+
+// `serve`'s scheduler stepped on this thread, prompts prefilled `chunk` tokens at a time, up to `running` requests
+// in one batch; every sampled row's logits kept.
+std::unique_ptr<serving::Driver> make_driver(const fs::path& dir, const engine::EngineConfig& config, int chunk,
+                                             int running = 2) {
+  sched::SchedulerConfig scheduler;
+  scheduler.max_running_requests = running;
+  scheduler.chunked_prefill_size = std::min(chunk, 512);
+  scheduler.max_prefill_tokens = 512;
+  return std::make_unique<serving::Driver>(dir.string(), config, scheduler,
+                                           serving::DriverOptions{.keep_logits = true});
 }
 
 struct CaseResult {
@@ -67,20 +77,23 @@ struct CaseResult {
   int ambiguous_divergences = 0;
 };
 
-CaseResult run_case(engine::Engine& engine, const json& c, int chunk, float ambiguous_margin = kAmbiguousMargin) {
-  const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+// A case's greedy request, compared with transformers: the logits of the last prompt position, then each token while
+// they agree (the first divergence ends the comparison: it must come at a reference near-tie).
+CaseResult compare_case(const serving::Completion& got, const json& c, float ambiguous_margin) {
   const auto expected_logits = c["last_logits"].get<std::vector<float>>();
   const auto expected = c["greedy_ids"].get<std::vector<int32_t>>();
   const auto margins = c["greedy_margins"].get<std::vector<float>>();
-  engine::SingleSequence runner(engine);
-  std::vector<float> logits;
-  runner.prefill(prompt, greedy_row(), chunk, &logits);
   CaseResult result;
-  EXPECT_EQ(logits.size(), expected_logits.size());
-  for (size_t i = 0; i < logits.size(); ++i)
-    result.max_logit_diff = std::max(result.max_logit_diff, std::abs(logits[i] - expected_logits[i]));
-  for (size_t step = 0; step < expected.size(); ++step) {
-    const int32_t token = argmax(logits);
+  EXPECT_EQ(got.finish_reason, sched::FinishReason::kLength) << got.error;
+  EXPECT_EQ(got.tokens.size(), expected.size());
+  EXPECT_EQ(got.logits.size(), got.tokens.size());
+  if (got.logits.empty()) return result;
+  EXPECT_EQ(got.logits[0].size(), expected_logits.size());
+  for (size_t i = 0; i < std::min(got.logits[0].size(), expected_logits.size()); ++i)
+    result.max_logit_diff = std::max(result.max_logit_diff, std::abs(got.logits[0][i] - expected_logits[i]));
+  for (size_t step = 0; step < std::min({expected.size(), got.tokens.size(), got.logits.size()}); ++step) {
+    const int32_t token = got.tokens[step];
+    EXPECT_EQ(token, argmax(got.logits[step])) << "greedy sampling picked another token than its logits' maximum";
     if (token != expected[step]) {
       // A near-tie in the reference may legitimately flip; anything else is a failure.
       EXPECT_LT(margins[step], ambiguous_margin) << "greedy token " << step << ": got " << token << ", HF "
@@ -89,9 +102,21 @@ CaseResult run_case(engine::Engine& engine, const json& c, int chunk, float ambi
       break;
     }
     ++result.greedy_matched;
-    if (step + 1 < expected.size()) runner.feed(std::span(&expected[step], 1), greedy_row(), &logits);
   }
   return result;
+}
+
+// The case alone in the driver.
+CaseResult run_case(serving::Driver& driver, const json& c, float ambiguous_margin = kAmbiguousMargin) {
+  const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
+  const int32_t steps = static_cast<int32_t>(c["greedy_ids"].size());
+  return compare_case(driver.generate(prompt, kGreedy, steps), c, ambiguous_margin);
+}
+
+void report(const std::string& what, const json& c, const CaseResult& r) {
+  std::printf("[%s] prompt %zu tokens: max |logit diff| %.2e, greedy %d/%zu identical%s\n", what.c_str(),
+              c["prompt_ids"].size(), r.max_logit_diff, r.greedy_matched, c["greedy_ids"].size(),
+              r.ambiguous_divergences ? " (then a near-tie divergence, tolerated)" : "");
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
@@ -101,16 +126,43 @@ TEST_P(GoldenTest, MatchesTransformers) {
   if (!fs::exists(dir / "golden.json"))  // the hybrid fixtures come from tools/make_goldens_hybrid.py (GPU machine)
     GTEST_SKIP() << GetParam() << ": no fixture yet; generate it with tools/make_goldens_hybrid.py";
   const json ref = golden(dir);
-  engine::Engine engine(dir, test_config());
-  for (int chunk : {1 << 20, 7}) {
+  const auto check = [&](const CaseResult& r) {
+    EXPECT_LT(r.max_logit_diff, kLogitTolerance);
+    EXPECT_GE(r.greedy_matched + (r.ambiguous_divergences ? 32 : 0), 24);
+  };
+  // One request at a time: the whole prompt in one step, then in 7-token chunks.
+  for (int chunk : {512, 7}) {
+    auto driver = make_driver(dir, test_config(), chunk);
     for (const auto& c : ref["cases"]) {
-      CaseResult r = run_case(engine, c, chunk);
-      std::printf("[%s] prompt %zu tokens, chunk %d: max |logit diff| %.2e, greedy %d/%zu identical%s\n",
-                  GetParam().c_str(), c["prompt_ids"].size(), std::min<int>(chunk, 9999), r.max_logit_diff,
-                  r.greedy_matched, c["greedy_ids"].size(),
-                  r.ambiguous_divergences ? " (then a near-tie divergence, tolerated)" : "");
-      EXPECT_LT(r.max_logit_diff, kLogitTolerance);
-      EXPECT_GE(r.greedy_matched + (r.ambiguous_divergences ? 32 : 0), 24);
+      const CaseResult r = run_case(*driver, c);
+      report(fmt::format("{}, {}", GetParam(), chunk == 7 ? "chunks of 7" : "whole prompt"), c, r);
+      check(r);
+    }
+  }
+  // Every case twice at once (chunks of 7 beside the others' decode tokens), then every case again: the second round
+  // prefills only what the radix cache does not hold.
+  const size_t cases = ref["cases"].size();
+  engine::EngineConfig config = test_config();
+  // Hybrid models: room for every request's prompt snapshot beside the running states (the least recently used
+  // snapshot goes first when slots run short, and the test wants every prompt's).
+  config.num_state_slots = static_cast<int32_t>(8 * cases);
+  auto driver = make_driver(dir, config, 7, static_cast<int>(2 * cases));
+  for (const char* round : {"batched", "from the prefix cache"}) {
+    std::vector<size_t> ids;
+    for (int copy = 0; copy < (round[0] == 'b' ? 2 : 1); ++copy)
+      for (const auto& c : ref["cases"])
+        ids.push_back(driver->submit(c["prompt_ids"].get<std::vector<int32_t>>(), kGreedy,
+                                     static_cast<int32_t>(c["greedy_ids"].size())));
+    driver->run();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const json& c = ref["cases"][i % cases];
+      const serving::Completion& got = driver->result(ids[i]);
+      const CaseResult r = compare_case(got, c, kAmbiguousMargin);
+      report(fmt::format("{}, {} ({} cached tokens)", GetParam(), round, got.cached_tokens), c, r);
+      check(r);
+      if (round[0] == 'f') {
+        EXPECT_GT(got.cached_tokens, 0) << "the second round reuses the first's prompt pages";
+      }
     }
   }
 }
@@ -128,11 +180,10 @@ fs::path copy_fixture(const std::string& name, const std::string& tag) {
 }
 
 float last_logit_diff(const fs::path& dir, const json& ref) {
-  engine::Engine engine(dir, test_config());
   const auto& c = ref["cases"][0];
-  engine::SingleSequence runner(engine);
-  std::vector<float> logits;
-  runner.prefill(c["prompt_ids"].get<std::vector<int32_t>>(), greedy_row(), 1 << 20, &logits);
+  const std::vector<float> logits = make_driver(dir, test_config(), 512)
+                                        ->generate(c["prompt_ids"].get<std::vector<int32_t>>(), kGreedy, 1)
+                                        .logits.at(0);
   const auto expected = c["last_logits"].get<std::vector<float>>();
   float diff = 0;
   for (size_t i = 0; i < logits.size(); ++i) diff = std::max(diff, std::abs(logits[i] - expected[i]));
@@ -184,13 +235,11 @@ TEST(GoldenBf16KvCache, StaysCloseToTransformers) {
     const json ref = golden(dir);
     engine::EngineConfig config = test_config();
     config.kv_cache_dtype = engine::KvCacheDtype::kBf16;
-    engine::Engine engine(dir, config);
-    ASSERT_EQ(engine.kv_pool().config().dtype, DType::kBF16);
+    auto driver = make_driver(dir, config, 7);
+    ASSERT_EQ(driver->engine().kv_pool().config().dtype, DType::kBF16);
     for (const auto& c : ref["cases"]) {
-      CaseResult r = run_case(engine, c, 7, kBf16KvAmbiguousMargin);
-      std::printf("[%s, bf16 KV] prompt %zu tokens: max |logit diff| %.2e, greedy %d/%zu identical%s\n", name.c_str(),
-                  c["prompt_ids"].size(), r.max_logit_diff, r.greedy_matched, c["greedy_ids"].size(),
-                  r.ambiguous_divergences ? " (then a near-tie divergence, tolerated)" : "");
+      const CaseResult r = run_case(*driver, c, kBf16KvAmbiguousMargin);
+      report(name + ", bf16 KV", c, r);
       EXPECT_LT(r.max_logit_diff, kBf16KvLogitTolerance) << name;
     }
   }
@@ -204,16 +253,15 @@ TEST(GoldenFp8KvCache, StaysCloseToTransformersAndToTheBf16Cache) {
     const json ref = golden(dir);
     engine::EngineConfig config = test_config();
     config.kv_cache_dtype = engine::KvCacheDtype::kFp8E4M3;
-    engine::Engine fp8(dir, config);
-    ASSERT_EQ(fp8.kv_pool().config().dtype, DType::kF8E4M3);
+    auto fp8 = make_driver(dir, config, 7);
+    ASSERT_EQ(fp8->engine().kv_pool().config().dtype, DType::kF8E4M3);
     config.kv_cache_dtype = engine::KvCacheDtype::kBf16;
-    engine::Engine bf16(dir, config);
+    auto bf16 = make_driver(dir, config, 7);
     for (const auto& c : ref["cases"]) {
-      const CaseResult r = run_case(fp8, c, 7, kFp8KvAmbiguousMargin);
+      const CaseResult r = run_case(*fp8, c, kFp8KvAmbiguousMargin);
       const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-      std::vector<float> fp8_logits, bf16_logits;
-      engine::SingleSequence(fp8).prefill(prompt, greedy_row(), 7, &fp8_logits);
-      engine::SingleSequence(bf16).prefill(prompt, greedy_row(), 7, &bf16_logits);
+      const std::vector<float> fp8_logits = fp8->generate(prompt, kGreedy, 1).logits.at(0);
+      const std::vector<float> bf16_logits = bf16->generate(prompt, kGreedy, 1).logits.at(0);
       ASSERT_EQ(fp8_logits.size(), bf16_logits.size());
       float vs_bf16 = 0.0f;
       for (size_t i = 0; i < fp8_logits.size(); ++i)
@@ -265,13 +313,13 @@ TEST(GoldenFp8KvCache, UsesTheCheckpointsScales) {
   engine::EngineConfig config = test_config();
   config.kv_cache_dtype = engine::KvCacheDtype::kFp8E4M3;
   {
-    engine::Engine engine(dir, config);
+    auto driver = make_driver(dir, config, 7);
     for (int layer = 0; layer < layers; ++layer) {
-      EXPECT_FLOAT_EQ(engine.kv_pool().cache(layer).k_scale, 0.05f * static_cast<float>(layer + 1));
-      EXPECT_FLOAT_EQ(engine.kv_pool().cache(layer).v_scale, 0.02f * static_cast<float>(layer + 1));
+      EXPECT_FLOAT_EQ(driver->engine().kv_pool().cache(layer).k_scale, 0.05f * static_cast<float>(layer + 1));
+      EXPECT_FLOAT_EQ(driver->engine().kv_pool().cache(layer).v_scale, 0.02f * static_cast<float>(layer + 1));
     }
     const json ref = golden(fixture("qwen3"));
-    const CaseResult r = run_case(engine, ref["cases"][0], 7, kFp8KvAmbiguousMargin);
+    const CaseResult r = run_case(*driver, ref["cases"][0], kFp8KvAmbiguousMargin);
     std::printf("[qwen3, fp8 KV, checkpoint scales] max |logit diff| %.2e vs transformers, greedy %d identical\n",
                 r.max_logit_diff, r.greedy_matched);
     EXPECT_LT(r.max_logit_diff, kFp8KvLogitTolerance);
@@ -337,28 +385,23 @@ DemoResult run_demo(bool exact) {
   const json ref = json::parse(std::ifstream(dir / "reference_greedy.json"));
   engine::EngineConfig config = test_config();
   config.exact_f32 = exact;
-  engine::Engine engine(dir, config);
+  auto driver = make_driver(dir, config, 512);
   const auto eos = ref["eos_token_id"].get<std::vector<int32_t>>();
   DemoResult result;
   for (const auto& p : ref["prompts"]) {
     const auto prompt = p["prompt_ids"].get<std::vector<int32_t>>();
     const auto expected = p["completion_ids"].get<std::vector<int32_t>>();
     const auto margins = p["top1_top2_margin"].get<std::vector<float>>();
-    engine::SingleSequence sequence(engine);
-    int32_t token = sequence.prefill(prompt, greedy_row(), 1 << 20).token_id;
+    // The reference stops at an end-of-sequence token (which it includes), as the request does.
+    const serving::Completion& got = driver->generate(prompt, kGreedy, static_cast<int32_t>(expected.size()), eos);
     size_t matched = 0;
-    for (; matched < expected.size(); ++matched) {
-      if (token != expected[matched]) {
+    for (; matched < std::min(expected.size(), got.tokens.size()); ++matched) {
+      if (got.tokens[matched] != expected[matched]) {
         // bf16 activations may flip a near-tie; exact mode may not flip anything but a sub-1e-3 tie.
         EXPECT_LT(margins[matched], exact ? kAmbiguousMargin : 0.05f)
-            << p["name"] << " step " << matched << ": got " << token << ", HF " << expected[matched];
+            << p["name"] << " step " << matched << ": got " << got.tokens[matched] << ", HF " << expected[matched];
         break;
       }
-      if (std::find(eos.begin(), eos.end(), token) != eos.end()) {
-        ++matched;
-        break;
-      }
-      token = sequence.feed(std::span(&token, 1), greedy_row()).token_id;
     }
     std::printf("[demo %s] %s: %zu/%zu greedy tokens identical\n", exact ? "f32" : "bf16",
                 p["name"].get<std::string>().c_str(), matched, expected.size());

@@ -10,7 +10,7 @@
 #include <random>
 
 #include "engine/engine.h"
-#include "engine/single_sequence.h"
+#include "serving/driver.h"
 
 namespace rs {
 namespace {
@@ -66,7 +66,18 @@ engine::EngineConfig dummy_config() {
 }
 
 const engine::SamplingParams kGreedy{.temperature = 0.0f};
-engine::SamplingRow greedy_row() { return engine::SamplingRow{&kGreedy, {}, {}, 0}; }
+
+// `serve`'s scheduler stepped on this thread, one request at a time, prompts prefilled `chunk` tokens per step; no
+// prefix cache (each prefill is the whole of its prompt or its chunks).
+std::unique_ptr<serving::Driver> make_driver(const fs::path& dir, int chunk) {
+  sched::SchedulerConfig scheduler;
+  scheduler.max_running_requests = 1;
+  scheduler.chunked_prefill_size = std::min(chunk, 512);
+  scheduler.max_prefill_tokens = 512;
+  scheduler.prefix_cache = false;
+  return std::make_unique<serving::Driver>(dir.string(), dummy_config(), scheduler,
+                                           serving::DriverOptions{.keep_logits = true});
+}
 
 float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
@@ -85,27 +96,25 @@ class HybridModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HybridModelTest, ChunkedPrefillAndDecodeMatchWholePrefill) {
   const fs::path dir = write_model(GetParam());
-  engine::Engine engine(dir, dummy_config());
   std::mt19937 rng(5);
-  std::vector<int32_t> prompt(300);
+  std::vector<int32_t> prompt(296);
   for (auto& id : prompt) id = static_cast<int32_t>(rng() % 300);
-  // Whole prefill of prompt + 4 more tokens: the reference logits of each of the last 5 positions.
-  std::vector<std::vector<float>> whole(5);
-  for (int extra = 0; extra < 5; ++extra) {
-    engine::SingleSequence seq(engine);
-    seq.prefill(std::span(prompt).first(296 + extra), greedy_row(), 1 << 20, &whole[extra]);
-  }
-  ASSERT_GT(max_abs(whole[0]), 0.0f);
-  EXPECT_GT(max_diff(whole[0], whole[1]), 1e-4f * max_abs(whole[0]));  // positions really differ
+  auto whole = make_driver(dir, 512);
   for (int chunk : {7, 64, 100}) {
-    engine::SingleSequence seq(engine);
-    std::vector<float> logits;
-    seq.prefill(std::span(prompt).first(296), greedy_row(), chunk, &logits);
-    EXPECT_LT(max_diff(logits, whole[0]), 1e-4f * max_abs(whole[0]) + 1e-6f) << "chunk " << chunk;
-    for (int extra = 1; extra < 5; ++extra) {  // decode: the recurrent form continues the chunked one
-      seq.feed(std::span(&prompt[295 + extra], 1), greedy_row(), &logits);
-      EXPECT_LT(max_diff(logits, whole[extra]), 1e-4f * max_abs(whole[extra]) + 1e-6f)
-          << "chunk " << chunk << ", decode step " << extra;
+    // The prompt in chunks, then 4 decode steps (the recurrent form continuing the chunked one): 5 logit rows.
+    const serving::Completion chunked = make_driver(dir, chunk)->generate(prompt, kGreedy, 5);
+    ASSERT_EQ(chunked.logits.size(), 5u);
+    // Against whole prefills of the prompt and the tokens decoded so far: the last position's logits.
+    std::vector<int32_t> context = prompt;
+    for (int step = 0; step < 5; ++step) {
+      const std::vector<float> want = whole->generate(context, kGreedy, 1).logits.at(0);
+      ASSERT_GT(max_abs(want), 0.0f);
+      EXPECT_LT(max_diff(chunked.logits[step], want), 1e-4f * max_abs(want) + 1e-6f)
+          << "chunk " << chunk << (step ? ", decode step " + std::to_string(step) : ", prefill");
+      if (step == 1) {  // positions really differ
+        EXPECT_GT(max_diff(chunked.logits[0], want), 1e-4f * max_abs(want));
+      }
+      context.push_back(chunked.tokens[step]);
     }
   }
   fs::remove_all(dir);

@@ -1,8 +1,8 @@
 // Quantized checkpoints (tools/make_fp8_fixtures.py, tools/make_int_fixtures.py) against their exactly dequantized f32
-// twins: run through the same engine in exact mode, the quantized folder must give the twin's logits (up to summation
-// order) and its greedy tokens, whole-prompt and chunked, so the format's loading and kernels are exactly the format's
-// arithmetic. The fast path's agreement with the twin and the quantization's distance from transformers' unquantized
-// model are reported.
+// twins: run as `serve` runs them (serving::Driver) in exact mode, the quantized folder must give the twin's logits (up
+// to summation order) and its greedy tokens, whole-prompt and chunked, so the format's loading and kernels are exactly
+// the format's arithmetic. The fast path's agreement with the twin and the quantization's distance from transformers'
+// unquantized model are reported.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -15,8 +15,8 @@
 
 #include "base/error.h"
 #include "engine/engine.h"
-#include "engine/single_sequence.h"
 #include "loader/model_folder.h"
+#include "serving/driver.h"
 
 namespace rs {
 namespace {
@@ -33,7 +33,6 @@ constexpr float kW8A8LogitTolerance = 4.0f;
 fs::path fixture(const std::string& name) { return fs::path(RS_SOURCE_DIR) / "tests/data/models" / name; }
 
 const engine::SamplingParams kGreedy{.temperature = 0.0f};
-engine::SamplingRow greedy_row() { return engine::SamplingRow{&kGreedy, {}, {}, 0}; }
 
 engine::EngineConfig test_config(bool exact) {
   engine::EngineConfig config;
@@ -41,10 +40,18 @@ engine::EngineConfig test_config(bool exact) {
   config.num_threads = 2;
   config.exact_f32 = exact;
   config.kv_cache_gb = 0.02;
-  config.max_running_requests = 2;
   config.context_length = 1024;
-  config.max_step_tokens = 512;
   return config;
+}
+
+// `serve`'s scheduler stepped on this thread, one request at a time, prompts prefilled `chunk` tokens per step.
+std::unique_ptr<serving::Driver> make_driver(const fs::path& dir, const engine::EngineConfig& config, int chunk) {
+  sched::SchedulerConfig scheduler;
+  scheduler.max_running_requests = 1;
+  scheduler.chunked_prefill_size = std::min(chunk, 512);
+  scheduler.max_prefill_tokens = 512;
+  return std::make_unique<serving::Driver>(dir.string(), config, scheduler,
+                                           serving::DriverOptions{.keep_logits = true});
 }
 
 struct GreedyRun {
@@ -52,19 +59,12 @@ struct GreedyRun {
   std::vector<int32_t> tokens;
 };
 
-// The prompt, then `steps` greedy tokens fed back one at a time.
-GreedyRun greedy_run(engine::Engine& engine, const std::vector<int32_t>& prompt, int chunk, int steps) {
-  engine::SingleSequence runner(engine);
-  GreedyRun run;
-  std::vector<float> logits;
-  runner.prefill(prompt, greedy_row(), chunk, &logits);
-  for (int step = 0; step < steps; ++step) {
-    run.logits.push_back(logits);
-    const int32_t token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    run.tokens.push_back(token);
-    if (step + 1 < steps) runner.feed(std::span(&token, 1), greedy_row(), &logits);
-  }
-  return run;
+// The prompt, then `steps` greedy tokens.
+GreedyRun greedy_run(serving::Driver& driver, const std::vector<int32_t>& prompt, int steps) {
+  const serving::Completion& done = driver.generate(prompt, kGreedy, steps);
+  EXPECT_EQ(done.finish_reason, sched::FinishReason::kLength) << done.error;
+  EXPECT_EQ(done.tokens.size(), static_cast<size_t>(steps));
+  return GreedyRun{done.logits, done.tokens};
 }
 
 float top2_margin(std::vector<float> logits) {
@@ -93,8 +93,10 @@ Comparison compare(const GreedyRun& got, const GreedyRun& twin) {
 }
 
 // The hybrid Qwen3-Next fixture drifts further under bf16 (300-token prompts through the gated-delta-net recurrence): a
-// bf16 copy of its twin's own f32 weights, run on the same fast path, moved its logits by up to 1.44.
-constexpr float kHybridFastLogitTolerance = 2.0f;
+// bf16 copy of its twin's own f32 weights, run on the same fast path, moved its logits by up to 1.44; through the
+// scheduler, whose prefix cache ends a prefill chunk at the prompt's last page boundary (a snapshot), the MLX 4-bit
+// fixture measured 2.01 at its 333-token prompt (1.28 with chunks of exactly 7).
+constexpr float kHybridFastLogitTolerance = 2.5f;
 
 struct Case {
   std::string name;  // fixture folder (its twin is <name>/dequantized)
@@ -116,14 +118,14 @@ class QuantizedCheckpoint : public ::testing::TestWithParam<Case> {};
 TEST_P(QuantizedCheckpoint, GreedyEqualsTheDequantizedTwin) {
   const Case& param = GetParam();
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
-  engine::Engine quantized(model_of(param), test_config(true));
-  engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
-  for (int chunk : {1 << 20, 7}) {
+  for (int chunk : {512, 7}) {
+    auto quantized = make_driver(model_of(param), test_config(true), chunk);
+    auto twin = make_driver(fixture(param.name) / "dequantized", test_config(true), chunk);
     for (const auto& c : ref["cases"]) {
       const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
       const int steps = static_cast<int>(c["greedy_ids"].size());
-      const GreedyRun want = greedy_run(twin, prompt, chunk, steps);
-      const Comparison r = compare(greedy_run(quantized, prompt, chunk, steps), want);
+      const GreedyRun want = greedy_run(*twin, prompt, steps);
+      const Comparison r = compare(greedy_run(*quantized, prompt, steps), want);
       // How far the format itself moves the model: the first logits against transformers' unquantized ones.
       const auto hf = c["last_logits"].get<std::vector<float>>();
       float quantization_error = 0;
@@ -146,12 +148,12 @@ TEST_P(QuantizedCheckpoint, FastPathStaysCloseToTheTwin) {
   const char* backend = std::getenv("RS_TEST_BACKEND");
   const json ref = json::parse(std::ifstream(fixture(param.base) / "golden.json"));
   const bool cuda = backend && std::string(backend).starts_with("cuda");
-  engine::Engine fast(model_of(param), test_config(false));
-  engine::Engine twin(fixture(param.name) / "dequantized", test_config(true));
+  auto fast = make_driver(model_of(param), test_config(false), 7);
+  auto twin = make_driver(fixture(param.name) / "dequantized", test_config(true), 7);
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const int steps = static_cast<int>(c["greedy_ids"].size());
-    const Comparison r = compare(greedy_run(fast, prompt, 7, steps), greedy_run(twin, prompt, 7, steps));
+    const Comparison r = compare(greedy_run(*fast, prompt, steps), greedy_run(*twin, prompt, steps));
     std::printf("[%s, fast path] prompt %zu: max |logit diff| vs exact twin %.3f, greedy %d/%d identical\n",
                 param.name.c_str(), prompt.size(), r.max_logit_diff, r.identical, steps);
     EXPECT_LT(r.max_logit_diff, cuda ? std::max(kW8A8LogitTolerance, param.fast_tolerance) : param.fast_tolerance);
@@ -207,13 +209,13 @@ INSTANTIATE_TEST_SUITE_P(
 // An all-F32 GGUF is the Hugging Face folder it came from: the same logits, bit for bit, as the qwen3 fixture.
 TEST(GgufCheckpoint, F32FileGivesTheHuggingFaceFoldersLogits) {
   const json ref = json::parse(std::ifstream(fixture("qwen3") / "golden.json"));
-  engine::Engine gguf(model_of(Case{"qwen3_gguf_f32", "qwen3", kFastLogitTolerance, "qwen3_gguf_f32.gguf"}),
-                      test_config(true));
-  engine::Engine hf(fixture("qwen3"), test_config(true));
+  auto gguf = make_driver(model_of(Case{"qwen3_gguf_f32", "qwen3", kFastLogitTolerance, "qwen3_gguf_f32.gguf"}),
+                          test_config(true), 512);
+  auto hf = make_driver(fixture("qwen3"), test_config(true), 512);
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const int steps = static_cast<int>(c["greedy_ids"].size());
-    const GreedyRun a = greedy_run(gguf, prompt, 1 << 20, steps), b = greedy_run(hf, prompt, 1 << 20, steps);
+    const GreedyRun a = greedy_run(*gguf, prompt, steps), b = greedy_run(*hf, prompt, steps);
     EXPECT_EQ(a.tokens, b.tokens);
     EXPECT_EQ(a.logits, b.logits);
   }
@@ -225,11 +227,11 @@ TEST(QuantizeOnLoad, Fp8EqualsTheSameQuantizationMadeOffline) {
   const json ref = json::parse(std::ifstream(fixture("qwen3") / "golden.json"));
   engine::EngineConfig config = test_config(true);
   config.quantization = "fp8";
-  engine::Engine on_load(fixture("qwen3"), config);
-  engine::Engine offline(fixture("qwen3_fp8_channel"), test_config(true));
+  auto on_load = make_driver(fixture("qwen3"), config, 7);
+  auto offline = make_driver(fixture("qwen3_fp8_channel"), test_config(true), 7);
   for (const auto& c : ref["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
-    const Comparison r = compare(greedy_run(on_load, prompt, 7, 16), greedy_run(offline, prompt, 7, 16));
+    const Comparison r = compare(greedy_run(*on_load, prompt, 16), greedy_run(*offline, prompt, 16));
     std::printf("[qwen3 --quantization fp8] vs qwen3_fp8_channel: max |logit diff| %.2e, greedy %d/16 identical\n",
                 r.max_logit_diff, r.identical);
     EXPECT_LT(r.max_logit_diff, kLogitTolerance);

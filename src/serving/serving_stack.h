@@ -1,8 +1,9 @@
-// ServingStack: the engine and the scheduler wired as `serve` runs them (minus HTTP), shared by `serve` and
-// `bench throughput` so that the benchmark measures the path users run; plus the scheduler's CLI flags.
+// ServingStack: the engine, the drafter and the scheduler wired as `serve` runs them (minus HTTP), shared by `serve`,
+// `bench throughput` and the synchronous Driver (`generate`, `bench`, the model goldens), so that every one of them
+// runs the path users run.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,15 +11,23 @@
 #include "engine/engine.h"
 #include "sched/scheduler.h"
 
-namespace rs::app {
+namespace rs::serving {
+
+struct StackOptions {
+  // The scheduler runs on a thread of its own (serve, bench throughput); false: the caller steps it (Driver).
+  bool scheduler_thread = true;
+  // Called on the scheduler's thread after every forward with the step's batch and output; the engine then keeps
+  // each step's logits (StepOutput::logits, [logit rows, vocab]) for it. Empty: none (no logits copied back).
+  std::function<void(const engine::ForwardBatch&, const engine::StepOutput&)> step_observer;
+};
 
 class ServingStack {
  public:
   // Loads the model with its step budget sized for `scheduler_config` (max running requests, prefill tokens, verify
   // passes), and the draft model when speculation asks for one; caps the scheduler's context at what one request may
-  // span, and starts the scheduler on its own thread.
+  // span, and starts the scheduler on its own thread (unless options say the caller steps it).
   ServingStack(const std::string& model_dir, engine::EngineConfig engine_config,
-               sched::SchedulerConfig scheduler_config);
+               sched::SchedulerConfig scheduler_config, StackOptions options = {});
   ~ServingStack();  // stop()
   ServingStack(const ServingStack&) = delete;
   ServingStack& operator=(const ServingStack&) = delete;
@@ -29,6 +38,8 @@ class ServingStack {
   int64_t max_request_tokens() const { return max_request_tokens_; }
   // Aborts whatever is still queued or running and joins the scheduler thread (idempotent).
   void stop();
+  // Without a scheduler thread: one scheduler iteration on the calling thread (Scheduler::step).
+  bool step();
 
  private:
   std::unique_ptr<engine::Engine> engine_;
@@ -37,9 +48,4 @@ class ServingStack {
   std::thread thread_;
 };
 
-// --max-running-requests, --max-prefill-tokens, --chunked-prefill-size, --max-queued-requests, --disable-radix-cache,
-// and the --speculative-* flags.
-void add_scheduler_options(CLI::App& command, sched::SchedulerConfig& config);
-void add_speculative_options(CLI::App& command, spec::SpeculativeConfig& config);
-
-}  // namespace rs::app
+}  // namespace rs::serving

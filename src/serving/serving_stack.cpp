@@ -1,15 +1,13 @@
-// The engine + scheduler pair of `serve` and `bench throughput` (see serving_stack.h).
-#include "apps/radixserve/serving_stack.h"
+// The engine + scheduler pair of `serve`, `bench throughput` and the Driver (see serving_stack.h).
+#include "serving/serving_stack.h"
 
 #include <algorithm>
 
-#include "apps/radixserve/cli_checks.h"
-#include "apps/radixserve/model_option.h"
 #include "base/log.h"
 #include "spec/draft_model_drafter.h"
 #include "spec/ngram_drafter.h"
 
-namespace rs::app {
+namespace rs::serving {
 namespace {
 
 int64_t request_token_limit(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
@@ -64,7 +62,7 @@ std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec,
 }  // namespace
 
 ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig engine_config,
-                           sched::SchedulerConfig scheduler_config) {
+                           sched::SchedulerConfig scheduler_config, StackOptions options) {
   engine_config.max_running_requests = scheduler_config.max_running_requests;
   engine_config.max_step_tokens = scheduler_config.max_prefill_tokens + scheduler_config.max_running_requests;
   const spec::SpeculativeConfig& spec = scheduler_config.speculative;
@@ -97,11 +95,19 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   scheduler_config.num_state_slots = engine_->state_pool().num_slots();
   scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
   scheduler_config.feature_group = engine_->feature_group();
-  scheduler_ = std::make_unique<sched::Scheduler>(
-      scheduler_config, pool,
-      [engine = engine_.get()](const engine::ForwardBatch& batch) { return engine->forward(batch); },
-      make_drafter(spec, std::move(draft), *engine_, scheduler_config.vocab_size));
-  thread_ = std::thread([scheduler = scheduler_.get()] { scheduler->run(); });
+  sched::ForwardFn forward = [engine = engine_.get()](const engine::ForwardBatch& batch) {
+    return engine->forward(batch);
+  };
+  if (options.step_observer)  // the engine keeps every step's logits for the observer
+    forward = [engine = engine_.get(), observe = std::move(options.step_observer)](const engine::ForwardBatch& batch) {
+      engine::StepOutput output = engine->forward(batch, /*keep_logits=*/true);
+      observe(batch, output);
+      return output;
+    };
+  scheduler_ =
+      std::make_unique<sched::Scheduler>(scheduler_config, pool, std::move(forward),
+                                         make_drafter(spec, std::move(draft), *engine_, scheduler_config.vocab_size));
+  if (options.scheduler_thread) thread_ = std::thread([scheduler = scheduler_.get()] { scheduler->run(); });
 }
 
 ServingStack::~ServingStack() { stop(); }
@@ -112,72 +118,9 @@ void ServingStack::stop() {
   thread_.join();
 }
 
-void add_scheduler_options(CLI::App& cmd, sched::SchedulerConfig& config) {
-  // Second names are vLLM's spellings of the same settings (drop-in command lines).
-  cmd.add_option("--max-running-requests,--max-num-seqs", config.max_running_requests, "Sequences in the running batch")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd.add_option("--max-prefill-tokens,--max-num-batched-tokens", config.max_prefill_tokens, "Prefill tokens per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd.add_option("--chunked-prefill-size", config.chunked_prefill_size, "Prefill tokens of one request per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  cmd.add_option("--max-queued-requests", config.max_queued_requests,
-                 "Requests waiting for admission before new ones get 503")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
-  cmd.add_flag_callback(
-      "--disable-radix-cache,--no-enable-prefix-caching", [&config] { config.prefix_cache = false; },
-      "Reuse no cached prompt prefix: every prompt is prefilled in full (for A/B runs of the prefix cache)");
-  cmd.add_flag_callback(
-      "--enable-prefix-caching", [&config] { config.prefix_cache = true; }, "The default (vLLM's flag, accepted)");
-  cmd.add_option("--state-snapshot-interval", config.state_snapshot_interval,
-                 "Hybrid (gated-delta-net) models: keep the recurrent state for the prefix cache every this many "
-                 "tokens, besides each prompt's last page boundary and every 64 output tokens (0 = only there)")
-      ->check(CLI::Range(0, 1 << 30))
-      ->capture_default_str();
-  add_speculative_options(cmd, config.speculative);
+bool ServingStack::step() {
+  RS_CHECK(!thread_.joinable(), "ServingStack::step: the scheduler runs on its own thread");
+  return scheduler_->step();
 }
 
-void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
-  cmd.add_option_function<std::string>(
-         "--speculative-algorithm",
-         [&spec](const std::string& name) { spec.algorithm = spec::parse_spec_algorithm(name); },
-         "Speculative decoding: none, ngram (prompt lookup), draft (a small model, --speculative-draft-model) or "
-         "eagle3 (an EAGLE-3 head, --speculative-draft-model)")
-      ->check(CLI::IsMember({"none", "ngram", "draft", "eagle3"}))
-      ->default_str("none");
-  cmd.add_option("--speculative-num-draft-tokens", spec.num_draft_tokens,
-                 "Tokens drafted per sequence and verified in one target pass")
-      ->check(CLI::Range(1, 32))
-      ->capture_default_str();
-  cmd.add_option("--speculative-max-batch", spec.max_batch,
-                 "Verify drafts only while at most this many sequences decode in a step")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd.add_option("--speculative-draft-model", spec.draft_model_dir,
-                 "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft, or the "
-                 "EAGLE-3 head's folder for eagle3")
-      ->transform(model_folder());
-  cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
-                 "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")
-      ->check(number_in(0.01, 0.9))
-      ->capture_default_str();
-  cmd.add_option("--speculative-ngram-min", spec.ngram_min, "Shortest suffix the n-gram drafter matches")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd.add_option("--speculative-ngram-max", spec.ngram_max, "Longest suffix the n-gram drafter matches")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd.add_option("--speculative-inject-reject-rate", spec.inject_reject_rate,
-                 "Benchmarks: turn each draft token wrong with this probability (speed at a chosen acceptance)")
-      ->check(number_in(0.0, 1.0))
-      ->capture_default_str();
-  cmd.add_option("--speculative-min-accept-rate", spec.min_accept_rate,
-                 "Pause a request's drafting while its moving acceptance rate is below this (0 = never)")
-      ->check(number_in(0.0, 1.0))
-      ->capture_default_str();
-}
-
-}  // namespace rs::app
+}  // namespace rs::serving
