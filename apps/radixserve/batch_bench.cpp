@@ -1,10 +1,11 @@
-// BatchBench (batch_bench.h): hand-built ForwardBatches for B sequences, each with its own pages.
+// BatchBench (batch_bench.h): steps of B sequences (engine::StepBuilder), each with its own pages.
 #include "apps/radixserve/batch_bench.h"
 
 #include <algorithm>
 
 #include "apps/radixserve/bench_grammar.h"
 #include "base/clock.h"
+#include "engine/step_builder.h"
 
 namespace rs::app {
 namespace {
@@ -77,42 +78,37 @@ int32_t BatchBench::max_chunk(int32_t length, int32_t batch_size) const {
 
 engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32_t batch_size) const {
   const kv::KvPool& pool = engine_.kv_pool();
-  engine::ForwardBatch batch;
-  batch.max_pages = max_pages_;
-  batch.seq_token_start.push_back(0);
   const bool recurrent = engine_.state_pool().num_slots() > 0;  // hybrid models: sequence s owns state slot s
-  for (const Chunk& chunk : chunks) {
-    if (recurrent) batch.state_slots.push_back(chunk.seq);
-    batch.token_ids.insert(batch.token_ids.end(), chunk.ids.begin(), chunk.ids.end());
-    for (size_t i = 0; i < chunk.ids.size(); ++i) batch.positions.push_back(chunk.begin + static_cast<int32_t>(i));
-    batch.seq_token_start.push_back(batch.num_tokens());
-    batch.seq_kv_len.push_back(chunk.begin + static_cast<int32_t>(chunk.ids.size()));
-    if (chunk.sample)
-      for (int32_t row = batch.num_tokens() - chunk.rows; row < batch.num_tokens(); ++row) {
-        batch.logit_rows.push_back(row);
-        batch.sampling.push_back(engine::SamplingRow{.params = &greedy_, .token_bitmask = chunk.token_bitmask});
-      }
-  }
-  for (int g = 0; g < pool.num_groups(); ++g) {
-    const kv::KvGroup& group = pool.group(g);
-    const int32_t window_pages = static_cast<int32_t>(ceil_div(group.window, page_size_));
-    // Full attention: sequence s owns pages [s * max_pages, (s + 1) * max_pages); a window group: its ring of
-    // num_pages / batch_size pages, holding page p at p % ring (pages out of every token's reach stay absent).
-    const int64_t stride = group.window == 0 ? max_pages_ : group.num_pages / batch_size;
-    std::vector<int32_t> table(chunks.size() * max_pages_, -1);
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const int32_t kv_len = batch.seq_kv_len[i], first_new_page = chunks[i].begin / page_size_;
-      for (int32_t p = 0; p < ceil_div(kv_len, page_size_); ++p) {
+  // Full attention: sequence s owns pages [s * max_pages, (s + 1) * max_pages); a window group: its ring of
+  // num_pages / batch_size pages, holding page p at p % ring (pages out of every token's reach stay absent).
+  std::vector<std::vector<std::vector<int32_t>>> tables(chunks.size());  // [chunk][group]
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& chunk = chunks[i];
+    const int32_t kv_len = chunk.begin + static_cast<int32_t>(chunk.ids.size());
+    const int32_t first_new_page = chunk.begin / page_size_;
+    for (int g = 0; g < pool.num_groups(); ++g) {
+      const kv::KvGroup& group = pool.group(g);
+      const int32_t window_pages = static_cast<int32_t>(ceil_div(group.window, page_size_));
+      const int64_t stride = group.window == 0 ? max_pages_ : group.num_pages / batch_size;
+      std::vector<int32_t>& table = tables[i].emplace_back(ceil_div(kv_len, page_size_), -1);
+      for (int32_t p = 0; p < static_cast<int32_t>(table.size()); ++p) {
         if (group.window == 0) {
-          table[i * max_pages_ + p] = static_cast<int32_t>(chunks[i].seq * stride + p);
+          table[p] = static_cast<int32_t>(chunk.seq * stride + p);
         } else if (p >= first_new_page - window_pages) {
-          table[i * max_pages_ + p] = static_cast<int32_t>(chunks[i].seq * stride + p % stride);
+          table[p] = static_cast<int32_t>(chunk.seq * stride + p % stride);
         }
       }
     }
-    batch.page_tables.push_back(std::move(table));
   }
-  return batch;
+  engine::StepBuilder step(pool.num_groups());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const Chunk& chunk = chunks[i];
+    step.add_sequence(chunk.ids, chunk.begin, tables[i], recurrent ? chunk.seq : -1);
+    if (chunk.sample)
+      for (int32_t row = step.num_tokens() - chunk.rows; row < step.num_tokens(); ++row)
+        step.add_logit_row(row, engine::SamplingRow{.params = &greedy_, .token_bitmask = chunk.token_bitmask});
+  }
+  return step.finish(max_pages_);
 }
 
 bool BatchBench::bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar) {

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "engine/step_builder.h"
 #include "model/model.h"
 
 namespace rs::spec {
@@ -88,46 +89,32 @@ bool DraftModelDrafter::reserve(Work& work, int64_t end) {
 }
 
 std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items, bool from_target) {
-  engine::ForwardBatch batch;
-  batch.seq_token_start.push_back(0);
-  batch.features_from_target = from_target;
-  const int num_groups = kv_.num_groups();
+  engine::StepBuilder step(kv_.num_groups());
+  step.batch().features_from_target = from_target;
   const int32_t target_page = eagle() ? target_->kv_pool().page_size() : 1;
   for (const Item& item : items) {
-    for (size_t t = 0; t < item.tokens.size(); ++t) {
-      const int64_t position = item.begin + static_cast<int64_t>(t);
-      batch.token_ids.push_back(item.tokens[t]);
-      batch.positions.push_back(static_cast<int32_t>(position));
-      if (!eagle()) continue;
-      if (!from_target) {
-        batch.feature_rows.push_back(item.work->output_row);
-        continue;
+    step.add_sequence(item.tokens, item.begin, item.work->state->pages.pages, hybrid() ? item.work->state->slot : -1);
+    if (eagle()) {
+      for (size_t t = 0; t < item.tokens.size(); ++t) {
+        const int64_t position = item.begin + static_cast<int64_t>(t);
+        if (!from_target) {
+          step.batch().feature_rows.push_back(item.work->output_row);
+          continue;
+        }
+        // The target's features of this position: its KV slot in the target's feature group.
+        const auto& pages = item.work->request->feature_pages;
+        const int64_t page_index = position / target_page;
+        RS_CHECK(page_index < static_cast<int64_t>(pages.size()) && pages[page_index] >= 0,
+                 "rid={}: no target page holds the features of position {}", item.work->request->id, position);
+        step.batch().feature_rows.push_back(
+            static_cast<int32_t>(pages[page_index] * target_page + position % target_page));
       }
-      // The target's features of this position: its KV slot in the target's feature group.
-      const auto& pages = item.work->request->feature_pages;
-      const int64_t page_index = position / target_page;
-      RS_CHECK(page_index < static_cast<int64_t>(pages.size()) && pages[page_index] >= 0,
-               "rid={}: no target page holds the features of position {}", item.work->request->id, position);
-      batch.feature_rows.push_back(static_cast<int32_t>(pages[page_index] * target_page + position % target_page));
     }
-    batch.seq_token_start.push_back(batch.num_tokens());
-    batch.seq_kv_len.push_back(static_cast<int32_t>(item.begin + static_cast<int64_t>(item.tokens.size())));
-    for (const auto& pages : item.work->state->pages.pages)
-      batch.max_pages = std::max(batch.max_pages, static_cast<int32_t>(pages.size()));
-    if (item.samples) {
-      batch.logit_rows.push_back(batch.num_tokens() - 1);
-      batch.sampling.push_back(engine::SamplingRow{.params = &kGreedy});
-    }
-    if (hybrid()) batch.state_slots.push_back(item.work->state->slot);
+    if (item.samples) step.add_logit_row(step.num_tokens() - 1, engine::SamplingRow{.params = &kGreedy});
   }
-  batch.state_copies = std::move(pending_copies_);
+  step.batch().state_copies = std::move(pending_copies_);
   pending_copies_.clear();
-  batch.page_tables.assign(num_groups, std::vector<int32_t>(items.size() * batch.max_pages, -1));
-  for (size_t s = 0; s < items.size(); ++s)
-    for (int g = 0; g < num_groups; ++g) {
-      const auto& pages = items[s].work->state->pages.pages[g];
-      std::copy(pages.begin(), pages.end(), batch.page_tables[g].begin() + s * batch.max_pages);
-    }
+  const engine::ForwardBatch batch = step.finish();
   const engine::StepOutput output = engine_->forward(batch);
   for (size_t s = 0; s < items.size(); ++s) items[s].work->output_row = batch.seq_token_start[s + 1] - 1;
   std::vector<int32_t> tokens;
