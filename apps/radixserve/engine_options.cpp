@@ -23,6 +23,13 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
                   "Quantize a bf16/f32 checkpoint's projections as they load: fp8 (E4M3, one scale per output "
                   "channel; the LM head and routers stay as stored). Checkpoints already in FP8 need no flag")
       ->check(CLI::IsMember({"fp8"}));
+  command
+      .add_option("--task", config.task,
+                  "generate, embed (serve /v1/embeddings: the last token's final-normed hidden state, as "
+                  "Qwen3-Embedding pools), or auto (embed for embedding checkpoints: a sentence-transformers "
+                  "folder or a *Model architecture)")
+      ->check(CLI::IsMember({"auto", "generate", "embed"}))
+      ->capture_default_str();
   command.add_option("--page-size", config.page_size, "Tokens per KV page")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

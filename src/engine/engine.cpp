@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/pooling.h"
 #include "engine/sampler.h"
 #include "engine/step_staging.h"
 #include "kv/kv_footprint.h"
@@ -84,6 +85,17 @@ DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& mode
 
 Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& config) : config_(config) {
   model_config_ = loader::load_model_config(model_dir);
+  RS_CHECK(config_.task == "auto" || config_.task == "generate" || config_.task == "embed",
+           "unknown task '{}' (auto, generate, embed)", config_.task);
+  model_config_.embedding = config_.task == "embed" || (config_.task == "auto" && model_config_.embedding_detected);
+  if (model_config_.embedding) {
+    RS_CHECK(!model_config_.is_eagle3(), "an EAGLE-3 head cannot serve embeddings");
+    RS_CHECK(model_config_.embedding_pooling == "last",
+             "{}: pooling '{}' is not supported: radixserve pools the last token (as Qwen3-Embedding does)",
+             model_dir.string(), model_config_.embedding_pooling);
+    RS_CHECK(config_.capture_hidden_layers.empty(), "an embedding model cannot be a speculative-decoding target");
+    config_.cuda_graph_max_batch = 0;  // steps are prefills: nothing decodes
+  }
   // An EAGLE-3 head follows its target's positions: trained heads often declare a short max_position_embeddings.
   if (model_config_.is_eagle3() && config_.context_length > model_config_.max_position_embeddings)
     model_config_.max_position_embeddings = config_.context_length;
@@ -328,6 +340,16 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   logits = logits.slice_rows(0, rows);
 
   StepOutput output;
+  if (model_config_.embedding) {  // the rows are hidden states: pooled, normalised, nothing to sample
+    std::vector<float> host(static_cast<size_t>(rows) * vocab);
+    backend_->copy(Tensor(host.data(), DType::kF32, {rows, vocab}), logits);
+    backend_->synchronize();
+    for (int32_t r = 0; r < rows; ++r) {
+      auto& row = output.embeddings.emplace_back(host.begin() + r * vocab, host.begin() + (r + 1) * vocab);
+      if (model_config_.embedding_normalize) l2_normalize(row);
+    }
+    return output;
+  }
   if (keep_logits) {  // raw logits, before sampling applies penalties in place
     output.logits.resize(static_cast<size_t>(rows) * vocab);
     backend_->copy(Tensor(output.logits.data(), DType::kF32, {rows, vocab}), logits);

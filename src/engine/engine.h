@@ -33,6 +33,9 @@ struct EngineConfig {
   bool exact_f32 = false;            // CPU: exact f32 products even for bf16 weights (reference numerics)
   std::string load_format = "auto";  // "auto" (safetensors) | "dummy" (seeded random weights)
   std::string quantization;          // --quantization: "" or "fp8" (dense projections become FP8 as they load)
+  // --task: "generate", "embed" (each step returns its rows' final-normed hidden states: StepOutput::embeddings), or
+  // "auto" (embed when the checkpoint is an embedding model: ModelConfig::embedding_detected).
+  std::string task = "auto";
   uint64_t dummy_seed = 0;
   int32_t page_size = 16;             // tokens per KV page
   double kv_cache_gb = 0.0;           // 0 = derive from context_length * max_running_requests

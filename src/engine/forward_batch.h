@@ -73,8 +73,11 @@ using rs::SampledToken;
 using rs::TokenLogprob;
 
 struct StepOutput {
-  std::vector<SampledToken> tokens;  // one per logit row (empty when batch.sampling is empty)
+  std::vector<SampledToken> tokens;  // one per logit row (empty when batch.sampling is empty or for embeddings)
   std::vector<float> logits;         // [logit_rows, vocab] host f32, filled only when asked (keep_logits)
+  // Embedding models (ModelConfig::embedding): one per logit row, its pooled embedding (the row's final-normed hidden
+  // state, L2-normalised when the model says so); nothing is sampled.
+  std::vector<std::vector<float>> embeddings;
 };
 
 }  // namespace rs::engine

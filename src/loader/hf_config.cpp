@@ -195,6 +195,14 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
   if (config.architecture.size() > 24 &&
       config.architecture.compare(config.architecture.size() - 24, 24, "ForConditionalGeneration") == 0)
     config.weight_prefix = "model.language_model.";
+  // A base model (Qwen3Model, LlamaModel: no LM head) serves embeddings; its tensors carry no "model." prefix when
+  // saved on their own (the loader finds either).
+  config.embedding_detected = config.architecture.ends_with("Model");
+  config.is_matryoshka = top.get_or<bool>("is_matryoshka", false);
+  if (raw.contains("matryoshka_dimensions") && raw["matryoshka_dimensions"].is_array()) {
+    config.matryoshka_dimensions = raw["matryoshka_dimensions"].get<std::vector<int32_t>>();
+    config.is_matryoshka = true;
+  }
   // Per-layer attention windows.
   const int32_t window = f.get_or<int32_t>("sliding_window", 0);
   config.layer_windows.assign(config.num_layers, 0);
@@ -292,10 +300,45 @@ std::vector<int32_t> ModelConfig::eagle_capture_layers(int32_t target_layers) co
   return layers;
 }
 
+namespace {
+
+// A sentence-transformers folder (modules.json): an embedding model with the pooling of its Pooling module's
+// config.json and normalised when a Normalize module follows.
+void read_sentence_transformers(const fs::path& model_dir, ModelConfig& config) {
+  const fs::path modules_path = model_dir / "modules.json";
+  if (!fs::exists(modules_path)) return;
+  const json modules = read_json(modules_path);
+  if (!modules.is_array()) return;
+  bool pooling = false, normalize = false;
+  for (const json& module : modules) {
+    if (!module.is_object() || !module.contains("type") || !module["type"].is_string()) continue;
+    const std::string type = module["type"].get<std::string>();
+    if (type == "sentence_transformers.models.Normalize") normalize = true;
+    if (type != "sentence_transformers.models.Pooling") continue;
+    pooling = true;
+    const std::string folder = module.value("path", std::string("1_Pooling"));
+    const fs::path pooling_path = model_dir / folder / "config.json";
+    if (!fs::exists(pooling_path)) continue;
+    const json mode = read_json(pooling_path);
+    if (mode.value("pooling_mode_lasttoken", false))
+      config.embedding_pooling = "last";
+    else if (mode.value("pooling_mode_mean_tokens", false))
+      config.embedding_pooling = "mean";
+    else if (mode.value("pooling_mode_cls_token", false))
+      config.embedding_pooling = "cls";
+  }
+  if (!pooling) return;
+  config.embedding_detected = true;
+  config.embedding_normalize = normalize;
+}
+
+}  // namespace
+
 ModelConfig load_model_config(const fs::path& model_dir) {
   const fs::path path = model_dir / "config.json";
   RS_CHECK(fs::exists(path), "{}: no config.json in the model folder", model_dir.string());
   ModelConfig config = parse_model_config(read_json(path), path.string());
+  read_sentence_transformers(model_dir, config);
   const fs::path generation = model_dir / "generation_config.json";
   if (fs::exists(generation)) {
     config.generation_defaults = read_json(generation);

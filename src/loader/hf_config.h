@@ -93,7 +93,19 @@ struct ModelConfig {
   std::vector<int32_t> eagle_layer_ids;
   EagleLmHead eagle_lm_head = EagleLmHead::kOwn;
   bool is_eagle3() const { return draft_vocab_size > 0; }
-  int32_t logits_width() const { return is_eagle3() ? draft_vocab_size : vocab_size; }
+  // Embedding models. `embedding` (the engine sets it for --task embed, or when the checkpoint is one:
+  // embedding_detected) makes the model return each pooled row's final-normed hidden state instead of logits.
+  // Detected from a base-model architecture (Qwen3Model, LlamaModel) or a sentence-transformers folder (modules.json
+  // with a Pooling module, as Qwen3-Embedding ships); the pooling it names ("last", "mean", "cls"), whether it
+  // normalises (a Normalize module; true without modules.json), and the Matryoshka sizes the output may be cut to
+  // (config.json's is_matryoshka / matryoshka_dimensions; empty with is_matryoshka: any size).
+  bool embedding_detected = false;
+  bool embedding = false;
+  std::string embedding_pooling = "last";
+  bool embedding_normalize = true;
+  bool is_matryoshka = false;
+  std::vector<int32_t> matryoshka_dimensions;
+  int32_t logits_width() const { return embedding ? hidden_size : is_eagle3() ? draft_vocab_size : vocab_size; }
   std::vector<int32_t> eagle_capture_layers(int32_t target_layers) const;
   // Tokens.
   std::vector<int32_t> eos_token_ids;  // generation_config.json first, else config.json

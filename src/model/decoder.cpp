@@ -207,7 +207,15 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
            "{} has gated-delta-net (linear attention) layers, which backend {} cannot run yet (use --backend cpu)",
            config_.architecture, backend.name());
   const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
-  const std::string& root = config_.weight_prefix;
+  // A base model saved on its own (an embedding checkpoint: Qwen3Model) names its tensors without the "model." prefix.
+  std::string root = config_.weight_prefix;
+  if (!weights.contains(root + "embed_tokens.weight") && weights.contains("embed_tokens.weight")) {
+    RS_CHECK(config_.embedding,
+             "the checkpoint is a base model without an LM head (its tensors lack the '{}' prefix, as embedding "
+             "models are saved): serve it with --task embed",
+             root);
+    root.clear();
+  }
   // mlx_lm saves Qwen3-Next / Qwen3.5 as its sanitize() left them: (1 + w) norms already shifted and the depthwise
   // conv as [C, K, 1] (Hugging Face: [C, 1, K]). That conv layout is how such a checkpoint is recognised.
   norms_stored_shifted_ = false;
@@ -241,8 +249,11 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   final_norm_ = norm_weight(weights, root + "norm.weight", hidden);
   // A tied head is the embedding as stored: the table itself, or its codes. A device gets one copy of a dense table;
   // integer codes get their own copy for the head (a backend may re-lay-out a linear's codes: prepare_linear).
-  const bool shared_table = config_.tie_word_embeddings && !quantized_table;
-  if (config_.tie_word_embeddings) {
+  // An embedding model returns hidden states: no LM head (an embedding checkpoint has none).
+  const bool shared_table = config_.tie_word_embeddings && !quantized_table && !config_.embedding;
+  if (config_.embedding) {
+    lm_head_ = LinearWeight{};
+  } else if (config_.tie_word_embeddings) {
     lm_head_ = embedding_as_head;
   } else {
     lm_head_ = dense(weights, "lm_head.weight", vocab, hidden, /*quantizable=*/false);
@@ -293,7 +304,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     typed_layer_inputs_ = typed_layer_inputs_ && lw.kind == loader::LayerKind::kAttention && !lw.ffn.is_moe &&
                           lw.attention.gate.out_features == 0 && bf16(lw.attention.qkv) && bf16(lw.ffn.gate_up) &&
                           bf16(lw.ffn.down);
-  typed_head_input_ = bf16(lm_head_);
+  typed_head_input_ = !config_.embedding && bf16(lm_head_);
 }
 
 void DecoderModel::upload_layer(LayerWeights& lw, std::vector<Buffer>& keep_alive) {
@@ -481,6 +492,10 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   Tensor last = proj_.slice_rows(0, rows);
   backend_->gather_rows(x, inputs.logit_rows, last);
   const DType head_dtype = typed_head_input_ ? backend_->linear_input_dtype(rows) : DType::kF32;
+  if (config_.embedding) {  // the normed hidden states are the output
+    backend_->rms_norm(last, final_norm_, eps, false, logits);
+    return;
+  }
   Tensor normed = retyped(h_.slice_rows(0, rows), head_dtype);
   backend_->rms_norm(last, final_norm_, eps, false, normed);
   backend_->linear(normed, lm_head_, Tensor(), logits);

@@ -38,6 +38,8 @@ struct TokenEvent {
   // The first event of a request with prompt logprobs: [position] each prompt token's score (position 0: rank 0, no
   // score: nothing precedes it).
   std::vector<engine::SampledToken> prompt_logprobs;
+  // The final event of an embedding request: the prompt's pooled embedding (engine::StepOutput::embeddings).
+  std::vector<float> embedding;
 };
 
 // Shared by the HTTP handler (consumer) and the scheduler (producer). The consumer may register a waker that every
@@ -71,6 +73,9 @@ struct Request {
   std::vector<int32_t> prompt_ids;
   engine::SamplingParams sampling;
   int32_t max_new_tokens = 16;
+  // An embedding request (an embedding model's engine): the prompt is prefilled and its pooled embedding ends it
+  // (TokenEvent::embedding); max_new_tokens is ignored.
+  bool embed = false;
   std::vector<int32_t> stop_token_ids;  // finishing tokens (model EOS unless ignore_eos, plus the request's)
   std::shared_ptr<TokenStream> stream;  // may be shared by the n choices of one API call
   int32_t choice_index = 0;             // which choice of its API call this request produces (copied into events)

@@ -102,11 +102,16 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
   seq->tokens = request->prompt_ids;
   seq->num_prompt = static_cast<int32_t>(request->prompt_ids.size());
   seq->request = std::move(request);
+  if (seq->request->embed) seq->request->max_new_tokens = 0;  // the prompt's prefill is the whole request
   const int64_t total = seq->num_tokens() + seq->request->max_new_tokens;
   std::string error;
   if (seq->tokens.empty()) {
     error = "the prompt is empty";
-  } else if (seq->request->max_new_tokens < (seq->request->sampling.prompt_logprobs >= 0 ? 0 : 1) ||
+  } else if (seq->request->embed != config_.embedding) {
+    error = config_.embedding ? "this model serves embeddings only (it was started with --task embed)"
+                              : "this model does not serve embeddings (start it with --task embed)";
+  } else if (seq->request->max_new_tokens <
+                 (seq->request->sampling.prompt_logprobs >= 0 || seq->request->embed ? 0 : 1) ||
              total > config_.context_length) {
     error = fmt::format("{} prompt + {} new tokens exceed the context length {}", seq->num_prompt,
                         seq->request->max_new_tokens, config_.context_length);
@@ -152,8 +157,9 @@ bool Scheduler::step() {
   try {
     output = forward_(batch);
     RS_CHECK(masks_filled, "the forward function did not call ForwardBatch::prepare_sampling");
-    RS_CHECK(output.tokens.size() == batch.logit_rows.size(), "forward returned {} tokens for {} logit rows",
-             output.tokens.size(), batch.logit_rows.size());
+    const size_t results = config_.embedding ? output.embeddings.size() : output.tokens.size();
+    RS_CHECK(results == batch.logit_rows.size(), "forward returned {} {} for {} logit rows", results,
+             config_.embedding ? "embeddings" : "tokens", batch.logit_rows.size());
   } catch (const std::exception& e) {
     RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
     for (int32_t slot : snapshots) kv_.drop_snapshot(slot);  // perhaps never copied
@@ -413,6 +419,15 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
     if (item.begin >= seq.num_prompt) snapshot_output_state(seq);  // a decode step
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
+    if (seq.request->embed) {  // the last prompt row's embedding ends the request
+      RS_CHECK(row < output.embeddings.size(), "an embedding request's step returned no embedding for row {}", row);
+      event.embedding = output.embeddings[row++];
+      event.finished = true;
+      event.finish_reason = FinishReason::kStop;
+      finish(seq, FinishReason::kStop);
+      seq.request->stream->push(std::move(event));
+      continue;
+    }
     if (seq.request->max_new_tokens == 0) {  // scoring only (prompt logprobs): the sampled token is not output
       ++row;
       event.finished = true;

@@ -42,6 +42,8 @@ struct SchedulerConfig {
   // later prompt reuses the deepest snapshotted prefix it shares.
   int32_t state_snapshot_interval = 0;
   int32_t vocab_size = 0;  // width of the model's logit rows: the size of structured output's bitmasks
+  // The engine serves embeddings (ModelConfig::embedding): only embedding requests are accepted, and only there.
+  bool embedding = false;
   // EAGLE-3 drafting: the KV group whose pages locate a sequence's target features (Engine::feature_group); -1: none.
   int32_t feature_group = -1;
   // Speculative decoding policy (draft length, batch limit, acceptance floor); the drafter itself is passed to the

@@ -76,6 +76,7 @@ size_t Driver::collect(double elapsed_seconds) {
       for (const auto& token : event->tokens) completion.tokens.push_back(token.token_id);
       completion.cached_tokens = std::max(completion.cached_tokens, event->cached_tokens);
       completion.speculative = event->speculative;
+      if (!event->embedding.empty()) completion.embedding = std::move(event->embedding);
       if (!event->finished) continue;
       completion.finish_reason = event->finish_reason;
       completion.error = event->error;
@@ -90,7 +91,7 @@ size_t Driver::collect(double elapsed_seconds) {
 
 void Driver::record_logits(const engine::ForwardBatch& batch, const engine::StepOutput& output) {
   const size_t rows = batch.logit_rows.size();
-  if (rows == 0 || batch.sampling.size() != rows) return;
+  if (rows == 0 || batch.sampling.size() != rows || output.logits.empty()) return;  // (embeddings keep no logits)
   const size_t vocab = output.logits.size() / rows;
   for (size_t row = 0; row < rows; ++row) {
     if (batch.sampling[row].score_target >= 0) continue;  // a scored prompt row samples nothing

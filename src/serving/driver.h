@@ -25,6 +25,7 @@ struct Completion {
   // With DriverOptions::keep_logits: the raw logits of every row sampled for this request, in order (one per token
   // without speculation: logits[i] gave tokens[i]); empty otherwise.
   std::vector<std::vector<float>> logits;
+  std::vector<float> embedding;  // an embedding request's pooled embedding (Request::embed)
 };
 
 struct DriverOptions {

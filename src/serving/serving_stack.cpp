@@ -94,6 +94,7 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   scheduler_config.context_length = max_request_tokens_;
   scheduler_config.num_state_slots = engine_->state_pool().num_slots();
   scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
+  scheduler_config.embedding = engine_->model_config().embedding;
   scheduler_config.feature_group = engine_->feature_group();
   sched::ForwardFn forward = [engine = engine_.get()](const engine::ForwardBatch& batch) {
     return engine->forward(batch);

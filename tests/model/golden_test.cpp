@@ -335,6 +335,99 @@ TEST(GoldenFp8KvCache, UsesTheCheckpointsScales) {
   fs::remove_all(dir);
 }
 
+// Embeddings (tools/make_embedding_fixture.py): the qwen3 fixture laid out as Qwen3-Embedding ships (a
+// sentence-transformers folder: last-token pooling, normalised; tensors without the "model." prefix, no LM head),
+// against transformers' final-normed hidden state solved from its golden logits. The same through --task embed on
+// the generative fixture, batched, and from the prefix cache; generation and embedding requests are refused by the
+// other kind of model.
+constexpr float kEmbeddingTolerance = 1e-4f;  // unit vectors; f32 vs f32 (seen: ~1e-6)
+
+std::unique_ptr<sched::Request> embed_request(const json& c) {
+  auto request = std::make_unique<sched::Request>();
+  request->prompt_ids = c["prompt_ids"].get<std::vector<int32_t>>();
+  request->embed = true;
+  return request;
+}
+
+float embedding_diff(const std::vector<float>& got, const json& c) {
+  const auto want = c["embedding"].get<std::vector<float>>();
+  EXPECT_EQ(got.size(), want.size());
+  float diff = got.size() == want.size() ? 0.0f : 1.0f;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) diff = std::max(diff, std::abs(got[i] - want[i]));
+  return diff;
+}
+
+TEST(GoldenEmbedding, LastTokenPoolingMatchesTransformers) {
+  const json ref = json::parse(std::ifstream(fixture("qwen3_embedding") / "reference.json"));
+  engine::EngineConfig as_generator = test_config();
+  as_generator.task = "embed";
+  for (const auto& [dir, config, what] :
+       {std::tuple{fixture("qwen3_embedding"), test_config(), "sentence-transformers folder"},
+        std::tuple{fixture("qwen3"), as_generator, "--task embed on the generative fixture"}}) {
+    auto driver = make_driver(dir, config, 7, 4);
+    ASSERT_TRUE(driver->engine().model_config().embedding) << what;
+    for (const char* round : {"one at a time", "batched", "from the prefix cache"}) {
+      std::vector<size_t> ids;
+      for (const auto& c : ref["cases"]) {
+        ids.push_back(driver->submit(embed_request(c)));
+        if (round[0] == 'o') driver->run();
+      }
+      driver->run();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const serving::Completion& got = driver->result(ids[i]);
+        EXPECT_EQ(got.finish_reason, sched::FinishReason::kStop) << got.error;
+        EXPECT_TRUE(got.tokens.empty());
+        const float diff = embedding_diff(got.embedding, ref["cases"][i]);
+        std::printf("[qwen3 embedding, %s, %s] prompt %zu tokens (%d cached): max |diff| %.2e\n", what, round,
+                    ref["cases"][i]["prompt_ids"].size(), got.cached_tokens, diff);
+        EXPECT_LT(diff, kEmbeddingTolerance) << what << ", " << round;
+        if (round[0] == 'f') {
+          EXPECT_GT(got.cached_tokens, 0);
+        }
+      }
+    }
+    // A generation request is refused with the reason; the driver goes on.
+    const serving::Completion& refused = driver->generate({5, 6, 7}, kGreedy, 4);
+    EXPECT_EQ(refused.finish_reason, sched::FinishReason::kError);
+    EXPECT_NE(refused.error.find("serves embeddings only"), std::string::npos) << refused.error;
+  }
+  // A generative model refuses embedding requests.
+  auto generator = make_driver(fixture("qwen3"), test_config(), 512);
+  EXPECT_FALSE(generator->engine().model_config().embedding);
+  const size_t id = generator->submit(embed_request(ref["cases"][0]));
+  generator->run();
+  EXPECT_EQ(generator->result(id).finish_reason, sched::FinishReason::kError);
+  EXPECT_NE(generator->result(id).error.find("--task embed"), std::string::npos) << generator->result(id).error;
+}
+
+// A base-model architecture (Qwen3Model) is an embedding model too; --task generate on it needs an LM head.
+TEST(GoldenEmbedding, BaseModelArchitectureIsDetected) {
+  const fs::path dir = fs::temp_directory_path() / ("rs_golden_basemodel_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(fixture("qwen3_embedding") / "model.safetensors", dir / "model.safetensors");
+  json config = json::parse(std::ifstream(fixture("qwen3_embedding") / "config.json"));
+  config["architectures"] = {"Qwen3Model"};
+  std::ofstream(dir / "config.json") << config.dump();
+  const json ref = json::parse(std::ifstream(fixture("qwen3_embedding") / "reference.json"));
+  {
+    auto driver = make_driver(dir, test_config(), 512);
+    ASSERT_TRUE(driver->engine().model_config().embedding);
+    const size_t id = driver->submit(embed_request(ref["cases"][1]));
+    driver->run();
+    EXPECT_LT(embedding_diff(driver->result(id).embedding, ref["cases"][1]), kEmbeddingTolerance);
+  }
+  engine::EngineConfig generate = test_config();
+  generate.task = "generate";
+  try {
+    engine::Engine engine(dir, generate);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--task embed"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(GoldenBf16KvCache, AutoFollowsTheWeightsUnlessExact) {
   using engine::KvCacheDtype;
   auto dtype_of = [](const std::string& fixture_name, bool exact, KvCacheDtype kv) {
