@@ -294,6 +294,12 @@ void run_serve(ServeOptions options) {
         std::make_shared<grammar::GrammarCompiler>(grammar::TokenVocab::from_tokenizer(*model.text.tokenizer()));
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
   model.limits = options.limits;
+  if (const loader::ModelConfig& mc = engine.model_config(); mc.embedding) {
+    model.embedding =
+        server::EmbeddingModel{mc.hidden_size, mc.embedding_normalize, mc.is_matryoshka, mc.matryoshka_dimensions};
+    RS_LOG_INFO("serving embeddings ({} dimensions, last-token pooling{}) at /v1/embeddings", mc.hidden_size,
+                mc.embedding_normalize ? ", normalised" : "");
+  }
 
   sched::Scheduler& scheduler = stack.scheduler();
   http.set_ready(model, scheduler, pool.page_size);

@@ -84,9 +84,13 @@ json load_json(const sched::SchedulerStats& stats, int32_t page_size) {
 http::Request health_generate_request(const ServingModel& model) {
   http::Request req;
   req.method = "POST";
-  req.path = "/v1/completions";
-  // Token 0 exists in every vocabulary; one greedy token shows the whole path (queue, forward, sampling) works.
-  req.body = json{{"model", model.name}, {"prompt", json::array({0})}, {"max_tokens", 1}, {"temperature", 0}}.dump();
+  // Token 0 exists in every vocabulary; one greedy token (an embedding model: one embedding) shows the whole path
+  // (queue, forward, sampling) works.
+  req.path = model.embedding ? "/v1/embeddings" : "/v1/completions";
+  req.body =
+      model.embedding
+          ? json{{"model", model.name}, {"input", json::array({0})}}.dump()
+          : json{{"model", model.name}, {"prompt", json::array({0})}, {"max_tokens", 1}, {"temperature", 0}}.dump();
   req.headers.emplace_back("Content-Type", "application/json");
   return req;
 }

@@ -32,6 +32,7 @@ const char* route_of(Endpoint endpoint) {
     case Endpoint::kChat: return "/v1/chat/completions";
     case Endpoint::kMessages: return "/v1/messages";
     case Endpoint::kResponses: return "/v1/responses";
+    case Endpoint::kEmbeddings: return "/v1/embeddings";
     default: return "/v1/completions";
   }
 }
@@ -225,18 +226,6 @@ std::variant<int32_t, ApiError> GenerateHandler::max_new_tokens(const std::vecto
   return *options.max_tokens;
 }
 
-// Counts a call in flight for as long as it lives (a streamed response outlives its handler).
-class InFlight {
- public:
-  explicit InFlight(std::atomic<int32_t>& counter) : counter_(counter) { ++counter_; }
-  ~InFlight() { --counter_; }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-
- private:
-  std::atomic<int32_t>& counter_;
-};
-
 // A call in flight after its handler returned: what the deferred and streamed answers share.
 struct CallState {
   GenerateHandler& handler;
@@ -418,6 +407,13 @@ http::Response GenerateHandler::count_message_tokens(const http::Request& req) {
 
 http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& req) {
   auto in_flight = std::make_unique<InFlight>(in_flight_);
+  if (model_.embedding)
+    return respond_error(api_error(400, "invalid_request_error",
+                                   fmt::format("The model `{}` serves embeddings only (it was started with --task "
+                                               "embed): use /v1/embeddings.",
+                                               model_.name),
+                                   "model", "model_not_supported"),
+                         endpoint);
   // Anthropic's Messages and OpenAI's Responses run as the chat request they stand for.
   std::string chat_body;
   std::shared_ptr<ResponsesCall> responses_call;

@@ -17,6 +17,18 @@
 
 namespace rs::server {
 
+// Counts a call in flight for as long as it lives (a streamed response outlives its handler).
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int32_t>& counter) : counter_(counter) { ++counter_; }
+  ~InFlight() { --counter_; }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int32_t>& counter_;
+};
+
 class GenerateHandler {
  public:
   // model, scheduler and metrics must outlive every call. log_requests: each accepted call also logs its prompt or
@@ -27,6 +39,8 @@ class GenerateHandler {
   http::Response handle(Endpoint endpoint, const http::Request& req);
   // POST /v1/messages/count_tokens: {"input_tokens": N} of the prompt a Messages request would send.
   http::Response count_message_tokens(const http::Request& req);
+  // POST /v1/embeddings (embedding_handler.cpp): one embedding request per input, answered once all are done.
+  http::Response handle_embeddings(const http::Request& req);
   // Calls whose response is still being produced (streams included).
   int32_t in_flight() const { return in_flight_.load(); }
   // Stored /v1/responses answers (GET and DELETE /v1/responses/{id} read it).
@@ -49,6 +63,7 @@ class GenerateHandler {
   friend struct CallState;
   friend class PendingCompletion;
   friend class CompletionStream;
+  friend class PendingEmbeddings;
 
   const ServingModel& model_;
   sched::Scheduler& scheduler_;

@@ -20,6 +20,7 @@
 #include "server/harmony_parser.h"
 #include "server/metrics.h"
 #include "server/model_text.h"
+#include "server/openai_embeddings.h"
 #include "server/openai_request.h"
 #include "server/reasoning_parser.h"
 #include "server/stop_matcher.h"
@@ -78,6 +79,8 @@ struct ServingModel {
   std::optional<ToolCallFormat> tool_call_format;
   // Compiles structured output constraints for this model's vocabulary (cached by text); null without a tokenizer.
   std::shared_ptr<grammar::GrammarCompiler> grammar;
+  // An embedding model (--task embed): /v1/embeddings serves, the generation routes refuse; else the other way round.
+  std::optional<EmbeddingModel> embedding;
 
   bool serves(std::string_view requested) const {
     return requested == name || std::find(aliases.begin(), aliases.end(), requested) != aliases.end();

@@ -39,7 +39,8 @@ const char* allowed_methods(const std::string& path, bool web_ui, bool metrics) 
       path == "/get_model_info" || path == "/get_server_info" || path == "/server_info" || path == "/get_load")
     return "GET";
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
-      path == "/v1/messages/count_tokens" || path == "/v1/responses" || path == "/tokenize" || path == "/detokenize")
+      path == "/v1/embeddings" || path == "/v1/messages/count_tokens" || path == "/v1/responses" ||
+      path == "/tokenize" || path == "/detokenize")
     return "POST";
   if (path.rfind("/v1/responses/", 0) == 0) return "GET, DELETE";
   if (path == "/flush_cache") return "GET, POST";  // SGLang's gateway sends either
@@ -315,6 +316,15 @@ http::Response HttpServer::route_model(const http::Request& req) {
                                                                  : Endpoint::kCompletion;
     return handler_->handle(endpoint, req);
   }
+  if (post && req.path == "/v1/embeddings") {
+    if (!ready_) return loading();
+    if (draining_) {
+      metrics_.requests_rejected++;
+      send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
+      return res;
+    }
+    return handler_->handle_embeddings(req);
+  }
   if (post && req.path == "/v1/messages/count_tokens") {
     if (!ready_) return loading();
     return handler_->count_message_tokens(req);
@@ -367,7 +377,9 @@ http::Response HttpServer::route_model(const http::Request& req) {
       send_error(res, server_error(503, "The server is shutting down.", "shutting_down"));
       return res;
     }
-    return health_generate_answer(handler_->handle(Endpoint::kCompletion, health_generate_request(*model_)));
+    const http::Request probe = health_generate_request(*model_);
+    return health_generate_answer(model_->embedding ? handler_->handle_embeddings(probe)
+                                                    : handler_->handle(Endpoint::kCompletion, probe));
   }
   // Extension (as in SGLang): drop every cached prefix no request uses, e.g. to measure the idle KV level.
   if ((post || get) && req.path == "/flush_cache") {

@@ -152,59 +152,11 @@ std::mutex logged_fields_mutex;
 std::set<std::string, std::less<>> logged_fields;
 constexpr size_t kMaxLoggedFields = 1024;
 
-std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields,
-                                     bool strict) {
-  for (const auto& [key, value] : body.items()) {
-    if (kCommonFields.contains(key) || endpoint_fields.contains(key)) continue;
-    if (strict)
-      return invalid_param(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_parameter");
-    std::lock_guard lock(logged_fields_mutex);
-    if (logged_fields.size() < kMaxLoggedFields && logged_fields.insert(key).second) {
-      // The name is the client's: at most 64 bytes of it, printable ASCII only, so it cannot forge log lines.
-      std::string shown = key.substr(0, 64);
-      for (char& c : shown)
-        if (c < 0x20 || c > 0x7e) c = '?';
-      RS_LOG_WARN(
-          "ignoring the unknown request field '{}' (logged once; --strict-request-params refuses such requests)",
-          shown);
-    }
-  }
-  return std::nullopt;
-}
-
 // An integer that fits a token id's int32 (range against the vocabulary is checked later); larger values must not
 // wrap into valid ids.
 bool is_token_id(const json& v) {
   if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(INT32_MAX);
   return v.is_number_integer() && v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
-}
-
-// Parses the body as a JSON object, or explains why it is not one. Nesting is capped while parsing, before anything
-// copies the value: copying (and converting for the chat template) recurses once per level, so a deep body would
-// overflow the HTTP thread's stack.
-std::variant<json, ApiError> parse_body(std::string_view body, int max_depth) {
-  max_depth = std::clamp(max_depth, 1, kMaxJsonDepth);
-  bool too_deep = false;
-  json parsed = json::parse(
-      body,
-      [&too_deep, max_depth](int depth, json::parse_event_t, json&) {
-        if (depth >= max_depth) too_deep = true;
-        return !too_deep;  // keep nothing once too deep: the body is refused anyway
-      },
-      /*allow_exceptions=*/false);
-  if (too_deep)
-    return invalid_param({},
-                         fmt::format("The JSON body of your request is nested more than {} levels deep.", max_depth),
-                         "invalid_json");
-  if (parsed.is_discarded())
-    return invalid_param({},
-                         "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
-                         "payload, but what was sent was not valid JSON.",
-                         "invalid_json");
-  if (!parsed.is_object())
-    return invalid_param({}, fmt::format("The request body must be a JSON object, not {}.", json_type_name(parsed)),
-                         "invalid_json");
-  return parsed;
 }
 
 // `model` may be omitted (as vLLM and SGLang allow): the one served model answers.
@@ -346,6 +298,54 @@ std::optional<ApiError> validate_messages(const json* messages, int32_t max_mess
 }
 
 }  // namespace
+
+std::optional<ApiError> check_fields(const json& body, const std::set<std::string, std::less<>>& endpoint_fields,
+                                     bool strict) {
+  for (const auto& [key, value] : body.items()) {
+    if (kCommonFields.contains(key) || endpoint_fields.contains(key)) continue;
+    if (strict)
+      return invalid_param(key, fmt::format("Unrecognized request argument supplied: {}", key), "unknown_parameter");
+    std::lock_guard lock(logged_fields_mutex);
+    if (logged_fields.size() < kMaxLoggedFields && logged_fields.insert(key).second) {
+      // The name is the client's: at most 64 bytes of it, printable ASCII only, so it cannot forge log lines.
+      std::string shown = key.substr(0, 64);
+      for (char& c : shown)
+        if (c < 0x20 || c > 0x7e) c = '?';
+      RS_LOG_WARN(
+          "ignoring the unknown request field '{}' (logged once; --strict-request-params refuses such requests)",
+          shown);
+    }
+  }
+  return std::nullopt;
+}
+
+// Parses the body as a JSON object, or explains why it is not one. Nesting is capped while parsing, before anything
+// copies the value: copying (and converting for the chat template) recurses once per level, so a deep body would
+// overflow the HTTP thread's stack.
+std::variant<json, ApiError> parse_body(std::string_view body, int max_depth) {
+  max_depth = std::clamp(max_depth, 1, kMaxJsonDepth);
+  bool too_deep = false;
+  json parsed = json::parse(
+      body,
+      [&too_deep, max_depth](int depth, json::parse_event_t, json&) {
+        if (depth >= max_depth) too_deep = true;
+        return !too_deep;  // keep nothing once too deep: the body is refused anyway
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep)
+    return invalid_param({},
+                         fmt::format("The JSON body of your request is nested more than {} levels deep.", max_depth),
+                         "invalid_json");
+  if (parsed.is_discarded())
+    return invalid_param({},
+                         "We could not parse the JSON body of your request. The OpenAI API expects a JSON "
+                         "payload, but what was sent was not valid JSON.",
+                         "invalid_json");
+  if (!parsed.is_object())
+    return invalid_param({}, fmt::format("The request body must be a JSON object, not {}.", json_type_name(parsed)),
+                         "invalid_json");
+  return parsed;
+}
 
 engine::SamplingParams sampling_defaults(const nlohmann::json& generation_config) {
   engine::SamplingParams params;

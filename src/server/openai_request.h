@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -60,6 +61,13 @@ struct CompletionRequest {
 
 template <typename T>
 using Parsed = std::variant<T, ApiError>;
+
+// The request body as a JSON object, nesting capped while parsing (max_depth), or the 400 that says why it is not one.
+std::variant<nlohmann::ordered_json, ApiError> parse_body(std::string_view body, int max_depth);
+// Top-level fields neither common to the generation endpoints nor in endpoint_fields: each logged once and ignored
+// (as vLLM and SGLang), or a 400 unknown_parameter when strict (as OpenAI).
+std::optional<ApiError> check_fields(const nlohmann::ordered_json& body,
+                                     const std::set<std::string, std::less<>>& endpoint_fields, bool strict);
 
 // Containers a request body may nest (arrays and objects, the body itself counted) by default, and at most.
 constexpr int kMaxJsonDepth = 64;

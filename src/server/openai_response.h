@@ -16,7 +16,7 @@ namespace rs::server {
 
 // kMessages: Anthropic's /v1/messages, run as a chat and answered in its own shapes (anthropic_messages.h).
 // kResponses: OpenAI's /v1/responses, likewise (openai_responses.h).
-enum class Endpoint : uint8_t { kChat, kCompletion, kMessages, kResponses };
+enum class Endpoint : uint8_t { kChat, kCompletion, kMessages, kResponses, kEmbeddings };
 
 // A choice accumulated over the whole call (non-streaming responses).
 struct ChoiceResult {
