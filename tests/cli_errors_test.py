@@ -2,13 +2,14 @@
 """CTest: every bad argument to `radixserve tokenize` and `generate` is refused with a clear message and a non-zero
 exit, before any model loads: token ids outside int32 or the vocabulary (4294967297 once wrapped to 1), NaN sampling
 parameters (they passed CLI11's range checks), an empty --prompt (once "give exactly one of ..."), and bounds shown
-readably (CLI11's PositiveNumber printed DBL_MAX's 309 digits), and `serve` of a folder without a tokenizer (unless
---skip-tokenizer-init).
+readably (CLI11's PositiveNumber printed DBL_MAX's 309 digits), `serve` of a folder without a tokenizer (unless
+--skip-tokenizer-init), and weights larger than the free memory (refused in seconds, before loading).
 
 Usage: cli_errors_test.py RADIXSERVE DEMO_MODEL_DIR"""
 import pathlib
 import subprocess
 import sys
+import time
 
 from test_checks import check
 
@@ -45,6 +46,16 @@ def main() -> None:
     # serve refuses a model folder without a tokenizer unless told to serve token ids only (before it listens).
     fixture = str(pathlib.Path(model).resolve().parent.parent / "tests/data/models/qwen3")
     expect_error(binary, ["serve", "--model", fixture, "--port", "0"], "pass --skip-tokenizer-init")
+    # Weights that cannot fit are refused before loading, in seconds, with the numbers (gpt-oss-120b's dummy weights
+    # need ~61 GiB: more than this machine's free memory; on a larger one the check is skipped).
+    repo = pathlib.Path(model).resolve().parent.parent
+    free_gib = next((int(line.split()[1]) / 2**20 for line in open("/proc/meminfo") if line.startswith("MemAvailable:")),
+                    0)
+    if 0 < free_gib < 55:
+        started = time.monotonic()
+        expect_error(binary, ["generate", "--model", str(repo / "configs/gpt-oss-120b"), "--load-format", "dummy",
+                              "--prompt-ids", "1,2"], "its weights need at least 60.")
+        check(time.monotonic() - started < 20, f"the refusal took {time.monotonic() - started:.1f} s")
     print("ok")
 
 

@@ -10,6 +10,7 @@
 #include "engine/pooling.h"
 #include "engine/sampler.h"
 #include "engine/step_staging.h"
+#include "engine/weight_plan.h"
 #include "kv/kv_footprint.h"
 #include "model/model.h"
 
@@ -37,6 +38,7 @@ std::vector<int32_t> kv_layer_windows(const loader::ModelConfig& config) {
 }
 
 constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
 constexpr int64_t kReportContext = 32768;  // the context the start-up log prices one request at
 
 }  // namespace
@@ -110,6 +112,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
                                                    config_.programmatic_launch, config_.deterministic});
   RS_CHECK(config_.load_format == "dummy" || config_.load_format == "auto" || config_.load_format == "safetensors",
            "unknown load format '{}' (auto, safetensors, dummy)", config_.load_format);
+  check_weights_fit(model_dir);
   weights_ = std::make_unique<loader::WeightSource>(
       config_.load_format == "dummy" ? loader::WeightSource::dummy(config_.dummy_seed, model_config_.dtype)
                                      : loader::WeightSource::checkpoint(model_dir));
@@ -184,6 +187,23 @@ void Engine::run_largest_step() {
 }
 
 Engine::~Engine() = default;
+
+void Engine::check_weights_fit(const std::filesystem::path& model_dir) const {
+  // A CPU maps a checkpoint's files (the page cache may drop them): only generated (dummy) weights must fit in RAM.
+  const bool dummy = config_.load_format == "dummy";
+  const bool device = !backend_->device().is_cpu();
+  if (!device && !dummy) return;
+  const size_t need = planned_weight_bytes(model_dir, model_config_, dummy);
+  const size_t free = backend_->memory_info().free_bytes;
+  RS_CHECK(free == 0 || need <= free,
+           "{}: its weights need at least {:.1f} GiB ({}), but {} has {:.1f} GiB free: use a quantized checkpoint "
+           "(FP8, 4-bit) or a smaller model",
+           model_dir.string(), need / kGiB,
+           dummy
+               ? fmt::format("{:.2f}B parameters at their stored width", count_parameters(model_config_).total() / 1e9)
+               : "the checkpoint's tensor files",
+           device ? backend_->name() : "this machine's memory", free / kGiB);
+}
 
 void Engine::allocate_feature_cache() {
   // The first full-attention group: its pages hold every position of a sequence (windows free theirs).

@@ -117,7 +117,9 @@ class Engine {
   uint64_t memory_epoch() const;
   // Records decode graphs for every size in graph_sizes_ (each run once eagerly first, so scratch is sized).
   void capture_decode_graphs();
-  void run_largest_step();        // eagerly, before recording graphs (sizes the backend's scratch)
+  void run_largest_step();  // eagerly, before recording graphs (sizes the backend's scratch)
+  // Refuses, before anything is loaded, weights that cannot fit in the device's free memory (weight_plan.h).
+  void check_weights_fit(const std::filesystem::path& model_dir) const;
   void allocate_feature_cache();  // capture_hidden_layers: features_ beside the KV pool
   void apply_kv_cache_scales();   // an fp8 KV pool: the checkpoint's per-layer k_scale / v_scale
   // The recorded size a decode step of `seqs` sequences pads to, or 0 when the step runs eagerly.
