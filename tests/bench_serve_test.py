@@ -7,59 +7,14 @@ goodput follows the SLOs, the first token is not held back by Nagle's algorithm,
 Poisson arrivals work too; tools/plot_bench.py draws the cached and uncached runs side by side.
 
 Usage: bench_serve_test.py RADIXSERVE MODEL_DIR"""
-import atexit
 import json
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
+from radixserve_server import Server
 from test_checks import check, fail
-
-
-class Server:
-    """`radixserve serve` on a free port, up until stop()."""
-
-    def __init__(self, radixserve: str, model_dir: str, extra: list):
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([radixserve, "serve", "--model", model_dir, "--port", "0", "--threads", "1",
-                                      "--log-stats-interval", "0", *extra], stdout=subprocess.DEVNULL, stderr=self.log)
-        atexit.register(self.kill)  # a failed check exits at once: never leave the server behind
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            self.log.seek(0)
-            match = re.search(r"listening on http://[^:]+:(\d+)", self.log.read())
-            if match:
-                self.url = f"http://127.0.0.1:{match.group(1)}"
-                break
-            check(self.proc.poll() is None, f"server exited while starting:\n{self.text()}")
-            time.sleep(0.05)
-        else:
-            fail(f"server did not start:\n{self.text()}")
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(self.url + "/health", timeout=2).status == 200:
-                    return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        fail(f"server never became healthy:\n{self.text()}")
-
-    def text(self) -> str:
-        self.log.seek(0)
-        return self.log.read()[-4000:]
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        check(self.proc.wait(timeout=60) == 0, f"server exited {self.proc.returncode}:\n{self.text()}")
 
 
 def bench(radixserve: str, url: str, args: list) -> dict:

@@ -23,7 +23,7 @@ import msgpack
 import yaml
 import zmq
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check, fail
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import urllib.request
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check
 
 CHUNKED_MODELS = ["gpt_oss", "qwen3_next", "qwen3_5"]

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import urllib.request
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check
 
 REPO = "test-org/tiny-model"

@@ -17,7 +17,7 @@ import random
 import sys
 import urllib.request
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check
 
 MODELS = ["qwen3_next", "qwen3_5"]

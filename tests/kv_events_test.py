@@ -18,7 +18,7 @@ import cbor2
 import msgpack
 import zmq
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check, fail
 
 PAGE = 16

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import urllib.request
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 import urllib.request
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check
 
 

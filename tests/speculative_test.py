@@ -24,7 +24,7 @@ import subprocess
 import sys
 import urllib.request
 
-from bench_serve_test import Server
+from radixserve_server import Server
 from test_checks import check
 
 ATTENTION_MODELS = ["llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "gpt_oss_mxfp4"]

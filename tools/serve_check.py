@@ -11,12 +11,14 @@ has no node, so the e2e tests cannot run there). Starts the server, then checks 
   tools/serve_check.py SERVER_BINARY MODEL_DIR [extra serve flags...]      exits 1 on the first failed check
 """
 import json
+import pathlib
 import re
-import subprocess
 import sys
 import threading
-import time
 import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+from radixserve_server import Server  # noqa: E402
 
 
 def post(base, path, body, stream=False):
@@ -42,27 +44,9 @@ def check(ok, what, detail="", required=True):
 
 def main():
     binary, model, extra = sys.argv[1], sys.argv[2], sys.argv[3:]
-    server = subprocess.Popen([binary, "serve", "--model", model, "--port", "0", *extra],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    server = Server(binary, model, extra, threads=None, startup_s=300)  # /health answers 503 until the model loads
     try:
-        port, log = None, ""
-        deadline = time.time() + 120
-        while port is None and time.time() < deadline:
-            line = server.stderr.readline()
-            if not line:
-                break
-            log += line
-            m = re.search(r"listening on http://[^:]+:(\d+)", line)
-            port = int(m.group(1)) if m else None
-        check(port is not None, "server started", log[-2000:])
-        threading.Thread(target=lambda: [None for _ in server.stderr], daemon=True).start()
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(1200):  # /health answers 503 until the model is loaded
-            try:
-                if urllib.request.urlopen(base + "/health", timeout=5).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+        base = server.url
         name = json.loads(urllib.request.urlopen(base + "/v1/models").read())["data"][0]["id"]
         req = {"model": name, "prompt": "hello world, this is a test of the server", "temperature": 0,
                "max_tokens": 16, "ignore_eos": True, "return_token_ids": True}
@@ -119,11 +103,7 @@ def main():
         streamed = post(base, "/v1/completions", {**req, "stream": True}, stream=True)
         check(whole == streamed, "streamed text equals the whole answer", f"{whole!r} vs {streamed!r}")
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.kill()
 
 
 if __name__ == "__main__":

@@ -19,12 +19,15 @@ import argparse
 import asyncio
 import json
 import os
+import pathlib
 import random
 import re
-import subprocess
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+from radixserve_server import Server  # noqa: E402
 
 KINDS = [  # (kind, weight)
     ("stream", 40), ("plain", 12), ("drop_stream", 12), ("drop_headers", 6), ("drop_body", 6), ("invalid", 6),
@@ -254,30 +257,16 @@ def main() -> int:
     parser.add_argument("--server-log", default=os.devnull, help="write the server's log here")
     args, serve_flags = parser.parse_known_args()
     serve_flags = [flag for flag in serve_flags if flag != "--"]
-    command = [args.radixserve, "serve", "--model", args.model_dir, "--port", "0", "--log-stats-interval", "0",
-               "--max-request-bytes", str(args.max_body), *serve_flags]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port = None
-    log = []
-    for line in server.stderr:
-        log.append(line)
-        match = re.search(r"listening on http://[^:]+:(\d+)", line)
-        if match:
-            port = int(match.group(1))
-            break
-    if port is None:
-        print("FAIL: the server did not start:\n" + "".join(log[-20:]))
-        return 1
-    # Keep draining the server's log so it never blocks on a full pipe.
-    drain = subprocess.Popen(["cat"], stdin=server.stderr, stdout=open(args.server_log, "w"))
-    url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(1200):
-            try:
-                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+        server = Server(args.radixserve, args.model_dir, ["--max-request-bytes", str(args.max_body), *serve_flags],
+                        threads=None, log_path=None if args.server_log == os.devnull else args.server_log,
+                        startup_s=300)
+    except RuntimeError as error:
+        print(f"FAIL: {error}")
+        return 1
+    url = server.url
+    port = server.port
+    try:
         with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
             model = json.loads(response.read())["data"][0]["id"]
         idle_fds = open_fds(server.pid)
@@ -339,12 +328,7 @@ def main() -> int:
         print(f"soak: ok ({args.requests} requests from {args.clients} clients in {seconds:.1f} s)")
         return 0
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        drain.wait()
+        server.kill()
 
 
 if __name__ == "__main__":

@@ -11,12 +11,15 @@ import argparse
 import asyncio
 import json
 import os
+import pathlib
 import re
 import resource
-import subprocess
 import sys
 import time
 import urllib.request
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+from radixserve_server import Server  # noqa: E402
 
 
 def process_status(pid: int) -> dict:
@@ -116,27 +119,14 @@ def main() -> int:
         "--load-format", "dummy", "--max-queued-requests", str(args.streams + 64)]
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    server = subprocess.Popen([args.radixserve, "serve", "--model", args.model_dir, "--port", "0",
-                               "--log-stats-interval", "0", *serve_flags],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    port = None
-    for line in server.stderr:
-        match = re.search(r"listening on http://[^:]+:(\d+)", line)
-        if match:
-            port = int(match.group(1))
-            break
-    if port is None:
-        print("FAIL: the server did not start")
-        return 1
-    drain = subprocess.Popen(["cat"], stdin=server.stderr, stdout=subprocess.DEVNULL)
     try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(1200):
-            try:
-                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
+        server = Server(args.radixserve, args.model_dir, serve_flags, threads=None, startup_s=300)
+    except RuntimeError as error:
+        print(f"FAIL: {error}")
+        return 1
+    port = server.port
+    try:
+        url = server.url
         model = json.loads(urllib.request.urlopen(url + "/v1/models", timeout=10).read())["data"][0]["id"]
         idle = process_status(server.pid)
         figures = asyncio.run(measure(args, port, model, server.pid))
@@ -160,9 +150,7 @@ def main() -> int:
             print("FAIL:", problem)
         return 1 if problems else 0
     finally:
-        server.terminate()
-        server.wait(timeout=60)
-        drain.wait(timeout=10)
+        server.kill()
 
 
 if __name__ == "__main__":
