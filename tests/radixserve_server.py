@@ -3,6 +3,7 @@ tests/e2e/harness.mjs): a free port, the log in a file (nothing blocks on a full
 never left behind when the caller exits early."""
 import atexit
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -15,11 +16,20 @@ class Server:
     log_path keeps the server's log there (else a temporary file)."""
 
     def __init__(self, radixserve: str, model_dir: str, extra=(), threads=1, log_path=None, startup_s=120):
-        self.log = open(log_path, "w+") if log_path else tempfile.TemporaryFile(mode="w+")
+        # The server appends through its own descriptor; this side reads through another, so reading never moves
+        # the server's write position.
+        if log_path:
+            writer = open(log_path, "w")
+            self.log = open(log_path, "r")
+        else:
+            writer = tempfile.NamedTemporaryFile(mode="w", delete=False)
+            self.log = open(writer.name, "r")
+            os.unlink(writer.name)  # both descriptors stay valid; nothing is left behind
         command = [radixserve, "serve", "--model", model_dir, "--port", "0", "--log-stats-interval", "0"]
         if threads is not None:
             command += ["--threads", str(threads)]
-        self.proc = subprocess.Popen(command + list(extra), stdout=subprocess.DEVNULL, stderr=self.log)
+        self.proc = subprocess.Popen(command + list(extra), stdout=subprocess.DEVNULL, stderr=writer)
+        writer.close()  # the child has its own copy
         self.pid = self.proc.pid
         atexit.register(self.kill)  # a failed check exits at once: never leave the server behind
         deadline = time.time() + startup_s
@@ -42,6 +52,8 @@ class Server:
                     return
             except OSError:
                 pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited while loading:\n{self.text()}")
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"server never became healthy:\n{self.text()}")

@@ -1,6 +1,9 @@
 #include "engine/weight_plan.h"
 
+#include <algorithm>
 #include <system_error>
+
+#include "loader/checkpoint.h"
 
 namespace rs::engine {
 namespace fs = std::filesystem;
@@ -33,23 +36,27 @@ ParameterCount count_parameters(const loader::ModelConfig& c) {
 }
 
 size_t planned_weight_bytes(const fs::path& model_dir, const loader::ModelConfig& config, bool dummy) {
-  if (!dummy) {
-    size_t bytes = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-      const std::string ext = entry.path().extension().string();
-      if (ext != ".safetensors" && ext != ".gguf" && ext != ".bin") continue;
-      const auto size = fs::file_size(entry.path(), ec);  // follows the links of a hub cache or a GGUF folder view
-      if (!ec) bytes += size;
-    }
-    return bytes;
-  }
   const ParameterCount n = count_parameters(config);
   const double element = config.dtype == DType::kF32 ? 4.0 : 2.0;
   const loader::QuantizationConfig& q = config.quantization;
   const double linear = q.is_fp8() || q.fp8_on_load ? 1.0 : q.is_integer() ? q.bits / 8.0 : element;
   const double experts = config.quant_method == "mxfp4" ? 4.25 / 8 : linear;
-  return static_cast<size_t>(n.linear * linear + n.experts * experts + n.other * element);
+  const auto estimate = static_cast<size_t>(n.linear * linear + n.experts * experts + n.other * element);
+  if (dummy) return estimate;
+  // The files the loader reads (a folder may also ship another format, or a consolidated copy), or its GGUF files.
+  std::vector<fs::path> files = loader::weight_files(model_dir);
+  std::error_code ec;
+  if (files.empty())
+    for (const auto& entry : fs::directory_iterator(model_dir, ec))
+      if (entry.path().extension() == ".gguf") files.push_back(entry.path());
+  size_t bytes = 0;
+  for (const fs::path& file : files) {
+    const auto size = fs::file_size(file, ec);  // follows the links of a hub cache or a GGUF folder view
+    if (!ec) bytes += size;
+  }
+  // What loads can be less than what is stored: --quantization fp8 halves bf16 projections, an embedding model skips
+  // the LM head. The smaller of the two keeps this a lower bound (a false refusal is worse than none).
+  return std::min(bytes, estimate);
 }
 
 }  // namespace rs::engine

@@ -41,8 +41,10 @@ TEST(WeightPlan, DummyBytesAtTheStoredWidth) {
 
 TEST(WeightPlan, CheckpointBytesAreItsTensorFiles) {
   const auto dir = std::filesystem::path(RS_SOURCE_DIR) / "tests/data/models/qwen3";
-  EXPECT_EQ(planned_weight_bytes(dir, loader::load_model_config(dir), false),
-            std::filesystem::file_size(dir / "model.safetensors"));
+  const double planned = static_cast<double>(planned_weight_bytes(dir, loader::load_model_config(dir), false));
+  const double file = static_cast<double>(std::filesystem::file_size(dir / "model.safetensors"));
+  EXPECT_LE(planned, file);  // a lower bound: the smaller of the files and the parameters at their width
+  EXPECT_GT(planned, 0.95 * file);
 }
 
 }  // namespace

@@ -148,7 +148,11 @@ std::string digest_of(const fs::path& file, bool git_blob) {
 
 // The files of a repository that serving needs.
 bool wanted(const std::string& name, bool has_safetensors) {
-  if (name.find('/') != std::string::npos) return false;  // subfolders (original/, onnx/, ...) hold other formats
+  // Subfolders (original/, onnx/, ...) hold other formats; sentence-transformers' module folders (1_Pooling/, ...)
+  // hold the embedding's pooling.
+  static const std::regex kModuleConfig(R"([0-9]+_[A-Za-z]+/config\.json)");
+  if (std::regex_match(name, kModuleConfig)) return true;
+  if (name.find('/') != std::string::npos) return false;
   static const std::regex kWanted(
       R"(.*\.json|.*\.safetensors|.*\.jinja|tokenizer\.model|merges\.txt|vocab\.(json|txt))");
   if (std::regex_match(name, kWanted)) return true;

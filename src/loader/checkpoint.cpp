@@ -43,6 +43,14 @@ std::vector<fs::path> shards_of(const fs::path& index) {
   return paths;
 }
 
+// A Git LFS pointer (a repository cloned without `git lfs pull`) in place of the weights.
+bool is_lfs_pointer(const uint8_t* data, size_t size) {
+  static constexpr std::string_view kPrefix = "version https://git-lfs";
+  return size >= kPrefix.size() && std::memcmp(data, kPrefix.data(), kPrefix.size()) == 0;
+}
+
+}  // namespace
+
 // The weight files of a folder, in transformers' order of preference; then, for folders that name a single file
 // differently, every *.safetensors file.
 std::vector<fs::path> weight_files(const fs::path& dir) {
@@ -58,14 +66,6 @@ std::vector<fs::path> weight_files(const fs::path& dir) {
   }
   return paths;
 }
-
-// A Git LFS pointer (a repository cloned without `git lfs pull`) in place of the weights.
-bool is_lfs_pointer(const uint8_t* data, size_t size) {
-  static constexpr std::string_view kPrefix = "version https://git-lfs";
-  return size >= kPrefix.size() && std::memcmp(data, kPrefix.data(), kPrefix.size()) == 0;
-}
-
-}  // namespace
 
 CheckpointFile::CheckpointFile(const fs::path& path) : path_(path) {
   const Mapping mapping = map_readonly(path, 8, "safetensors or a PyTorch checkpoint");

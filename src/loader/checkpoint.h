@@ -61,4 +61,8 @@ class Checkpoint {
   std::unique_ptr<gguf::GgufWeights> gguf_;
 };
 
+// The safetensors / PyTorch files a folder's weights are read from, in transformers' order of preference
+// (model.safetensors, its index's shards, pytorch_model.bin, its shards; else every *.safetensors); empty for none.
+std::vector<std::filesystem::path> weight_files(const std::filesystem::path& dir);
+
 }  // namespace rs::loader

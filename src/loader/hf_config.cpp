@@ -318,14 +318,13 @@ void read_sentence_transformers(const fs::path& model_dir, ModelConfig& config) 
     pooling = true;
     const std::string folder = module.value("path", std::string("1_Pooling"));
     const fs::path pooling_path = model_dir / folder / "config.json";
+    // Without its config (a partial copy) a decoder pools the last token, as vLLM assumes for them.
     if (!fs::exists(pooling_path)) continue;
     const json mode = read_json(pooling_path);
-    if (mode.value("pooling_mode_lasttoken", false))
-      config.embedding_pooling = "last";
-    else if (mode.value("pooling_mode_mean_tokens", false))
-      config.embedding_pooling = "mean";
-    else if (mode.value("pooling_mode_cls_token", false))
-      config.embedding_pooling = "cls";
+    config.embedding_pooling = mode.value("pooling_mode_lasttoken", false)     ? "last"
+                               : mode.value("pooling_mode_mean_tokens", false) ? "mean"
+                               : mode.value("pooling_mode_cls_token", false)   ? "cls"
+                                                                               : "other (max or weighted)";
   }
   if (!pooling) return;
   config.embedding_detected = true;

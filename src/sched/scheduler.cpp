@@ -108,8 +108,10 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
   if (seq->tokens.empty()) {
     error = "the prompt is empty";
   } else if (seq->request->embed != config_.embedding) {
-    error = config_.embedding ? "this model serves embeddings only (it was started with --task embed)"
+    error = config_.embedding ? "this model serves embeddings only (an embedding model, or --task embed)"
                               : "this model does not serve embeddings (start it with --task embed)";
+  } else if (seq->request->embed && seq->request->sampling.prompt_logprobs >= 0) {
+    error = "an embedding request has no prompt logprobs";
   } else if (seq->request->max_new_tokens <
                  (seq->request->sampling.prompt_logprobs >= 0 || seq->request->embed ? 0 : 1) ||
              total > config_.context_length) {

@@ -35,6 +35,9 @@ class PendingEmbeddings : public http::DeferredResponse {
         if (event->finish_reason == sched::FinishReason::kError && !error_)
           error_ = event->request_error ? api_error(400, "invalid_request_error", event->error)
                                         : server_error(500, event->error);
+        else if ((event->finish_reason != sched::FinishReason::kStop || event->embedding.empty()) && !error_)
+          error_ = server_error(503, "The request was aborted before its embedding was made (the server is stopping).",
+                                "aborted");
         embeddings_[i] = std::move(event->embedding);
       }
     if (std::find(done_.begin(), done_.end(), false) != done_.end()) return std::nullopt;

@@ -409,8 +409,8 @@ http::Response GenerateHandler::handle(Endpoint endpoint, const http::Request& r
   auto in_flight = std::make_unique<InFlight>(in_flight_);
   if (model_.embedding)
     return respond_error(api_error(400, "invalid_request_error",
-                                   fmt::format("The model `{}` serves embeddings only (it was started with --task "
-                                               "embed): use /v1/embeddings.",
+                                   fmt::format("The model `{}` serves embeddings only (an embedding model, or "
+                                               "--task embed): use /v1/embeddings.",
                                                model_.name),
                                    "model", "model_not_supported"),
                          endpoint);
