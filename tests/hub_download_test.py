@@ -128,6 +128,7 @@ def main() -> None:
     files = {p.name: p.read_bytes() for p in sorted(fixture.iterdir()) if p.is_file()}
     files["README.md"] = b"# not needed to serve"
     files["original/consolidated.pth"] = b"not needed either"
+    files["1_Pooling/config.json"] = b'{"pooling_mode_lasttoken": true}'  # a sentence-transformers module's: needed
     hub = Hub(files)
     endpoint = start(hub)
     with tempfile.TemporaryDirectory() as home:
