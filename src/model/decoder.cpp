@@ -341,12 +341,20 @@ void DecoderModel::ensure_workspace(int64_t tokens) {
   const int64_t gdn_floats = 2 * linear.conv_channels() + 2 * linear.value_dim() + 2 * linear.num_value_heads;
   const int64_t floats_per_token =
       4 * hidden + 4 * q_width + 2 * kv_width + 3 * inter + experts + 2 * topk + 1 + gdn_floats;
-  workspace_ = backend_->alloc(tokens * floats_per_token * sizeof(float));
-  char* cursor = static_cast<char*>(workspace_.data());
+  // Every buffer starts 256-byte aligned, whatever the token count: kernels read rows with 16-byte vector loads, and a
+  // buffer after an odd-sized one ({tokens, 1}, top-k ids) was misaligned for odd step budgets (--max-running-requests
+  // 1 makes max_step_tokens odd: the CUDA integer GEMV then refused a gated-delta-net model's input).
+  constexpr size_t kAlign = 256, kBuffers = 24;
+  workspace_ = backend_->alloc(tokens * floats_per_token * sizeof(float) + kBuffers * kAlign);
+  char* const base = static_cast<char*>(workspace_.data());
+  char* cursor = base;
   const Device device = workspace_.device();
+  int carved = 0;
   auto carve = [&](DType dtype, std::initializer_list<int64_t> shape) {
+    RS_CHECK(++carved <= static_cast<int>(kBuffers), "workspace: more buffers than its alignment slack covers");
     Tensor t(cursor, dtype, shape, device);
-    cursor += t.bytes();
+    const size_t end = static_cast<size_t>(cursor - base) + t.bytes();
+    cursor = base + (end + kAlign - 1) / kAlign * kAlign;
     return t;
   };
   x_ = carve(DType::kF32, {tokens, hidden});
