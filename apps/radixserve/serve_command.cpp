@@ -293,6 +293,7 @@ void run_serve(ServeOptions options) {
     model.grammar =
         std::make_shared<grammar::GrammarCompiler>(grammar::TokenVocab::from_tokenizer(*model.text.tokenizer()));
   model.max_choices_per_call = std::min(128, options.scheduler.max_queued_requests);
+  model.max_embedding_inputs = std::min(2048, options.scheduler.max_queued_requests);
   model.limits = options.limits;
   if (const loader::ModelConfig& mc = engine.model_config(); mc.embedding) {
     model.embedding =

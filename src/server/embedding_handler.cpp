@@ -98,8 +98,13 @@ http::Response GenerateHandler::handle_embeddings(const http::Request& req) {
         Endpoint::kEmbeddings);
   if (auto error = check_dimensions(*model_.embedding, request.dimensions))
     return respond_error(*error, Endpoint::kEmbeddings);
-  if (auto error = check_num_choices(request.texts.size() + request.token_inputs.size(), 1))
-    return respond_error(*error, Endpoint::kEmbeddings);
+  if (const size_t inputs = request.texts.size() + request.token_inputs.size();
+      inputs > static_cast<size_t>(model_.max_embedding_inputs))
+    return respond_error(invalid_param("input",
+                                       fmt::format("This call has {} inputs; at most {} are allowed per call.", inputs,
+                                                   model_.max_embedding_inputs),
+                                       "too_many_inputs"),
+                         Endpoint::kEmbeddings);
   std::vector<std::vector<int32_t>> inputs = std::move(request.token_inputs);
   for (const std::string& text : request.texts) {
     auto ids = model_.text.encode_prompt(text);

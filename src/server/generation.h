@@ -68,6 +68,7 @@ struct ServingModel {
   std::vector<int32_t> eos_token_ids;        // stop tokens unless ignore_eos
   engine::SamplingParams sampling_defaults;  // generation_config.json
   int32_t max_choices_per_call = 128;        // prompts x n one call may submit (at most the scheduler's queue)
+  int32_t max_embedding_inputs = 2048;       // inputs one /v1/embeddings call may submit (OpenAI's 2,048; the queue)
   RequestLimits limits;                      // what one request may ask for (serve options)
   ModelText text;
   // Chat answers split into reasoning_content and content at these tags (--reasoning-parser); empty: off.

@@ -24,7 +24,8 @@ before(async () => {
     startServer({ model: fixture, args: ['--exact-f32', '--skip-tokenizer-init'] }),
     // Batch-invariant numerics: a row's embedding must not depend on what shares its step or the prefix cache.
     startServer({ model: path.relative(repoRoot, dir),
-      args: ['--load-format', 'dummy', '--task', 'embed', '--enable-deterministic-inference'] }),
+      args: ['--load-format', 'dummy', '--task', 'embed', '--enable-deterministic-inference',
+        '--max-queued-requests', '256'] }),
   ]);
 });
 
@@ -81,6 +82,11 @@ test('misuse is refused with the reason', async () => {
     (e) => e instanceof OpenAI.BadRequestError && /Matryoshka/.test(e.message));
   await assert.rejects(client.embeddings.create({ model: tiny.model, input: [] }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'input');
+  // More inputs than one call may carry (OpenAI's 2,048 by default; this server's queue is smaller).
+  await assert.rejects(client.embeddings.create({ model: tiny.model, input: Array(300).fill([1, 2]) }),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'too_many_inputs');
+  const many = await client.embeddings.create({ model: tiny.model, input: Array(200).fill([1, 2]) });
+  assert.equal(many.data.length, 200, 'more inputs than the 128 choices a generation call may make');
   await assert.rejects(client.embeddings.create({ model: 'other', input: 'x' }),
     (e) => e instanceof OpenAI.NotFoundError);
   await assert.rejects(client.chat.completions.create({ model: tiny.model, messages: [{ role: 'user', content: 'hi' }] }),
