@@ -12,39 +12,14 @@ h / |h|. numpy only.
 """
 import json
 import pathlib
-import struct
 
 import numpy as np
+
+from make_fp8_fixtures import read_safetensors, write_safetensors
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests/data/models/qwen3"
 TARGET = ROOT / "tests/data/models/qwen3_embedding"
-
-
-def read_safetensors(path):
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + n])
-    tensors = {}
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        assert entry["dtype"] == "F32", (name, entry["dtype"])
-        begin, end = entry["data_offsets"]
-        tensors[name] = np.frombuffer(data[8 + n + begin:8 + n + end], dtype="<f4").reshape(entry["shape"])
-    return tensors
-
-
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        blob = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(blob)]}
-        blobs.append(blob)
-        offset += len(blob)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * ((8 - len(text) % 8) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 def main():
@@ -54,8 +29,8 @@ def main():
     table = tensors["model.embed_tokens.weight"].astype(np.float64)
     TARGET.mkdir(parents=True, exist_ok=True)
     # Qwen3-Embedding's layout: Qwen3Model's tensors (no prefix, no lm_head) under a Qwen3ForCausalLM config.
-    write_safetensors(TARGET / "model.safetensors",
-                      {name.removeprefix("model."): t for name, t in tensors.items() if not name.startswith("lm_head")})
+    write_safetensors(TARGET / "model.safetensors", {name.removeprefix("model."): ("F32", t)
+                                                     for name, t in tensors.items() if not name.startswith("lm_head")})
     (TARGET / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (TARGET / "modules.json").write_text(json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
