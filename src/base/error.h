@@ -21,6 +21,12 @@ class Error : public std::runtime_error {
   std::string location_;
 };
 
+// A device (or host) allocation failed: the step that needed it fails with a 503 (retry later), never the process.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
 
 }  // namespace rs

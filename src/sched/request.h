@@ -20,17 +20,21 @@ namespace rs::sched {
 
 enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
 
+// Who a kError is owed to: the server (500), the request itself (its size, its grammar: 400), or a lack of memory on
+// the device for the step it was in (503: the same request may succeed later).
+enum class ErrorCause : uint8_t { kServer, kRequest, kOverloaded };
+
 // One scheduler -> HTTP message: tokens produced since the last event, and the end of the request when finished.
 struct TokenEvent {
   std::vector<engine::SampledToken> tokens;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;           // set with kError
-  bool request_error = false;  // with kError: caused by the request itself (its size, its grammar), not the server
-  int32_t prompt_tokens = 0;   // filled on the first event
-  int32_t cached_tokens = 0;   // prompt tokens served from the prefix cache
-  double queue_seconds = -1;   // first event of an admitted request: seconds from arrival to its first admission
-  int32_t choice_index = 0;    // Request::choice_index of the request it belongs to
+  std::string error;                             // set with kError
+  ErrorCause error_cause = ErrorCause::kServer;  // with kError
+  int32_t prompt_tokens = 0;                     // filled on the first event
+  int32_t cached_tokens = 0;                     // prompt tokens served from the prefix cache
+  double queue_seconds = -1;  // first event of an admitted request: seconds from arrival to its first admission
+  int32_t choice_index = 0;   // Request::choice_index of the request it belongs to
   // The last token is one of the request's stop tokens: it ends the output and adds no text. (A request also stops,
   // with finish_reason kStop, when its grammar is complete; that last token is output.)
   bool stop_token = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -121,14 +122,14 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
     error = fmt::format("the request needs {} KV pages but the pool holds {}", kv_.full_pages_for(total),
                         kv_.full_pages_total());
   }
-  const bool request_error = !error.empty();  // the request's own size; the vocabulary below is the server's
+  const ErrorCause cause = error.empty() ? ErrorCause::kServer : ErrorCause::kRequest;  // its size; below: ours
   if (error.empty() && seq->request->grammar && config_.vocab_size <= 0)
     error = "structured output is not available: the scheduler has no vocabulary size";
   seq->grammar_active = seq->request->grammar != nullptr &&
                         (seq->request->grammar_after_token < 0 || seq->request->grammar_or_token >= 0);
   if (!error.empty()) {
     never_admitted_.fetch_sub(1);
-    finish(*seq, FinishReason::kError, error, request_error);
+    finish(*seq, FinishReason::kError, error, cause);
     return;
   }
   waiting_.push_back(std::move(seq));
@@ -163,11 +164,18 @@ bool Scheduler::step() {
     RS_CHECK(results == batch.logit_rows.size(), "forward returned {} {} for {} logit rows", results,
              config_.embedding ? "embeddings" : "tokens", batch.logit_rows.size());
   } catch (const std::exception& e) {
-    RS_LOG_ERROR("forward failed for a batch of {} sequences: {}", items.size(), e.what());
+    // A failed allocation (the device's memory, or the host's on CPU) fails this step's requests as "overloaded":
+    // the server keeps running and a retry may fit once other requests finish.
+    const bool memory = dynamic_cast<const OutOfMemory*>(&e) != nullptr || dynamic_cast<const std::bad_alloc*>(&e);
+    RS_LOG_ERROR("forward failed for a batch of {} sequences{}: {}", items.size(),
+                 memory ? " (out of memory: its requests are answered 503)" : "", e.what());
     for (int32_t slot : snapshots) kv_.drop_snapshot(slot);  // perhaps never copied
     for (const StepItem& item : items) {
       drop_draft(*item.seq);
-      finish(*item.seq, FinishReason::kError, e.what());
+      finish(*item.seq, FinishReason::kError,
+             memory ? fmt::format("The server ran out of memory for this request's step ({}). Retry later.", e.what())
+                    : e.what(),
+             memory ? ErrorCause::kOverloaded : ErrorCause::kServer);
     }
     drop_finished();
     publish_stats();
@@ -176,7 +184,7 @@ bool Scheduler::step() {
   ++counters_.steps;
   counters_.forward_seconds += seconds_since(forward_start);
   for (const auto& [seq, error] : mask_failures)
-    finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error), /*request_error=*/true);
+    finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error), ErrorCause::kRequest);
   commit(items, output);
   drop_finished();
   counters_.step_seconds += seconds_since(step_start);
@@ -192,7 +200,7 @@ std::vector<StepItem> Scheduler::schedule() {
   if (items.empty() && !running_.empty()) {
     // Every running sequence is a prefill starved of pages: retract the newest so the others can move on.
     if (running_.size() == 1) {
-      finish(*running_.front(), FinishReason::kError, "KV cache too small for this request", /*request_error=*/true);
+      finish(*running_.front(), FinishReason::kError, "KV cache too small for this request", ErrorCause::kRequest);
       drop_finished();
     } else {
       preempt_newest();
@@ -490,7 +498,8 @@ bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled,
   bool grammar_at_fault = false;
   event.finish_reason = advance_grammar(seq, sampled.token_id, grammar_error, grammar_at_fault);
   if (!grammar_error.empty()) {
-    finish(seq, FinishReason::kError, grammar_error, grammar_at_fault);  // sends the final event itself
+    finish(seq, FinishReason::kError, grammar_error,
+           grammar_at_fault ? ErrorCause::kRequest : ErrorCause::kServer);  // sends the final event itself
     return false;
   }
   if (event.finish_reason == FinishReason::kNone) {
@@ -555,7 +564,7 @@ FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::strin
   return request.grammar->terminated() ? FinishReason::kStop : FinishReason::kNone;
 }
 
-void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error, bool request_error) {
+void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error, ErrorCause cause) {
   if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);
   release_memory(seq);
   seq.finished = true;
@@ -564,7 +573,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;
-  event.request_error = reason == FinishReason::kError && request_error;
+  event.error_cause = reason == FinishReason::kError ? cause : ErrorCause::kServer;
   event.choice_index = seq.request->choice_index;
   event.prompt_tokens = seq.num_prompt;
   event.cached_tokens = seq.cached_tokens;

@@ -167,8 +167,9 @@ class Scheduler {
   // output's pages and snapshots the state there, releasing the previous output snapshot unless it sits on a
   // state_snapshot_interval boundary.
   void snapshot_output_state(Sequence& seq);
-  // request_error (with kError): the request caused it (its size, its grammar): the server answers 400, not 500.
-  void finish(Sequence& seq, FinishReason reason, const std::string& error = {}, bool request_error = false);
+  // cause (with kError): whose fault it is, which picks the HTTP status (request 400, server 500, memory 503).
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = {},
+              ErrorCause cause = ErrorCause::kServer);
   void drop_finished();
   void end_all(FinishReason reason, const std::string& error);
   void publish_stats();

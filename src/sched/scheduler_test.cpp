@@ -27,7 +27,7 @@ struct Submitted {
   int32_t cached_tokens = -1;
   int32_t events_with_queue_time = 0;  // must be exactly one (the first) for a request that produced tokens
   std::string error;
-  bool request_error = false;
+  ErrorCause error_cause = ErrorCause::kServer;
   bool stop_token = false;  // the final event said its last token is a stop token
 };
 
@@ -40,6 +40,10 @@ class SchedulerTest : public ::testing::Test {
       if (fail_next_) {
         fail_next_ = false;
         throw std::runtime_error("device fell over");
+      }
+      if (out_of_memory_next_) {
+        out_of_memory_next_ = false;
+        throw OutOfMemory("CUDA out of memory: 2.00 GiB requested, 0.50 GiB of 79.10 free");
       }
       if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       return model_->forward(batch);
@@ -83,7 +87,7 @@ class SchedulerTest : public ::testing::Test {
         if (event->finished) {
           s->reason = event->finish_reason;
           s->error = event->error;
-          s->request_error = event->request_error;
+          s->error_cause = event->error_cause;
           s->stop_token = event->stop_token;
         }
       }
@@ -120,6 +124,7 @@ class SchedulerTest : public ::testing::Test {
   std::vector<std::unique_ptr<Submitted>> submitted_;
   uint64_t next_id_ = 1;
   bool fail_next_ = false;
+  bool out_of_memory_next_ = false;
   std::atomic<bool> slow_ = false;
 };
 
@@ -322,7 +327,8 @@ TEST_F(SchedulerTest, RequestsThatCannotFitFailAlone) {
   EXPECT_EQ(too_long->reason, FinishReason::kError);
   EXPECT_EQ(too_big->reason, FinishReason::kError);
   EXPECT_FALSE(too_big->error.empty());
-  EXPECT_TRUE(too_long->request_error && too_big->request_error);  // the request's size: the server answers 400
+  EXPECT_TRUE(too_long->error_cause == ErrorCause::kRequest &&
+              too_big->error_cause == ErrorCause::kRequest);  // the request's size: the server answers 400
   EXPECT_EQ(fine->reason, FinishReason::kLength);
 }
 
@@ -356,8 +362,25 @@ TEST_F(SchedulerTest, ForwardFailureFailsOnlyThatBatch) {
   Submitted* second = submit({1, 2, 3}, 4);
   run_to_completion();
   EXPECT_EQ(first->reason, FinishReason::kError);
-  EXPECT_FALSE(first->request_error);  // the device's failure: a 500
+  EXPECT_EQ(first->error_cause, ErrorCause::kServer);  // the device's failure: a 500
   EXPECT_EQ(second->output, model_->reference(second->prompt, 4));
+  expect_no_leaks();
+}
+
+// A step whose allocation fails (device or host memory) fails its requests as overloaded (a 503: retry later), frees
+// their memory, and the scheduler serves the next request, the same one again included.
+TEST_F(SchedulerTest, OutOfMemoryFailsThatBatchAsOverloaded) {
+  make(geometry({{0, 64}}));
+  Submitted* first = submit({1, 2, 3}, 4);
+  out_of_memory_next_ = true;
+  scheduler_->step();
+  Submitted* retry = submit({1, 2, 3}, 4);
+  run_to_completion();
+  EXPECT_EQ(first->reason, FinishReason::kError);
+  EXPECT_EQ(first->error_cause, ErrorCause::kOverloaded);
+  EXPECT_NE(first->error.find("out of memory"), std::string::npos) << first->error;
+  EXPECT_NE(first->error.find("Retry later"), std::string::npos) << first->error;
+  EXPECT_EQ(retry->output, model_->reference(retry->prompt, 4));
   expect_no_leaks();
 }
 
@@ -526,8 +549,8 @@ TEST_F(SchedulerTest, GrammarTooComplexMidGenerationFailsOnlyItsRequest) {
   EXPECT_EQ(complex->reason, FinishReason::kError);
   EXPECT_EQ(complex->output, std::vector<int32_t>{7});
   EXPECT_TRUE(complex->error.starts_with("structured output failed: grammar too complex: ")) << complex->error;
-  EXPECT_TRUE(complex->request_error);  // the server answers 400: the grammar is the client's
-  EXPECT_FALSE(plain->request_error);
+  EXPECT_EQ(complex->error_cause, ErrorCause::kRequest);  // the server answers 400: the grammar is the client's
+  EXPECT_EQ(plain->error_cause, ErrorCause::kServer);
   EXPECT_EQ(plain->reason, FinishReason::kLength);
   EXPECT_EQ(plain->output, model_->reference(plain->prompt, 6));
   expect_no_leaks();

@@ -33,8 +33,7 @@ class PendingEmbeddings : public http::DeferredResponse {
         if (!event->finished) continue;
         done_[i] = true;
         if (event->finish_reason == sched::FinishReason::kError && !error_)
-          error_ = event->request_error ? api_error(400, "invalid_request_error", event->error)
-                                        : server_error(500, event->error);
+          error_ = scheduler_failure(event->error_cause, event->error);
         else if ((event->finish_reason != sched::FinishReason::kStop || event->embedding.empty()) && !error_)
           error_ = server_error(503, "The request was aborted before its embedding was made (the server is stopping).",
                                 "aborted");

@@ -37,11 +37,8 @@ const char* route_of(Endpoint endpoint) {
   }
 }
 
-// How a failed generation is answered: the request's own fault (too long for the pool, a grammar too complex to
-// follow) is a 400, anything else the server's 500.
 ApiError failure(const Generation& generation) {
-  const std::string& message = *generation.error();
-  return generation.error_is_request() ? api_error(400, "invalid_request_error", message) : server_error(500, message);
+  return scheduler_failure(generation.error_cause(), *generation.error());
 }
 
 // One access-log line per call (never prompt or output text; --log-requests logs the prompt on a line of its own).

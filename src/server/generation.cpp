@@ -6,6 +6,15 @@
 
 namespace rs::server {
 
+ApiError scheduler_failure(sched::ErrorCause cause, const std::string& message) {
+  switch (cause) {
+    case sched::ErrorCause::kRequest: return api_error(400, "invalid_request_error", message);
+    case sched::ErrorCause::kOverloaded: return server_error(503, message, "out_of_memory");
+    case sched::ErrorCause::kServer: break;
+  }
+  return server_error(500, message);
+}
+
 Generation::Generation(const ServingModel& model, const GenerationOptions& options,
                        std::vector<std::vector<int32_t>> prompts, int32_t max_new_tokens, uint64_t first_request_id,
                        sched::Scheduler& scheduler, ServerMetrics& metrics)
@@ -143,7 +152,8 @@ void Generation::apply(sched::TokenEvent& event, std::vector<ChoiceDelta>& delta
       default:
         // kError, or kAbort from a shutting-down scheduler: the call fails.
         error_ = event.error.empty() ? std::string("the request was aborted") : event.error;
-        error_is_request_ = event.finish_reason == sched::FinishReason::kError && event.request_error;
+        error_cause_ =
+            event.finish_reason == sched::FinishReason::kError ? event.error_cause : sched::ErrorCause::kServer;
         RS_LOG_WARN("rid={} failed: {}", choice.request_id, *error_);
         abort();
         end_choice(choice, delta, "");

@@ -29,6 +29,10 @@
 
 namespace rs::server {
 
+// The answer to a request the scheduler failed with `message`: 400 when the request caused it (its size, its grammar),
+// 503 when its step ran out of memory (a retry may fit), 500 otherwise.
+ApiError scheduler_failure(sched::ErrorCause cause, const std::string& message);
+
 // What a poll added to one choice.
 struct ChoiceDelta {
   int32_t index = 0;
@@ -109,8 +113,8 @@ class Generation {
   void abort();
   // Set when the scheduler failed a choice (then done() is true and the call is answered with an error).
   const std::optional<std::string>& error() const { return error_; }
-  // With error(): the request itself caused it (its size, its grammar's complexity): a 400, not a 500.
-  bool error_is_request() const { return error_is_request_; }
+  // With error(): whose fault it was (the request's own: 400; the server's: 500; no memory for its step: 503).
+  sched::ErrorCause error_cause() const { return error_cause_; }
   Usage usage() const;
   int32_t num_choices() const { return static_cast<int32_t>(choices_.size()); }
   // For the access log: seconds from arrival to the first token (any choice; negative: none yet) and until now, and
@@ -160,7 +164,7 @@ class Generation {
   std::vector<Choice> choices_;
   int32_t num_finished_ = 0;
   std::optional<std::string> error_;
-  bool error_is_request_ = false;
+  sched::ErrorCause error_cause_ = sched::ErrorCause::kServer;
   Clock::time_point arrival_ = Clock::now();
   std::optional<Clock::time_point> first_token_;
 };

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "server/anthropic_messages.h"
+#include "server/generation.h"
+
 namespace rs::server {
 namespace {
 
@@ -117,6 +120,22 @@ TEST(OpenAiResponse, ChatLogprobBytesAreTheTokensRawBytes) {
   EXPECT_EQ(content[0]["bytes"], json({0xC3}));
   EXPECT_EQ(content[0]["top_logprobs"][0]["bytes"], json({0xE4, 0xBD}));
   EXPECT_EQ(content[0]["top_logprobs"][1]["bytes"], json({' ', 't', 'h', 'e'}));
+}
+
+// A request the scheduler failed is answered by whose fault it was: the request's (400), the server's (500), or a step
+// that ran out of device memory (503, which Anthropic's clients read as overloaded and retry).
+TEST(SchedulerFailure, StatusFollowsTheCause) {
+  const ApiError request = scheduler_failure(sched::ErrorCause::kRequest, "too long");
+  EXPECT_EQ(request.status, 400);
+  EXPECT_EQ(request.type, "invalid_request_error");
+  const ApiError server = scheduler_failure(sched::ErrorCause::kServer, "device fell over");
+  EXPECT_EQ(server.status, 500);
+  EXPECT_EQ(server.type, "server_error");
+  const ApiError memory = scheduler_failure(sched::ErrorCause::kOverloaded, "out of memory");
+  EXPECT_EQ(memory.status, 503);
+  EXPECT_EQ(memory.code, "out_of_memory");
+  EXPECT_EQ(memory.message, "out of memory");
+  EXPECT_EQ(anthropic_error_json(memory)["error"]["type"], "overloaded_error");
 }
 
 }  // namespace

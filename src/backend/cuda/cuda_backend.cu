@@ -31,7 +31,7 @@ class PinnedBuffer {
     if (bytes > bytes_) {
       if (data_) RS_CUDA_CHECK(cudaFreeHost(data_));
       data_ = nullptr;
-      RS_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+      RS_CUDA_ALLOC_CHECK(cudaMallocHost(&data_, bytes), bytes);
       bytes_ = bytes;
     }
     return data_;
@@ -84,7 +84,7 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return Buffer(nullptr, 0, device(), {});
     ctx_->activate();
     void* data = nullptr;
-    RS_CUDA_CHECK(cudaMallocAsync(&data, bytes, ctx_->stream()));
+    RS_CUDA_ALLOC_CHECK(cudaMallocAsync(&data, bytes, ctx_->stream()), bytes);
     RS_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, ctx_->stream()));
     // The deleter keeps the context (and its stream) alive; the free is ordered after all work already enqueued.
     return Buffer(data, bytes, device(), [ctx = ctx_](void* p) {
@@ -108,7 +108,7 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return Buffer(nullptr, 0, Device{}, {});
     ctx_->activate();
     void* data = nullptr;
-    RS_CUDA_CHECK(cudaMallocHost(&data, bytes));
+    RS_CUDA_ALLOC_CHECK(cudaMallocHost(&data, bytes), bytes);
     std::memset(data, 0, bytes);
     return Buffer(data, bytes, Device{}, [ctx = ctx_](void* p) {
       ctx->activate();
@@ -158,7 +158,7 @@ class CudaBackend final : public Backend {
     if (host.empty() || host.bytes() == 0) return host;
     ctx_->activate();
     void* data = nullptr;
-    RS_CUDA_CHECK(cudaMalloc(&data, host.bytes()));
+    RS_CUDA_ALLOC_CHECK(cudaMalloc(&data, host.bytes()), host.bytes());
     keep_alive.emplace_back(data, host.bytes(), device(), [ctx = ctx_](void* p) {
       ctx->activate();
       (void)cudaFree(p);

@@ -98,10 +98,11 @@ void* DeviceContext::scratch(ScratchSlot slot, size_t bytes) {
     activate();
     // Sampling runs outside recorded graphs: its scratch moving does not invalidate them.
     if (slot != ScratchSlot::kSample) ++scratch_epoch_;
+    const size_t grown = std::max(bytes, scratch_bytes_[i] + scratch_bytes_[i] / 4);
     if (scratch_[i]) RS_CUDA_CHECK(cudaFreeAsync(scratch_[i], stream_));
     scratch_[i] = nullptr;
-    const size_t grown = std::max(bytes, scratch_bytes_[i] + scratch_bytes_[i] / 4);
-    RS_CUDA_CHECK(cudaMallocAsync(&scratch_[i], grown, stream_));
+    scratch_bytes_[i] = 0;  // a failed allocation below leaves the slot empty, not pointing at freed memory
+    RS_CUDA_ALLOC_CHECK(cudaMallocAsync(&scratch_[i], grown, stream_), grown);
     scratch_bytes_[i] = grown;
   }
   return scratch_[i];
@@ -120,7 +121,8 @@ ExpertTable DeviceContext::expert_table(const std::vector<LinearWeight>& experts
       RS_CHECK(reinterpret_cast<uintptr_t>(w.weight.data()) % 16 == 0, "expert weight not 16-byte aligned");
     activate();
     if (table.device) RS_CUDA_CHECK(cudaFreeAsync(table.device, stream_));
-    RS_CUDA_CHECK(cudaMallocAsync(&table.device, host.size() * sizeof(void*), stream_));
+    RS_CUDA_ALLOC_CHECK(cudaMallocAsync(&table.device, host.size() * sizeof(void*), stream_),
+                        host.size() * sizeof(void*));
     // The pageable source is staged by the copy itself, so `host` may change right after.
     RS_CUDA_CHECK(
         cudaMemcpyAsync(table.device, host.data(), host.size() * sizeof(void*), cudaMemcpyHostToDevice, stream_));
