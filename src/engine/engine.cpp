@@ -138,6 +138,9 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   kv_config.extra_bytes_per_full_slot =
       config_.capture_hidden_layers.size() * static_cast<size_t>(model_config_.hidden_size) * sizeof(float);
   const state::StateGeometry state_geometry = state_geometry_of(model_config_);
+  // On a device, scratch reaches its final size before the KV pool takes what is left (memory_profile.cpp). A host's
+  // budget is a fifth of free RAM, and a largest step on the CPU would cost minutes of start-up for a large model.
+  if (!backend_->device().is_cpu() && !model_config_.is_eagle3()) profile_memory(kv_config, state_geometry);
   size_t budget = kv_budget_bytes(kv_config, state_geometry);
   create_state_pool(state_geometry, budget);
   kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);

@@ -118,6 +118,9 @@ class Engine {
   // Records decode graphs for every size in graph_sizes_ (each run once eagerly first, so scratch is sized).
   void capture_decode_graphs();
   void run_largest_step();  // eagerly, before recording graphs (sizes the backend's scratch)
+  // Before the KV pool is sized: runs the largest step and a sampled decode step of --max-running-requests sequences
+  // on a pool of one page, so the backend's scratch is allocated first and the KV budget is what remains.
+  void profile_memory(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state_geometry);
   // Refuses, before anything is loaded, weights that cannot fit in the device's free memory (weight_plan.h).
   void check_weights_fit(const std::filesystem::path& model_dir) const;
   void allocate_feature_cache();  // capture_hidden_layers: features_ beside the KV pool
