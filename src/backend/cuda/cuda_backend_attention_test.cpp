@@ -153,7 +153,10 @@ TEST_F(CudaParity, StoreKvAndAttention) {
           fast_->synchronize();
           EXPECT_PARITY(fetch<float>(out_fast), as_floats(ref), fast_tolerance, what + " (fast backend)");
           const bool tensor_cores = c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256;
-          if (cache_dtype == DType::kF8E4M3 && tensor_cores) {
+          // Decode steps of groups up to 16 read an fp8 cache with f16 operands (flash_decode_fp8.cu): only the
+          // tolerance above applies to them. Every other step widens the codes to bf16 tiles.
+          const bool fp8_decode = tokens == seqs && c.heads / c.kv_heads <= 16;
+          if (cache_dtype == DType::kF8E4M3 && tensor_cores && !fp8_decode) {
             // The scales are powers of two, so code x scale is exact in bf16 and scaling commutes with every
             // rounding: the tensor cores over the fp8 cache must give the bits they give over its bf16 dequantization.
             Tensor out_bf16 = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
@@ -161,6 +164,18 @@ TEST_F(CudaParity, StoreKvAndAttention) {
                              AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_bf16);
             fast_->synchronize();
             EXPECT_EQ(fetch<float>(out_fast), fetch<float>(out_bf16)) << what << ": fp8 vs its bf16 dequantization";
+          } else if (cache_dtype == DType::kF8E4M3 && tensor_cores) {
+            // f16 q and probabilities (11 significant bits) must land at least as close to the f32 reference as the
+            // bf16 kernel (8 bits) over the same cache dequantized to bf16.
+            Tensor out_bf16 = dev(host_zeros(DType::kF32, {tokens, int64_t{c.heads} * c.head_dim}));
+            fast_->attention(q_d, KvCache{kc_deq, vc_deq}, batch_d,
+                             AttentionParams{c.heads, c.kv_heads, c.head_dim, scale, window, dev(sinks)}, out_bf16);
+            fast_->synchronize();
+            const double f16_err = normalized_error(fetch<float>(out_fast), as_floats(ref));
+            const double bf16_err = normalized_error(fetch<float>(out_bf16), as_floats(ref));
+            std::printf("  %s: fp8 decode (f16 operands) err %.2e, bf16 kernel err %.2e\n", what.c_str(), f16_err,
+                        bf16_err);
+            EXPECT_LE(f16_err, bf16_err) << what << ": fp8 decode less accurate than the bf16 kernel";
           }
         }
       }
