@@ -13,6 +13,8 @@
 //    byte permutes split them into a fragment for dim 2g and one for dim 2g+1. O's n-tiles therefore hold every
 //    other dim of a chunk; the write-out puts the dims back in order.
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/cuda_check.cuh"
 #include "backend/cuda/kernels/flash_attention_common.cuh"
@@ -22,7 +24,7 @@ namespace rs::cuda {
 namespace {
 using namespace flash;
 
-constexpr int kWarps = 4, kRows = 16, kStages = 3;
+constexpr int kWarps = 4, kRows = 16;
 constexpr float kQScale = 1.0f / 64;  // q is stored in f16 as q x kQScale
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a [rows][D] tile of codes, XOR-swizzled so that the 8 rows an
@@ -41,8 +43,10 @@ __device__ __forceinline__ int q_position(int p) {
   return (p & ~15) | (2 * t + (j & 1) + 8 * (j >> 1));
 }
 
-template <int D, bool kPrepare>
-__global__ void __launch_bounds__(kWarps * 32, D == 256 ? 2 : 3) flash_decode_fp8_kernel(AttentionArgs a) {
+// kStages K/V tiles in flight; kQRegs: Q's fragments live in registers (else re-read from shared memory per tile);
+// kMinBlocks: blocks per SM the registers must allow.
+template <int D, bool kPrepare, int kStages, bool kQRegs, int kMinBlocks>
+__global__ void __launch_bounds__(kWarps * 32, kMinBlocks) flash_decode_fp8_kernel(AttentionArgs a) {
   pdl_enter();
   constexpr int kChunks = D / 16;  // 16-byte chunks of a row of codes
   extern __shared__ uint4 smem_raw[];
@@ -131,7 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 2 : 3) flash_decode_fp
   for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   // Q's fragments stay in registers up to head_dim 128 (at 256 they would take 64 registers beside O's 128).
-  constexpr bool kQInRegisters = D <= 128;
+  constexpr bool kQInRegisters = kQRegs && D <= 128;
   uint32_t qf[kQInRegisters ? D / 16 : 1][4];
   const auto q_fragment = [&](int kk, uint32_t(&r)[4]) {
     ldmatrix_x4(r, q_s + swizzled<D>((lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4)));
@@ -280,13 +284,13 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 2 : 3) flash_decode_fp
   if (a.splits > 1) merge_splits_if_last<D>(a, tile, kvh, group, rows, merge + kWarps * 16 * kStride);
 }
 
-template <int D, bool kPrepare>
+template <int D, bool kPrepare, int kStages, bool kQRegs, int kMinBlocks>
 void launch_for(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = kRows * D * sizeof(uint16_t) + 2 * kStages * kKeys * D;
-  // The merge records and the split scratch (16 rows x up to 64 splits) fit in the idle code tiles.
-  static_assert((kWarps * 16 * (D + 4) + 16 * 64) * sizeof(float) <= 2 * kStages * kKeys * D);
+  // The code tiles, or (when larger) the merge records and split scratch (16 rows x up to 64 splits) that reuse them.
+  constexpr size_t kTiles = 2 * kStages * kKeys * D, kMerge = (kWarps * 16 * (D + 4) + 16 * 64) * sizeof(float);
+  constexpr size_t smem = kRows * D * sizeof(uint16_t) + (kTiles > kMerge ? kTiles : kMerge);
   static const bool configured = [] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_decode_fp8_kernel<D, kPrepare>,
+    RS_CUDA_CHECK(cudaFuncSetAttribute(flash_decode_fp8_kernel<D, kPrepare, kStages, kQRegs, kMinBlocks>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -295,8 +299,8 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
   RS_CHECK(a.splits == 1 || (a.split_counters && int64_t{tiles} * a.num_kv_heads <= a.split_counter_words),
            "flash attention: {} tiles x {} KV heads exceed {} split counters", tiles, a.num_kv_heads,
            a.split_counter_words);
-  launch_kernel(flash_decode_fp8_kernel<D, kPrepare>, dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream,
-                a);
+  launch_kernel(flash_decode_fp8_kernel<D, kPrepare, kStages, kQRegs, kMinBlocks>,
+                dim3(tiles, a.num_kv_heads, a.splits), kWarps * 32, smem, stream, a);
 }
 
 }  // namespace
@@ -305,10 +309,25 @@ void launch_flash_decode_fp8(const AttentionArgs& args, cudaStream_t stream) {
   RS_CHECK(args.num_tokens == args.num_seqs && args.num_heads / args.num_kv_heads <= kRows,
            "fp8 flash decode: one token per sequence and at most {} query heads per KV head", kRows);
   const bool prepare = args.prepare.qkv != nullptr;
+  // RS_FP8_DECODE=lean (an experiment, for A/B timings): Q re-read from shared memory each tile, so that 4 blocks
+  // (16 warps) fit an SM's registers where the default keeps 3 (ncu: 0.69 eligible warps per scheduler at batch 256).
+  static const bool lean = [] {
+    const char* mode = std::getenv("RS_FP8_DECODE");
+    return mode && std::string_view(mode) == "lean";
+  }();
+  const auto run = [&]<int D>() {
+    if (lean) {
+      prepare ? launch_for<D, true, 3, false, D == 256 ? 2 : 4>(args, stream)
+              : launch_for<D, false, 3, false, D == 256 ? 2 : 4>(args, stream);
+    } else {
+      prepare ? launch_for<D, true, 3, true, D == 256 ? 2 : 3>(args, stream)
+              : launch_for<D, false, 3, true, D == 256 ? 2 : 3>(args, stream);
+    }
+  };
   switch (args.head_dim) {
-    case 64: return prepare ? launch_for<64, true>(args, stream) : launch_for<64, false>(args, stream);
-    case 128: return prepare ? launch_for<128, true>(args, stream) : launch_for<128, false>(args, stream);
-    case 256: return prepare ? launch_for<256, true>(args, stream) : launch_for<256, false>(args, stream);
+    case 64: return run.template operator()<64>();
+    case 128: return run.template operator()<128>();
+    case 256: return run.template operator()<256>();
     default: RS_CHECK(false, "fp8 flash decode: head_dim {} (64, 128 or 256)", args.head_dim);
   }
 }
