@@ -12,6 +12,7 @@
 #include "engine/step_staging.h"
 #include "engine/weight_plan.h"
 #include "kv/kv_footprint.h"
+#include "loader/dummy_layout.h"
 #include "model/model.h"
 
 namespace rs::engine {
@@ -114,8 +115,9 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
            "unknown load format '{}' (auto, safetensors, dummy)", config_.load_format);
   check_weights_fit(model_dir);
   weights_ = std::make_unique<loader::WeightSource>(
-      config_.load_format == "dummy" ? loader::WeightSource::dummy(config_.dummy_seed, model_config_.dtype)
-                                     : loader::WeightSource::checkpoint(model_dir));
+      config_.load_format == "dummy"
+          ? loader::WeightSource::dummy(config_.dummy_seed, model_config_.dtype, loader::dummy_layout(model_config_))
+          : loader::WeightSource::checkpoint(model_dir));
   model_->load(*weights_, *backend_, config_.progress);
   // A device model reads its uploaded copies: host buffers made while loading (GGUF blocks) go.
   if (!backend_->device().is_cpu()) weights_->release_converted();

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "loader/dummy_layout.h"
+#include "loader/hf_config.h"
 #include "loader/weight_source.h"
 
 namespace rs::loader {
@@ -135,6 +137,27 @@ TEST(WeightSource, DummyIsSeededAndSensible) {
   for (int i = 0; i < 64; ++i) max_abs = std::max(max_abs, std::abs(bf16_to_f32(wa.data_as<uint16_t>()[i])));
   EXPECT_GT(max_abs, 0.0f);
   EXPECT_LE(max_abs, 0.021f);
+}
+
+// A dummy source stands for the layout its config's releases ship: contains() answers for the layout's marker names
+// only (and info() for none: dummy tensors have no stored form), so models choose by names alone.
+TEST(WeightSource, DummyLayoutFollowsTheConfig) {
+  const std::filesystem::path configs = std::filesystem::path(RS_SOURCE_DIR) / "configs";
+  const auto source_for = [&](const char* dir) {
+    return WeightSource::dummy(1, DType::kBF16, dummy_layout(load_model_config(configs / dir)));
+  };
+  const WeightSource next = source_for("Qwen3-Next-80B-A3B");
+  EXPECT_TRUE(next.contains("model.layers.0.linear_attn.in_proj_qkvz.weight"));
+  EXPECT_FALSE(next.contains("model.layers.0.linear_attn.in_proj_qkv.weight"));  // Qwen3.5's split layout
+  EXPECT_FALSE(next.info("model.layers.0.linear_attn.in_proj_qkvz.weight").has_value());
+  const WeightSource qwen35 = source_for("Qwen3.5-9B");
+  EXPECT_FALSE(qwen35.contains("model.layers.0.linear_attn.in_proj_qkvz.weight"));
+  const WeightSource gpt_oss = source_for("gpt-oss-20b");
+  EXPECT_TRUE(gpt_oss.contains("model.layers.3.mlp.experts.gate_up_proj_blocks"));
+  EXPECT_FALSE(gpt_oss.contains("model.layers.3.mlp.experts.gate_up_proj_bias"));
+  EXPECT_TRUE(source_for("Qwen3.5-35B-A3B").contains("model.language_model.layers.0.mlp.experts.gate_up_proj"));
+  EXPECT_FALSE(source_for("Qwen3-30B-A3B").contains("model.layers.0.mlp.experts.gate_up_proj"));
+  EXPECT_FALSE(source_for("Qwen3-8B").contains("model.layers.0.self_attn.q_proj.weight"));
 }
 
 }  // namespace

@@ -36,17 +36,23 @@ WeightSource WeightSource::checkpoint(const std::filesystem::path& model_dir) {
   return source;
 }
 
-WeightSource WeightSource::dummy(uint64_t seed, DType dtype) {
+WeightSource WeightSource::dummy(uint64_t seed, DType dtype, std::vector<std::string> layout) {
   WeightSource source;
   source.seed_ = seed;
   source.dummy_dtype_ = dtype;
+  source.dummy_layout_ = std::move(layout);
   return source;
 }
 
-bool WeightSource::contains(const std::string& name) const { return checkpoint_ && checkpoint_->contains(name); }
+bool WeightSource::contains(const std::string& name) const {
+  if (checkpoint_) return checkpoint_->contains(name);
+  return std::any_of(dummy_layout_.begin(), dummy_layout_.end(), [&](const std::string& suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  });
+}
 
 std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& name) const {
-  if (!contains(name)) return std::nullopt;
+  if (!checkpoint_ || !checkpoint_->contains(name)) return std::nullopt;
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));

@@ -25,10 +25,12 @@ class WeightSource {
  public:
   // Reads the checkpoint in model_dir.
   static WeightSource checkpoint(const std::filesystem::path& model_dir);
-  // Fabricates any requested tensor with seeded random values of sensible scale in `dtype`.
-  static WeightSource dummy(uint64_t seed, DType dtype);
+  // Fabricates any requested tensor with seeded random values of sensible scale in `dtype`. `layout`: name suffixes
+  // the source answers contains() for, so that a model picks the layout of the release it stands for (dummy_layout()
+  // derives them from the config) without knowing that its weights are dummy.
+  static WeightSource dummy(uint64_t seed, DType dtype, std::vector<std::string> layout = {});
 
-  // Whether the tensor exists (dummy sources hold nothing until asked: always false).
+  // Whether the tensor exists (a dummy source: whether its name ends with one of its layout suffixes).
   bool contains(const std::string& name) const;
   // The stored dtype and shape of a tensor, without loading it; nullopt when absent (always, for dummy sources).
   struct TensorInfo {
@@ -60,6 +62,7 @@ class WeightSource {
   std::shared_ptr<Checkpoint> checkpoint_;
   uint64_t seed_ = 0;
   DType dummy_dtype_ = DType::kBF16;
+  std::vector<std::string> dummy_layout_;
   std::vector<std::shared_ptr<Buffer>> owned_buffers_;  // dummy tensors and aligned copies
   std::shared_ptr<ThreadPool> fill_pool_;               // fills large dummy tensors in parallel
   size_t bytes_loaded_ = 0;

@@ -81,7 +81,7 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
   if (own_head) lm_head_ = dense(weights, "lm_head.weight", draft_vocab, hidden);
   // d2t: target id = draft id + d2t[draft id]. Dummy weights map the draft vocabulary onto the first target ids.
   draft_to_target_.resize(draft_vocab);
-  const bool mapped = own_head && !weights.is_dummy() && weights.contains("d2t");
+  const bool mapped = own_head && weights.contains("d2t");
   const Tensor d2t = mapped ? weights.require("d2t", {draft_vocab}, DType::kI64) : Tensor();
   for (int64_t d = 0; d < draft_vocab; ++d) {
     const int64_t target = d + (mapped ? d2t.data_as<int64_t>()[d] : 0);

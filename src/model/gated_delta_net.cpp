@@ -12,8 +12,7 @@ void DecoderModel::load_gated_delta_net(const std::string& prefix, loader::Weigh
   const int64_t key_dim = lc.key_dim(), value_dim = lc.value_dim(), channels = lc.conv_channels();
   const std::string p = prefix + "linear_attn.";
   LinearLoader& linear = linears(weights);
-  const bool fused =
-      weights.contains(p + "in_proj_qkvz.weight") || (weights.is_dummy() && config_.model_type == "qwen3_next");
+  const bool fused = weights.contains(p + "in_proj_qkvz.weight");
   if (fused) {
     // Qwen3-Next groups rows per key head g: [q_g (dk) | k_g (dk) | v_g (ratio dv) | z_g (ratio dv)], and
     // in_proj_ba per key head: [b_g (ratio) | a_g (ratio)]. Reorder into q | k | v, z and b | a.

@@ -28,8 +28,7 @@ class GptOssModel final : public DecoderModel {
     moe.swiglu_limit = static_cast<float>(config_.swiglu_limit);
     moe.gate_up_bias = weights.require(p + "experts.gate_up_proj_bias", {experts, 2 * inter});
     moe.down_bias = weights.require(p + "experts.down_proj_bias", {experts, hidden});
-    const bool mxfp4 =
-        weights.contains(p + "experts.gate_up_proj_blocks") || (weights.is_dummy() && config_.quant_method == "mxfp4");
+    const bool mxfp4 = weights.contains(p + "experts.gate_up_proj_blocks");
     if (mxfp4) {
       RS_CHECK(hidden % 32 == 0 && inter % 32 == 0, "MXFP4 experts need hidden and intermediate sizes divisible by 32");
       Tensor gu_blocks =

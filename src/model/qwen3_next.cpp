@@ -24,8 +24,7 @@ class HybridQwenModel final : public DecoderModel {
     ffn.is_moe = true;
     ffn.router = dense(weights, p + "gate.weight", experts, hidden, /*quantizable=*/false);
     ffn.experts.activation = MoeActivation::kSwiGlu;
-    const bool fused = weights.contains(p + "experts.gate_up_proj") ||
-                       (weights.is_dummy() && config_.model_type.rfind("qwen3_5_moe", 0) == 0);
+    const bool fused = weights.contains(p + "experts.gate_up_proj");
     if (fused) {
       // Qwen3.5-MoE releases: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I].
       const Tensor gate_up = weights.require(p + "experts.gate_up_proj", {experts, 2 * inter, hidden});
