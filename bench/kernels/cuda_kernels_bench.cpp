@@ -179,7 +179,7 @@ void BM_CudaMoeExperts(benchmark::State& state) {
   static std::vector<Buffer> keep;
   static MoeWeights moe;
   if (moe.down.empty()) {
-    moe.activation = MoeActivation::kGptOssSwiGlu;
+    moe.activation = MoeActivation::kClampedSwiGlu;
     for (int64_t e = 0; e < experts; ++e) {
       auto make = [&](int64_t out, int64_t in) {
         LinearWeight w{LinearWeight::Format::kMxfp4, device_random(*be, DType::kU8, {out, in / 32, 16}, keep, 10 + e),

@@ -117,11 +117,11 @@ enum class MoeRouting : uint8_t {
 };
 
 enum class MoeActivation : uint8_t {
-  kSwiGlu,        // down(silu(gate(x)) * up(x)), separate gate/up weights
-  kGptOssSwiGlu,  // interleaved gate_up with bias, clamped: (clamp(up)+1) * g*sigmoid(alpha*g), g=min(gate,limit)
+  kSwiGlu,         // down(silu(gate(x)) * up(x)), separate gate/up weights
+  kClampedSwiGlu,  // gate_up interleaved, with bias (gpt-oss): (clamp(up)+1) * g*sigmoid(alpha*g), g=min(gate,limit)
 };
 
-// Expert weights of one MoE layer. kSwiGlu uses gate/up/down; kGptOssSwiGlu uses gate_up/down + biases.
+// Expert weights of one MoE layer. kSwiGlu uses gate/up/down; kClampedSwiGlu uses gate_up/down + biases.
 struct MoeWeights {
   MoeActivation activation = MoeActivation::kSwiGlu;
   std::vector<LinearWeight> gate, up, gate_up, down;  // one per expert

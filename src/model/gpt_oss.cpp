@@ -24,7 +24,7 @@ class GptOssModel final : public DecoderModel {
     ffn.router = dense(weights, p + "router.weight", experts, hidden, /*quantizable=*/false);
     ffn.router_bias = weights.require(p + "router.bias", {experts});
     MoeWeights& moe = ffn.experts;
-    moe.activation = MoeActivation::kGptOssSwiGlu;
+    moe.activation = MoeActivation::kClampedSwiGlu;
     moe.swiglu_limit = static_cast<float>(config_.swiglu_limit);
     moe.gate_up_bias = weights.require(p + "experts.gate_up_proj_bias", {experts, 2 * inter});
     moe.down_bias = weights.require(p + "experts.down_proj_bias", {experts, hidden});

@@ -39,7 +39,7 @@ __device__ __forceinline__ float fp4_e2m1_to_float(uint32_t code) {
 __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
   return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u);
 }
-__device__ __forceinline__ float gpt_oss_glu(float gate, float up) {
+__device__ __forceinline__ float clamped_swiglu(float gate, float up) {
   const float alpha = 1.702f, limit = 7.0f;
   gate = fminf(gate, limit);
   up = fminf(fmaxf(up, -limit), limit);

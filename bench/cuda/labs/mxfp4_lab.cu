@@ -39,7 +39,7 @@ __device__ __forceinline__ float fp4_e2m1_to_float(uint32_t code) {
 __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
   return e ? __uint_as_float(e << 23) : __uint_as_float(0x00400000u);
 }
-__device__ __forceinline__ float gpt_oss_glu(float gate, float up) {
+__device__ __forceinline__ float clamped_swiglu(float gate, float up) {
   const float alpha = 1.702f, limit = 7.0f;
   gate = fminf(gate, limit);
   up = fminf(fmaxf(up, -limit), limit);
@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(256, 4) v0_kernel(MArgs a) {
   if (lane == 0 && active) {
     float* out = a.out + (size_t)e * a.out_estride;
     if (a.gated) {
-      out[o0] = gpt_oss_glu(acc0, acc1);
+      out[o0] = clamped_swiglu(acc0, acc1);
     } else {
       out[o0] = acc0;
       if (o0 + 1 < a.features) out[o0 + 1] = acc1;
@@ -184,7 +184,7 @@ __device__ __forceinline__ void epilogue(const MArgs& a, float (&acc)[4], int fb
   if (q != 0) return;  // token 0 lives in column 0: c0 (row g), c2 (row g + 8)
   float* out = a.out + (size_t)blockIdx.y * a.out_estride;
   if (a.gated) {
-    if (fb + g < a.features) out[fb + g] = gpt_oss_glu(acc[0], acc[2]);
+    if (fb + g < a.features) out[fb + g] = clamped_swiglu(acc[0], acc[2]);
   } else {
     if (fb + g < a.features) out[fb + g] = acc[0];
     if (fb + g + 8 < a.features) out[fb + g + 8] = acc[2];
@@ -497,7 +497,7 @@ __global__ void ref_kernel(MArgs a, int round_x) {
     r[h] = (float)acc;
   }
   float* out = a.out + (size_t)e * a.out_estride;
-  out[o] = a.gated ? gpt_oss_glu(r[0], r[1]) : r[0];
+  out[o] = a.gated ? clamped_swiglu(r[0], r[1]) : r[0];
 }
 
 __global__ void fill_bytes(uint8_t* p, size_t n, uint32_t seed, int scale_mode) {

@@ -150,7 +150,7 @@ class MoeParity : public CudaParity {
  protected:
   void make_experts(const MoeCase& c, bool narrow_scales, MoeWeights& host_experts, MoeWeights& dev_experts) {
     host_experts.activation = dev_experts.activation = c.activation;
-    const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
+    const bool gpt_oss = c.activation == MoeActivation::kClampedSwiGlu;
     for (int32_t e = 0; e < c.experts; ++e) {
       auto add = [&](std::vector<LinearWeight>& h, std::vector<LinearWeight>& d, int64_t out, int64_t in) {
         h.push_back(random_weight(rng_, c.dtype, c.mxfp4, out, in, host_, narrow_scales));
@@ -199,13 +199,13 @@ class MoeParity : public CudaParity {
 TEST_F(MoeParity, MoeExperts) {
   const MoeCase cases[] = {
       {MoeActivation::kSwiGlu, DType::kBF16, false, 8, 2, 128, 64},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 64, 96},
-      {MoeActivation::kGptOssSwiGlu, DType::kF32, false, 32, 4, 96, 64},
+      {MoeActivation::kClampedSwiGlu, DType::kU8, true, 4, 2, 64, 96},
+      {MoeActivation::kClampedSwiGlu, DType::kF32, false, 32, 4, 96, 64},
   };
   for (const MoeCase& c : cases) {
     MoeWeights host_experts, dev_experts;
     make_experts(c, /*narrow_scales=*/false, host_experts, dev_experts);
-    const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
+    const bool gpt_oss = c.activation == MoeActivation::kClampedSwiGlu;
     for (int64_t tokens : {1, 3, 40, 300}) {
       const Tensor logits = host(normal(rng_, tokens * c.experts), DType::kF32, {tokens, int64_t{c.experts}});
       Tensor ids = host_zeros(DType::kI32, {tokens, c.top_k}), w = host_zeros(DType::kF32, {tokens, c.top_k});
@@ -230,13 +230,13 @@ TEST_F(MoeParity, MoeExperts) {
 TEST_F(MoeParity, MoeExpertsFast) {
   const MoeCase cases[] = {
       {MoeActivation::kSwiGlu, DType::kBF16, false, 16, 4, 256, 96},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 8, 4, 96, 160},
+      {MoeActivation::kClampedSwiGlu, DType::kU8, true, 8, 4, 96, 160},
       {MoeActivation::kSwiGlu, DType::kU8, true, 8, 2, 128, 64},
   };
   for (const MoeCase& c : cases) {
     MoeWeights host_experts, dev_experts;
     make_experts(c, /*narrow_scales=*/true, host_experts, dev_experts);
-    const bool gpt_oss = c.activation == MoeActivation::kGptOssSwiGlu;
+    const bool gpt_oss = c.activation == MoeActivation::kClampedSwiGlu;
     for (int routing = 0; routing < 3; ++routing) {  // random | every token on the same experts | all logits tied
       for (int64_t tokens : {1, 5, 64, 300, 700}) {
         std::vector<float> logit_values = normal(rng_, tokens * c.experts);
@@ -260,7 +260,7 @@ TEST_F(MoeParity, MoeExpertsFast) {
 TEST_F(MoeParity, MoeWithRouting) {
   const MoeCase cases[] = {
       {MoeActivation::kSwiGlu, DType::kBF16, false, 128, 8, 128, 64},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 32, 4, 96, 64},
+      {MoeActivation::kClampedSwiGlu, DType::kU8, true, 32, 4, 96, 64},
   };
   for (const MoeCase& c : cases) {
     MoeWeights host_experts, dev_experts;
@@ -305,10 +305,10 @@ TEST_F(MoeParity, MoeWithRouting) {
 // one interleaved weight (gpt-oss) and from two (SwiGLU), against the CPU reference.
 TEST_F(MoeParity, MoeExpertsFastDecode) {
   const MoeCase cases[] = {
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 8, 4, 1440, 2080},
+      {MoeActivation::kClampedSwiGlu, DType::kU8, true, 8, 4, 1440, 2080},
       {MoeActivation::kSwiGlu, DType::kU8, true, 16, 2, 2080, 1440},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 256, 128},
-      {MoeActivation::kGptOssSwiGlu, DType::kU8, true, 4, 2, 544, 288},  // K split 2; a block past the last tile
+      {MoeActivation::kClampedSwiGlu, DType::kU8, true, 4, 2, 256, 128},
+      {MoeActivation::kClampedSwiGlu, DType::kU8, true, 4, 2, 544, 288},  // K split 2; a block past the last tile
   };
   for (const bool narrow : {true, false}) {
     for (const MoeCase& c : cases) {
@@ -318,7 +318,7 @@ TEST_F(MoeParity, MoeExpertsFastDecode) {
         const auto [out, ref] = run_fast(c, host_experts, dev_experts, normal(rng_, tokens * c.experts));
         EXPECT_PARITY(out, ref, kBf16Fast,
                       fmt::format("moe_experts fast decode {} E={} k={} K={}/{} T={} scales {}",
-                                  c.activation == MoeActivation::kGptOssSwiGlu ? "gpt-oss" : "swiglu", c.experts,
+                                  c.activation == MoeActivation::kClampedSwiGlu ? "gpt-oss" : "swiglu", c.experts,
                                   c.top_k, c.hidden, c.inter, tokens, narrow ? "narrow" : "wide"));
       }
     }

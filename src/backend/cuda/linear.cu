@@ -345,7 +345,7 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
     check_on_device(ctx, *t, "moe_experts tensor");
   if (tokens == 0) return;
   ctx.activate();
-  const bool gpt_oss = experts.activation == MoeActivation::kGptOssSwiGlu;
+  const bool gpt_oss = experts.activation == MoeActivation::kClampedSwiGlu;
   const int64_t inter = gpt_oss ? experts.gate_up.front().out_features / 2 : experts.gate.front().out_features;
   const WeightFormat down_format = expert_format(experts.down, hidden, inter, num_experts);
   const WeightFormat up_format = gpt_oss ? expert_format(experts.gate_up, 2 * inter, hidden, num_experts)
@@ -441,7 +441,7 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
     if (gpt_oss) {
       bind(up.w, experts.gate_up);
       set_bias(up.w, experts.gate_up_bias, 2 * inter);
-      up.pair_act = PairActivation::kGptOss;
+      up.pair_act = PairActivation::kClampedSwiGlu;
       up.swiglu_alpha = experts.swiglu_alpha;
       up.swiglu_limit = experts.swiglu_limit;
     } else {
@@ -462,7 +462,7 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
       bind(up.w, experts.gate_up);
       set_bias(up.w, experts.gate_up_bias, 2 * inter);
       run(up);
-      launch_gpt_oss_glu(hidden_act, slots, inter, experts.swiglu_alpha, experts.swiglu_limit, act, ctx.stream());
+      launch_clamped_swiglu(hidden_act, slots, inter, experts.swiglu_alpha, experts.swiglu_limit, act, ctx.stream());
     } else {
       up.out_features = inter;
       up.out = hidden_act;  // gate into columns [0, I)

@@ -48,7 +48,7 @@ namespace {
 Tensor bias_row(const Tensor& bias, int32_t expert) { return bias.empty() ? Tensor() : bias.select(expert); }
 
 // act [n, I] from gate_up [n, 2I] (interleaved gate/up rows) with gpt-oss's clamped SwiGLU.
-void gpt_oss_glu(const float* gate_up, int64_t n, int64_t inter, float alpha, float limit, float* act) {
+void clamped_swiglu(const float* gate_up, int64_t n, int64_t inter, float alpha, float limit, float* act) {
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t i = 0; i < inter; ++i) {
       const float gate = std::min(gate_up[r * 2 * inter + 2 * i], limit);
@@ -85,13 +85,13 @@ void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Ten
       std::copy_n(x.data_as<float>() + (slots[r] / k) * hidden, hidden, xs.data() + r * hidden);
     Tensor xt(xs.data(), DType::kF32, {n, hidden});
     int64_t inter;
-    if (experts.activation == MoeActivation::kGptOssSwiGlu) {
+    if (experts.activation == MoeActivation::kClampedSwiGlu) {
       inter = experts.gate_up[e].out_features / 2;
       hidden_act.resize(n * 2 * inter);
       linear(pool, xt, experts.gate_up[e], bias_row(experts.gate_up_bias, e),
              Tensor(hidden_act.data(), DType::kF32, {n, 2 * inter}), bf16_activations, row_invariant);
       act.resize(n * inter);
-      gpt_oss_glu(hidden_act.data(), n, inter, experts.swiglu_alpha, experts.swiglu_limit, act.data());
+      clamped_swiglu(hidden_act.data(), n, inter, experts.swiglu_alpha, experts.swiglu_limit, act.data());
     } else {
       inter = experts.gate[e].out_features;
       hidden_act.resize(n * 2 * inter);

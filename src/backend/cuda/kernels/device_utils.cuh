@@ -71,14 +71,14 @@ __device__ __forceinline__ float e8m0_to_float(uint32_t e) {
 __device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
 // gpt-oss clamped SwiGLU of one (gate, up) pair (one expression for the fused and unfused kernels).
-__device__ __forceinline__ float gpt_oss_glu(float gate, float up, float alpha, float limit) {
+__device__ __forceinline__ float clamped_swiglu(float gate, float up, float alpha, float limit) {
   gate = fminf(gate, limit);
   up = fminf(fmaxf(up, -limit), limit);
   return (up + 1.0f) * (gate / (1.0f + expf(-alpha * gate)));
 }
 
 __device__ __forceinline__ float pair_activation(PairActivation act, float gate, float up, float alpha, float limit) {
-  return act == PairActivation::kGptOss ? gpt_oss_glu(gate, up, alpha, limit) : silu_times(gate, up);
+  return act == PairActivation::kClampedSwiGlu ? clamped_swiglu(gate, up, alpha, limit) : silu_times(gate, up);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -77,13 +77,13 @@ __global__ void silu_mul_kernel(const float* gate_up, int64_t rows, int64_t inte
   }
 }
 
-__global__ void gpt_oss_glu_kernel(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit,
-                                   float* out) {
+__global__ void clamped_swiglu_kernel(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit,
+                                      float* out) {
   pdl_enter();
   const int64_t count = rows * inter;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count; i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
-    out[i] = gpt_oss_glu(gate_up[r * 2 * inter + 2 * c], gate_up[r * 2 * inter + 2 * c + 1], alpha, limit);
+    out[i] = clamped_swiglu(gate_up[r * 2 * inter + 2 * c], gate_up[r * 2 * inter + 2 * c + 1], alpha, limit);
   }
 }
 
@@ -180,10 +180,10 @@ void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, void* ou
                 static_cast<float*>(out));
 }
 
-void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
-                        cudaStream_t stream) {
+void launch_clamped_swiglu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
+                           cudaStream_t stream) {
   if (rows * inter == 0) return;
-  launch_kernel(gpt_oss_glu_kernel, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows, inter, alpha, limit,
+  launch_kernel(clamped_swiglu_kernel, grid_for(rows * inter), kThreads, 0, stream, gate_up, rows, inter, alpha, limit,
                 out);
 }
 

@@ -44,8 +44,8 @@ void launch_add(const float* a, const float* b, float* out, int64_t count, cudaS
 // gate_up [rows, 2*inter] (gate | up) -> out [rows, inter]
 void launch_silu_mul(const float* gate_up, int64_t rows, int64_t inter, void* out, bool out_bf16, cudaStream_t stream);
 // gate_up [rows, 2*inter] interleaved (gate, up) pairs -> out [rows, inter], gpt-oss clamped SwiGLU
-void launch_gpt_oss_glu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
-                        cudaStream_t stream);
+void launch_clamped_swiglu(const float* gate_up, int64_t rows, int64_t inter, float alpha, float limit, float* out,
+                           cudaStream_t stream);
 // out[rows[t] * out_width + i] = x[t * width + i] (out already offset to its first column); negative rows skipped,
 // rows past out_rows flag kErrKvSlot.
 void launch_scatter_rows(const float* x, const int32_t* rows, int64_t num_rows, int64_t width, float* out,
@@ -205,8 +205,8 @@ struct RowChunks {
 // GroupedWeights::up_table, row j of the gate weight and row j of the up weight (Qwen3-MoE's separate projections).
 enum class PairActivation : int32_t {
   kNone,
-  kSilu,    // silu(g) * u
-  kGptOss,  // gpt-oss clamped SwiGLU: g = min(g, limit), u = clamp(u, -limit, limit), (u + 1) * g * sigmoid(alpha g)
+  kSilu,           // silu(g) * u
+  kClampedSwiGlu,  // g = min(g, limit), u = clamp(u, -limit, limit), (u + 1) * g * sigmoid(alpha g) (gpt-oss)
 };
 
 struct LinearArgs {
