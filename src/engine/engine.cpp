@@ -348,7 +348,9 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   }
   for (const auto& [from, to] : batch.state_copies) state_pool_->copy_slot(*backend_, from, to);
   Tensor logits(logits_.data(), DType::kF32, {std::max(rows, graph_size), vocab}, backend_->device());
-  const model::StepInputs inputs = staging_->upload(batch, graph_size, graph_size > 0 ? context_length_ : 0);
+  // Graphs (and the memory profile) plan attention for the context length, so its split scratch takes its final size.
+  const model::StepInputs inputs =
+      staging_->upload(batch, graph_size, graph_size > 0 || profiling_ ? context_length_ : 0);
   if (graph_size > 0) {
     graphs_.at(graph_size)->replay();
   } else {

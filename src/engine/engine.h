@@ -148,6 +148,7 @@ class Engine {
   Buffer logits_;
   int32_t logits_rows_ = 0;
   uint64_t logits_epoch_ = 0;
+  bool profiling_ = false;  // profile_memory() is running its steps
   std::vector<int32_t> graph_sizes_;
   std::map<int32_t, std::unique_ptr<BackendGraph>> graphs_;
   uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded

@@ -31,6 +31,7 @@ class PinnedBuffer {
     if (bytes > bytes_) {
       if (data_) RS_CUDA_CHECK(cudaFreeHost(data_));
       data_ = nullptr;
+      bytes_ = 0;  // a failed allocation below leaves the buffer empty, not a null pointer with the old size
       RS_CUDA_ALLOC_CHECK(cudaMallocHost(&data_, bytes), bytes);
       bytes_ = bytes;
     }

@@ -121,6 +121,8 @@ ExpertTable DeviceContext::expert_table(const std::vector<LinearWeight>& experts
       RS_CHECK(reinterpret_cast<uintptr_t>(w.weight.data()) % 16 == 0, "expert weight not 16-byte aligned");
     activate();
     if (table.device) RS_CUDA_CHECK(cudaFreeAsync(table.device, stream_));
+    table.device = nullptr;  // a failed allocation below leaves no freed pointer behind
+    table.host.clear();
     RS_CUDA_ALLOC_CHECK(cudaMallocAsync(&table.device, host.size() * sizeof(void*), stream_),
                         host.size() * sizeof(void*));
     // The pageable source is staged by the copy itself, so `host` may change right after.
