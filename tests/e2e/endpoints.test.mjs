@@ -292,7 +292,12 @@ test('gateway routes, router metrics and liveness', async () => {
     }
     const client = server.client();
     await client.completions.create({ model: server.model, prompt: 'a shared prefix for the cache', max_tokens: 2 });
-    const load = await getJson('/get_load');
+    // The scheduler publishes its load after the step that answered the request: poll briefly for idle.
+    let load = await getJson('/get_load');
+    for (let i = 0; i < 50 && load.status === 200 && load.body[0].num_reqs !== 0; ++i) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      load = await getJson('/get_load');
+    }
     assert.equal(load.status, 200);
     assert.deepEqual(Object.keys(load.body[0]).sort(),
       ['dp_rank', 'num_reqs', 'num_running_reqs', 'num_tokens', 'num_waiting_reqs', 'token_usage']);
