@@ -7,16 +7,13 @@
 #include "engine/step_staging.h"
 
 namespace rs::engine {
-namespace {
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-}  // namespace
 
 void Engine::profile_memory(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state_geometry) {
   // On a pool of one page per group (and one state slot), every token at position 0 of that page: the largest step
   // (one prefill of reserved_tokens_), a sampled decode step of --max-running-requests sequences and one of a single
-  // sequence, planned for the context length as graphs are. The backend's
-  // scratch (GEMM inputs, MoE buffers, attention splits, sampling) grows to its final size here and stays allocated,
-  // so the KV budget measured after this is what no later step takes away: a full pool cannot run the device out.
+  // sequence, planned for the context length as graphs are. The backend's scratch (GEMM inputs, MoE buffers,
+  // attention splits, sampling) grows to its final size here and stays allocated, so the KV budget measured after
+  // this is what no later step takes away: a full pool cannot run the device out.
   kv::KvPoolConfig tiny = kv_config;
   for (kv::KvGroup& group : tiny.groups) group.num_pages = 1;
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, tiny);
@@ -57,7 +54,7 @@ void Engine::profile_memory(const kv::KvPoolConfig& kv_config, const state::Stat
   profiling_ = false;
   const size_t free_after = backend_->memory_info().free_bytes;
   RS_LOG_INFO("memory profile: a {}-token step and a {}-sequence decode step hold {:.2f} GiB of scratch",
-              reserved_tokens_, seqs, free_before > free_after ? (free_before - free_after) / kGiB : 0.0);
+              reserved_tokens_, seqs, free_before > free_after ? (free_before - free_after) / double(1 << 30) : 0.0);
   staging_.reset();
   memory_.reset();
   state_pool_.reset();

@@ -19,8 +19,6 @@
 // per-tensor scales never touch the operands: k_scale multiplies the softmax scale and v_scale the output.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <string_view>
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.cuh"
@@ -514,13 +512,9 @@ void launch_flash_attention(const AttentionArgs& args, cudaStream_t stream) {
              "flash attention: only decode steps of groups up to 16 prepare their own q ({} tokens, {} sequences)",
              args.num_tokens, args.num_seqs);
   if (args.cache_type == KvType::kFp8) {
-    // Decode tiles read the fp8 codes straight into their mma fragments (flash_decode_fp8.cu); RS_FP8_DECODE=widen
-    // keeps them on this kernel's widening path, for A/B timings in one binary.
-    static const bool widen = [] {
-      const char* mode = std::getenv("RS_FP8_DECODE");
-      return mode && std::string_view(mode) == "widen";
-    }();
-    if (rows == 16 && !widen) return launch_flash_decode_fp8(args, stream);
+    // Decode tiles read the fp8 codes straight into their mma fragments (flash_decode_fp8.cu) unless
+    // RS_FP8_DECODE=widen keeps them on this kernel's widening path.
+    if (rows == 16 && fp8_decode_mode() != Fp8DecodeMode::kWiden) return launch_flash_decode_fp8(args, stream);
     return launch_flash_attention_for<true>(args, rows, stream);
   }
   launch_flash_attention_for<false>(args, rows, stream);

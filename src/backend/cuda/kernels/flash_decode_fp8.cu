@@ -305,16 +305,22 @@ void launch_for(const AttentionArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+Fp8DecodeMode fp8_decode_mode() {
+  static const Fp8DecodeMode mode = [] {
+    const char* value = std::getenv("RS_FP8_DECODE");
+    const std::string_view name = value ? value : "";
+    return name == "lean" ? Fp8DecodeMode::kLean : name == "widen" ? Fp8DecodeMode::kWiden : Fp8DecodeMode::kRegisters;
+  }();
+  return mode;
+}
+
 void launch_flash_decode_fp8(const AttentionArgs& args, cudaStream_t stream) {
   RS_CHECK(args.num_tokens == args.num_seqs && args.num_heads / args.num_kv_heads <= kRows,
            "fp8 flash decode: one token per sequence and at most {} query heads per KV head", kRows);
   const bool prepare = args.prepare.qkv != nullptr;
-  // RS_FP8_DECODE=lean (an experiment, for A/B timings): Q re-read from shared memory each tile, so that 4 blocks
-  // (16 warps) fit an SM's registers where the default keeps 3 (ncu: 0.69 eligible warps per scheduler at batch 256).
-  static const bool lean = [] {
-    const char* mode = std::getenv("RS_FP8_DECODE");
-    return mode && std::string_view(mode) == "lean";
-  }();
+  // lean (an experiment): Q re-read from shared memory each tile, so that 4 blocks (16 warps) fit an SM's registers
+  // where the default keeps 3 (ncu: 0.69 eligible warps per scheduler at batch 256).
+  const bool lean = fp8_decode_mode() == Fp8DecodeMode::kLean;
   const auto run = [&]<int D>() {
     if (lean) {
       prepare ? launch_for<D, true, 3, false, D == 256 ? 2 : 4>(args, stream)
