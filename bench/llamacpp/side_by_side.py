@@ -8,6 +8,8 @@ over rounds, the ratio radixserve / llama.cpp per round and its median, and whet
 continuations of one prompt agree (same weights, so they should, up to bf16 rounding differences).
 
   bench/llamacpp/side_by_side.py [--binary build/bin/radixserve] [--config configs/Qwen3-0.6B] [--rounds 3]
+  bench/llamacpp/side_by_side.py --gguf FILE.gguf   (both engines load the same quantized file, e.g. one written by
+      tools/make_gguf_dummy.py configs/Qwen3-0.6B/config.json FILE --mix q4_k_m --tokenizer TOKENIZER_DIR)
 """
 import argparse
 import json
@@ -67,8 +69,15 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--decode-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--gguf", help="one GGUF file for both engines instead of a bf16 checkpoint and its conversion")
     args = ap.parse_args()
-    ckpt, gguf = ensure_inputs(args)
+    if args.gguf:
+        ckpt = gguf = os.path.abspath(args.gguf)
+        if not os.path.isdir(os.path.join(HERE, "node_modules", "node-llama-cpp")):
+            subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=optional"], cwd=HERE, check=True,
+                           env={**os.environ, "NODE_LLAMA_CPP_SKIP_DOWNLOAD": "true"})
+    else:
+        ckpt, gguf = ensure_inputs(args)
     shape = ["--prompt-tokens", str(args.prompt_tokens), "--decode-tokens", str(args.decode_tokens), "--repeats", "3"]
     ours = [args.binary, "--log-level", "warn", "bench", "--model", ckpt, "--threads", str(args.threads),
             "--kv-cache-gb", "1", *shape]
@@ -94,7 +103,8 @@ def main():
 
     result = {
         "model": args.config,
-        "weights": "random bf16, identical for both engines (safetensors for radixserve, GGUF for llama.cpp)",
+        "weights": (f"{args.gguf}, the same file for both engines" if args.gguf else
+                    "random bf16, identical for both engines (safetensors for radixserve, GGUF for llama.cpp)"),
         "llama_cpp": "node-llama-cpp 3.22.1 prebuilt CPU backend",
         "prompt_tokens": args.prompt_tokens,
         "decode_tokens": args.decode_tokens,

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/vec.h"
@@ -216,6 +217,11 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
   }
   if (!w.packed.empty()) {
     linear_packed(pool, x, w, bias_f32, out, row_invariant);
+    return;
+  }
+  if (bf16_activations && affine_kernel_supports(w)) {
+    affine_linear(pool, x.data_as<float>(), tokens, w, bias_f32.empty() ? nullptr : bias_f32.data(),
+                  out.data_as<float>(), row_invariant);
     return;
   }
   const bool use_bf16_gemm = bf16_activations && (tokens > kGemvMaxTokens || row_invariant) && has_bf16_gemm() &&

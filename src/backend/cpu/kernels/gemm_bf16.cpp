@@ -87,11 +87,39 @@ void panel_tile(const uint16_t* x, int64_t x_stride, const uint16_t* panel, int6
 }
 
 constexpr int kTileTokens = 6;  // 6 x 4 accumulators + 4 weight vectors fit the 32 zmm registers
-// 512 pairs x 256 B = 128 KiB of a panel stays in L2 while all tokens pass. Longer blocks than an L1-sized 64 pairs
-// amortise each tile's accumulator load/store over more steps: ~367 -> ~415 GFLOP/s on 2 Zen 4 cores (cpu_gemm_bench).
-constexpr int64_t kBlockPairs = 512;
 
 }  // namespace
+
+void gemm_bf16_panel_block(const uint16_t* x, int64_t num_tokens, int64_t x_stride, const uint16_t* block,
+                           int64_t block_pairs, int64_t cols, float* out, int64_t out_stride, bool accumulate,
+                           const uint16_t* next_block) {
+  const int full_blocks = static_cast<int>(cols / 16);
+  const __mmask16 last_mask = static_cast<__mmask16>((1u << (cols % 16)) - 1);
+  // Tokens split into ceil(T / 6) tiles of near-equal size (128 = 18 x 6 + 4 x 5) rather than 6s plus a small,
+  // load-bound remainder tile.
+  const int64_t tiles = (num_tokens + kTileTokens - 1) / kTileTokens;
+  const int64_t base = num_tokens / tiles, extra = num_tokens % tiles;
+  int64_t t = 0;
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t size = base + (i < extra ? 1 : 0);
+    const uint16_t* xt = x + t * x_stride;
+    float* ot = out + t * out_stride;
+    // The first four tiles each pull a quarter of the next weight block (one line per step) into L2, so the weights
+    // stream from DRAM while this block computes instead of stalling the next block's first tile.
+    const char* pf = next_block && i < 4 ? reinterpret_cast<const char*>(next_block) + i * block_pairs * 64 : nullptr;
+    const uint16_t* w = block;
+    const int64_t n = block_pairs;
+    switch (size) {
+      case 6: panel_tile<6>(xt, x_stride, w, n, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+      case 5: panel_tile<5>(xt, x_stride, w, n, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+      case 4: panel_tile<4>(xt, x_stride, w, n, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+      case 3: panel_tile<3>(xt, x_stride, w, n, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+      case 2: panel_tile<2>(xt, x_stride, w, n, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+      default: panel_tile<1>(xt, x_stride, w, n, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
+    }
+    t += size;
+  }
+}
 
 void gemm_bf16_packed(const uint16_t* x, int64_t num_tokens, int64_t x_stride, const uint16_t* packed, int64_t in,
                       int64_t out_cols, float* out, int64_t out_stride, int64_t panel_begin, int64_t panel_end) {
@@ -99,36 +127,12 @@ void gemm_bf16_packed(const uint16_t* x, int64_t num_tokens, int64_t x_stride, c
   for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
     const int64_t col0 = panel * kPackedPanelCols;
     const int64_t cols = std::min(kPackedPanelCols, out_cols - col0);
-    const int full_blocks = static_cast<int>(cols / 16);
-    const __mmask16 last_mask = static_cast<__mmask16>((1u << (cols % 16)) - 1);
     const uint16_t* panel_w = packed + panel * pairs * kPackedPanelCols * 2;
-    for (int64_t p0 = 0; p0 < pairs; p0 += kBlockPairs) {
-      const int64_t block = std::min(kBlockPairs, pairs - p0);
+    for (int64_t p0 = 0; p0 < pairs; p0 += kGemmBlockPairs) {
+      const int64_t block = std::min(kGemmBlockPairs, pairs - p0);
       const uint16_t* w = panel_w + p0 * kPackedPanelCols * 2;
-      const bool accumulate = p0 > 0;
-      // Tokens split into ceil(T / 6) tiles of near-equal size (128 = 18 x 6 + 4 x 5) rather than 6s plus a small,
-      // load-bound remainder tile.
-      const int64_t tiles = (num_tokens + kTileTokens - 1) / kTileTokens;
-      const int64_t base = num_tokens / tiles, extra = num_tokens % tiles;
-      int64_t t = 0;
-      for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t size = base + (i < extra ? 1 : 0);
-        const uint16_t* xt = x + t * x_stride + 2 * p0;
-        float* ot = out + t * out_stride + col0;
-        // The first four tiles each pull a quarter of the next weight block (one line per step) into L2, so the
-        // weights stream from DRAM while this block computes instead of stalling the next block's first tile.
-        const char* pf =
-            i < 4 ? reinterpret_cast<const char*>(w + block * kPackedPanelCols * 2) + i * block * 64 : nullptr;
-        switch (size) {
-          case 6: panel_tile<6>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
-          case 5: panel_tile<5>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
-          case 4: panel_tile<4>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
-          case 3: panel_tile<3>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
-          case 2: panel_tile<2>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
-          default: panel_tile<1>(xt, x_stride, w, block, ot, out_stride, last_mask, full_blocks, accumulate, pf); break;
-        }
-        t += size;
-      }
+      gemm_bf16_panel_block(x + 2 * p0, num_tokens, x_stride, w, block, cols, out + col0, out_stride, p0 > 0,
+                            w + block * kPackedPanelCols * 2);
     }
   }
 }
@@ -214,6 +218,10 @@ void gemm_bf16(const uint16_t*, int64_t, const uint16_t*, int64_t, float*, int64
 void gemm_bf16_packed(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t, int64_t,
                       int64_t) {
   RS_FAIL("gemm_bf16_packed needs a build with AVX512-BF16");
+}
+void gemm_bf16_panel_block(const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t, bool,
+                           const uint16_t*) {
+  RS_FAIL("gemm_bf16_panel_block needs a build with AVX512-BF16");
 }
 void gemv_bf16_packed(const float*, int64_t, const uint16_t*, int64_t, int64_t, float*, int64_t, int64_t, int64_t) {
   RS_FAIL("gemv_bf16_packed needs a build with AVX512-BF16");

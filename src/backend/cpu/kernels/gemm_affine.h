@@ -1,0 +1,35 @@
+// Integer (LinearWeight::kAffine: MLX, AWQ, GPTQ, GGUF) weights on the CPU fast path, read as their codes: no bf16
+// copy, so a 4-bit model keeps a quarter of bf16's memory and decode streams a quarter of its bytes.
+//   - decode (affine_gemv, up to kAffineGemvTokens tokens): each 64-input (4-bit) or 32-input (8-bit) chunk of a row
+//     becomes bf16 code values through a 32-entry table (vpermw; 8-bit codes as low nibble + 16 x high nibble, both
+//     exact), dotted with the bf16-rounded activations (dpbf16), scaled per group in f32; the biases multiply each
+//     group's sum of those rounded activations. Error: that of rounding the activations to bf16 (the weights are
+//     exact), as in the prefill GEMM; the bf16 copy this replaces rounded the weights instead.
+//   - prefill (affine_gemm): each 64-column panel is decoded block by block into the bf16 GEMM's VNNI layout, holding
+//     bf16(scale * q + bias) bit for bit as a dequantized bf16 copy would, and multiplied by gemm_bf16_panel_block.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "base/thread_pool.h"
+
+namespace rs::cpu {
+
+constexpr int64_t kAffineGemvTokens = 4;
+
+// Whether this build (AVX512-BF16) runs `w` with these kernels: 4- or 8-bit codes, `in` a multiple of 64 (4-bit) or 32
+// (8-bit), groups of 16 or a multiple of 32 that tile the kernels' chunks.
+bool affine_kernel_supports(const LinearWeight& w);
+
+// out [tokens, w.out_features] = x [tokens, w.in_features] . W^T (+ bias [out], or null). row_invariant: every
+// token's arithmetic independent of the number of tokens (BackendOptions::deterministic): always the GEMM.
+void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w, const float* bias,
+                   float* out, bool row_invariant);
+
+// The two halves on one thread, over output rows [row_begin, row_end) (affine_gemm: whole 64-row panels of them).
+void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin, int64_t row_end);
+void affine_gemm(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t panel_begin,
+                 int64_t panel_end);
+
+}  // namespace rs::cpu
