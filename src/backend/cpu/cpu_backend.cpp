@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "backend/cpu/kernels/affine_parts.h"
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
@@ -50,8 +51,13 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   const bool fp8 = w.format == LinearWeight::Format::kFp8;
   const bool affine = w.format == LinearWeight::Format::kAffine;
   if (!bf16 && !fp8 && !affine) return;
-  // 4- and 8-bit integer weights stay codes: kernels/gemm_affine reads them in place (bf16 activations).
-  if (affine && affine_kernel_supports(w)) return;
+  // 4- and 8-bit integer weights stay codes: kernels/gemm_affine reads them in place (bf16 activations); fused ones
+  // widened by the loader get back their narrow rows (kernels/affine_parts).
+  if (affine && affine_kernel_supports(w)) {
+    const std::vector<AffinePart> parts = narrow_affine(w, keep_alive);
+    if (!parts.empty()) w.packed = store_parts(parts, keep_alive);
+    return;
+  }
   // FP8 and other integer weights run through the bf16 kernels on the fast path: their values rounded to bf16 once (8
   // significant bits hold e4m3's 4 exactly; the scale adds the rounding), at bf16's memory and speed. --exact-f32
   // decodes them per call.

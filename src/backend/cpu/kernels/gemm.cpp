@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/kernels/affine_parts.h"
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
@@ -215,13 +216,17 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
     bias_f32.resize(w.out_features);
     load_row(bias.view({1, w.out_features}), 0, bias_f32.data(), w.out_features);
   }
-  if (!w.packed.empty()) {
-    linear_packed(pool, x, w, bias_f32, out, row_invariant);
+  if (bf16_activations && affine_kernel_supports(w)) {
+    const float* b = bias_f32.empty() ? nullptr : bias_f32.data();
+    if (w.packed.empty())
+      affine_linear(pool, x.data_as<float>(), tokens, w, b, out.data_as<float>(), w.out_features, row_invariant);
+    else  // narrowed row ranges (CpuBackend::prepare_linear)
+      affine_parts_linear(pool, x.data_as<float>(), tokens, w, stored_parts(w.packed), b, out.data_as<float>(),
+                          row_invariant);
     return;
   }
-  if (bf16_activations && affine_kernel_supports(w)) {
-    affine_linear(pool, x.data_as<float>(), tokens, w, bias_f32.empty() ? nullptr : bias_f32.data(),
-                  out.data_as<float>(), row_invariant);
+  if (!w.packed.empty()) {
+    linear_packed(pool, x, w, bias_f32, out, row_invariant);
     return;
   }
   const bool use_bf16_gemm = bf16_activations && (tokens > kGemvMaxTokens || row_invariant) && has_bf16_gemm() &&

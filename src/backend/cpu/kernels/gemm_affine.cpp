@@ -184,9 +184,8 @@ void gemv_rows(const GemvActivations& a, const LinearWeight& w, float* out, int6
 }
 
 template <int kBits>
-void gemv_dispatch(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin,
-                   int64_t row_end) {
-  const int64_t stride = w.out_features;
+void gemv_dispatch(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t stride,
+                   int64_t row_begin, int64_t row_end) {
   switch (tokens) {
     case 4: gemv_rows<kBits, 4>(a, w, out, stride, row_begin, row_end); break;
     case 3: gemv_rows<kBits, 3>(a, w, out, stride, row_begin, row_end); break;
@@ -195,13 +194,13 @@ void gemv_dispatch(const GemvActivations& a, int64_t tokens, const LinearWeight&
   }
 }
 
-void run_gemv(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin,
-              int64_t row_end) {
+void run_gemv(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
+              int64_t row_begin, int64_t row_end) {
   RS_CHECK(tokens >= 1 && tokens <= kAffineGemvTokens, "affine GEMV of {} tokens", tokens);
   if (w.bits == 4)
-    gemv_dispatch<4>(a, tokens, w, out, row_begin, row_end);
+    gemv_dispatch<4>(a, tokens, w, out, out_stride, row_begin, row_end);
   else
-    gemv_dispatch<8>(a, tokens, w, out, row_begin, row_end);
+    gemv_dispatch<8>(a, tokens, w, out, out_stride, row_begin, row_end);
 }
 
 // ---- GEMM: panels decoded into the bf16 VNNI layout ----
@@ -288,7 +287,7 @@ void decode_block(const LinearWeight& w, int64_t row0, int64_t p0, int64_t block
 
 template <int kBits>
 void gemm_panels(const uint16_t* x, int64_t tokens, int64_t x_stride, const LinearWeight& w, float* out,
-                 int64_t panel_begin, int64_t panel_end) {
+                 int64_t out_stride, int64_t panel_begin, int64_t panel_end) {
   const int64_t pairs = w.in_features / 2;
   thread_local std::unique_ptr<uint16_t[]> block;
   if (!block) block = std::make_unique_for_overwrite<uint16_t[]>(kGemmBlockPairs * kPackedPanelCols * 2);
@@ -300,18 +299,18 @@ void gemm_panels(const uint16_t* x, int64_t tokens, int64_t x_stride, const Line
         decode_block<kBits, true>(w, col0, p0, n, block.get());
       else
         decode_block<kBits, false>(w, col0, p0, n, block.get());
-      gemm_bf16_panel_block(x + 2 * p0, tokens, x_stride, block.get(), n, cols, out + col0, w.out_features, p0 > 0,
+      gemm_bf16_panel_block(x + 2 * p0, tokens, x_stride, block.get(), n, cols, out + col0, out_stride, p0 > 0,
                             nullptr);
     }
   }
 }
 
-void run_gemm(const uint16_t* x, int64_t tokens, const LinearWeight& w, float* out, int64_t panel_begin,
-              int64_t panel_end) {
+void run_gemm(const uint16_t* x, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
+              int64_t panel_begin, int64_t panel_end) {
   if (w.bits == 4)
-    gemm_panels<4>(x, tokens, w.in_features, w, out, panel_begin, panel_end);
+    gemm_panels<4>(x, tokens, w.in_features, w, out, out_stride, panel_begin, panel_end);
   else
-    gemm_panels<8>(x, tokens, w.in_features, w, out, panel_begin, panel_end);
+    gemm_panels<8>(x, tokens, w.in_features, w, out, out_stride, panel_begin, panel_end);
 }
 
 void round_rows(const float* x, int64_t count, uint16_t* out) {
@@ -325,7 +324,7 @@ void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* o
   RS_CHECK(affine_kernel_supports(w), "affine_gemv: unsupported weight");
   GemvActivations a;
   prepare_gemv(x, tokens, w, a);
-  run_gemv(a, tokens, w, out, row_begin, row_end);
+  run_gemv(a, tokens, w, out, w.out_features, row_begin, row_end);
 }
 
 void affine_gemm(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t panel_begin,
@@ -333,11 +332,11 @@ void affine_gemm(const float* x, int64_t tokens, const LinearWeight& w, float* o
   RS_CHECK(affine_kernel_supports(w), "affine_gemm: unsupported weight");
   std::vector<uint16_t> xb(tokens * w.in_features);
   round_rows(x, tokens * w.in_features, xb.data());
-  run_gemm(xb.data(), tokens, w, out, panel_begin, panel_end);
+  run_gemm(xb.data(), tokens, w, out, w.out_features, panel_begin, panel_end);
 }
 
 void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w, const float* bias,
-                   float* out, bool row_invariant) {
+                   float* out, int64_t out_stride, bool row_invariant) {
   RS_CHECK(affine_kernel_supports(w), "affine_linear: unsupported weight");
   if (tokens == 0) return;  // e.g. a step without rows for this layer's MoE expert
   const int64_t in = w.in_features, cols = w.out_features;
@@ -349,10 +348,10 @@ void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const Linea
     pool.parallel_for(
         cols,
         [&](int64_t begin, int64_t end) {
-          run_gemv(*a, tokens, w, out, begin, end);
+          run_gemv(*a, tokens, w, out, out_stride, begin, end);
           if (bias)
             for (int64_t t = 0; t < tokens; ++t)
-              for (int64_t c = begin; c < end; ++c) out[t * cols + c] += bias[c];
+              for (int64_t c = begin; c < end; ++c) out[t * out_stride + c] += bias[c];
         },
         16);
     return;
@@ -363,18 +362,18 @@ void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const Linea
   pool.parallel_for(
       tokens, [&](int64_t begin, int64_t end) { round_rows(x + begin * in, (end - begin) * in, xb + begin * in); });
   pool.parallel_for(packed_panels(cols), [&](int64_t begin, int64_t end) {
-    run_gemm(xb, tokens, w, out, begin, end);
+    run_gemm(xb, tokens, w, out, out_stride, begin, end);
     if (bias) {
       const int64_t c0 = begin * kPackedPanelCols, c1 = std::min(cols, end * kPackedPanelCols);
       for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t c = c0; c < c1; ++c) out[t * cols + c] += bias[c];
+        for (int64_t c = c0; c < c1; ++c) out[t * out_stride + c] += bias[c];
     }
   });
 }
 
 #else
 
-void affine_linear(ThreadPool&, const float*, int64_t, const LinearWeight&, const float*, float*, bool) {
+void affine_linear(ThreadPool&, const float*, int64_t, const LinearWeight&, const float*, float*, int64_t, bool) {
   RS_FAIL("affine_linear needs a build with AVX512-BF16");
 }
 void affine_gemv(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t) {

@@ -22,10 +22,11 @@ constexpr int64_t kAffineGemvTokens = 4;
 // (8-bit), groups of 16 or a multiple of 32 that tile the kernels' chunks.
 bool affine_kernel_supports(const LinearWeight& w);
 
-// out [tokens, w.out_features] = x [tokens, w.in_features] . W^T (+ bias [out], or null). row_invariant: every
-// token's arithmetic independent of the number of tokens (BackendOptions::deterministic): always the GEMM.
+// out [tokens, w.out_features] (rows out_stride apart) = x [tokens, w.in_features] . W^T (+ bias [out], or null).
+// row_invariant: every token's arithmetic independent of the number of tokens (BackendOptions::deterministic):
+// always the GEMM.
 void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w, const float* bias,
-                   float* out, bool row_invariant);
+                   float* out, int64_t out_stride, bool row_invariant);
 
 // The two halves on one thread, over output rows [row_begin, row_end) (affine_gemm: whole 64-row panels of them).
 void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin, int64_t row_end);

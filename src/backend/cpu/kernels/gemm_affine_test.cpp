@@ -162,13 +162,13 @@ TEST_P(AffineKernels, ThreadedLinearMatchesTheKernelsAndIsRowInvariantWhenAsked)
       affine_gemv(x.data(), tokens, a.w, single.data(), 0, s.out);
     else
       affine_gemm(x.data(), tokens, a.w, single.data(), 0, packed_panels(s.out));
-    affine_linear(pool, x.data(), tokens, a.w, bias.data(), threaded.data(), false);
+    affine_linear(pool, x.data(), tokens, a.w, bias.data(), threaded.data(), s.out, false);
     for (int64_t i = 0; i < tokens * s.out; ++i) ASSERT_EQ(threaded[i], single[i] + bias[i % s.out]) << i;
     // Row-invariant: each token's output is what it gets alone.
     std::vector<float> batch(tokens * s.out), alone(s.out);
-    affine_linear(pool, x.data(), tokens, a.w, nullptr, batch.data(), true);
+    affine_linear(pool, x.data(), tokens, a.w, nullptr, batch.data(), s.out, true);
     for (int64_t t = 0; t < tokens; ++t) {
-      affine_linear(pool, x.data() + t * s.in, 1, a.w, nullptr, alone.data(), true);
+      affine_linear(pool, x.data() + t * s.in, 1, a.w, nullptr, alone.data(), s.out, true);
       for (int64_t r = 0; r < s.out; ++r) ASSERT_EQ(batch[t * s.out + r], alone[r]) << "token " << t << " row " << r;
     }
   }

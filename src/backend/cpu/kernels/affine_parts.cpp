@@ -1,0 +1,135 @@
+#include "backend/cpu/kernels/affine_parts.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/kernels/gemm_affine.h"
+#include "base/error.h"
+
+namespace rs::cpu {
+namespace {
+
+constexpr int64_t kMinPartRows = 64;  // shorter narrow ranges stay wide: a part costs a parallel_for per call
+
+// Whether row r's codes all fit 4 bits, and whether its (scale, bias) pairs repeat over each pair of groups.
+struct RowShape {
+  bool four_bit = false, merged = false;
+  bool operator==(const RowShape&) const = default;
+};
+
+RowShape shape_of(const LinearWeight& w, int64_t r) {
+  const int64_t in = w.in_features, groups = in / w.scale_block_cols;
+  const uint8_t* codes = w.weight.data_as<uint8_t>() + r * in;
+  const float* pairs = w.scales.data_as<float>() + r * groups * 2;
+  RowShape s;
+  s.four_bit = std::all_of(codes, codes + in, [](uint8_t c) { return c < 16; });
+  s.merged = groups % 2 == 0;
+  for (int64_t g = 0; s.merged && g < groups; g += 2)
+    s.merged = pairs[2 * g] == pairs[2 * g + 2] && pairs[2 * g + 1] == pairs[2 * g + 3];
+  return s;
+}
+
+LinearWeight part_weight(const LinearWeight& w, const AffinePart& p) {
+  LinearWeight out;
+  out.format = LinearWeight::Format::kAffine;
+  out.weight = Tensor(const_cast<uint8_t*>(p.codes), DType::kU8, {p.rows, w.in_features * p.bits / 8});
+  out.scales = Tensor(const_cast<float*>(p.pairs), DType::kF32, {p.rows, w.in_features / p.group, 2});
+  out.out_features = p.rows;
+  out.in_features = w.in_features;
+  out.scale_block_rows = 1;
+  out.scale_block_cols = p.group;
+  out.bits = p.bits;
+  return out;
+}
+
+}  // namespace
+
+std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive) {
+  if (w.format != LinearWeight::Format::kAffine || w.bits != 8 || !affine_kernel_supports(w) || !w.input_order.empty())
+    return {};
+  const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
+  // Runs of rows of one shape; a run too short to pay for its own call is kept wide.
+  struct Run {
+    int64_t begin, end;
+    RowShape shape;
+  };
+  std::vector<Run> runs;
+  for (int64_t r = 0; r < w.out_features; ++r) {
+    const RowShape s = shape_of(w, r);
+    if (runs.empty() || !(runs.back().shape == s))
+      runs.push_back({r, r + 1, s});
+    else
+      runs.back().end = r + 1;
+  }
+  std::vector<AffinePart> parts;
+  bool narrowed = false;
+  for (const Run& run : runs) {
+    AffinePart p{run.begin,
+                 run.end - run.begin,
+                 8,
+                 group,
+                 w.weight.data_as<uint8_t>() + run.begin * in,
+                 w.scales.data_as<float>() + run.begin * groups * 2};
+    if (p.rows >= kMinPartRows) {
+      AffinePart narrow = p;
+      narrow.bits = run.shape.four_bit ? 4 : 8;
+      narrow.group = run.shape.merged ? 2 * group : group;
+      LinearWeight probe = w;
+      probe.bits = narrow.bits;
+      probe.scale_block_cols = narrow.group;
+      if ((narrow.bits != 8 || narrow.group != group) && affine_kernel_supports(probe)) {
+        const int64_t row_bytes = in * narrow.bits / 8, narrow_groups = in / narrow.group;
+        keep_alive.push_back(Buffer::host(p.rows * row_bytes));
+        uint8_t* codes = static_cast<uint8_t*>(keep_alive.back().data());
+        for (int64_t r = 0; r < p.rows; ++r) {
+          const uint8_t* src = p.codes + r * in;
+          if (narrow.bits == 4)
+            for (int64_t i = 0; i < in; i += 2) codes[r * row_bytes + i / 2] = src[i] | (src[i + 1] << 4);
+          else
+            std::memcpy(codes + r * row_bytes, src, in);
+        }
+        keep_alive.push_back(Buffer::host(p.rows * narrow_groups * 2 * sizeof(float)));
+        float* pairs = static_cast<float*>(keep_alive.back().data());
+        const int64_t step = narrow.group / group;
+        for (int64_t r = 0; r < p.rows; ++r)
+          for (int64_t g = 0; g < narrow_groups; ++g) {
+            pairs[(r * narrow_groups + g) * 2] = p.pairs[(r * groups + g * step) * 2];
+            pairs[(r * narrow_groups + g) * 2 + 1] = p.pairs[(r * groups + g * step) * 2 + 1];
+          }
+        narrow.codes = codes;
+        narrow.pairs = pairs;
+        p = narrow;
+        narrowed = true;
+      }
+    }
+    // Adjacent wide runs (short ones included) read the original buffer as one part.
+    if (!parts.empty() && parts.back().bits == 8 && parts.back().group == group && p.bits == 8 && p.group == group &&
+        parts.back().codes + parts.back().rows * in == p.codes)
+      parts.back().rows += p.rows;
+    else
+      parts.push_back(p);
+  }
+  if (!narrowed) return {};
+  return parts;
+}
+
+Tensor store_parts(const std::vector<AffinePart>& parts, std::vector<Buffer>& keep_alive) {
+  const int64_t bytes = static_cast<int64_t>(parts.size() * sizeof(AffinePart));
+  keep_alive.push_back(Buffer::host(bytes));
+  std::memcpy(keep_alive.back().data(), parts.data(), bytes);
+  return Tensor(keep_alive.back().data(), DType::kU8, {bytes});
+}
+
+std::span<const AffinePart> stored_parts(const Tensor& packed) {
+  RS_CHECK(packed.numel() % static_cast<int64_t>(sizeof(AffinePart)) == 0, "not a list of affine parts");
+  return {packed.data_as<AffinePart>(), static_cast<size_t>(packed.numel()) / sizeof(AffinePart)};
+}
+
+void affine_parts_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w,
+                         std::span<const AffinePart> parts, const float* bias, float* out, bool row_invariant) {
+  for (const AffinePart& p : parts)
+    affine_linear(pool, x, tokens, part_weight(w, p), bias ? bias + p.row_begin : nullptr, out + p.row_begin,
+                  w.out_features, row_invariant);
+}
+
+}  // namespace rs::cpu

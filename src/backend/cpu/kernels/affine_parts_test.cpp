@@ -1,0 +1,142 @@
+// Narrowing a fused 8-bit weight back into 4-bit row ranges: which ranges narrow, and that the parts compute what the
+// wide weight computes (the GEMM bit for bit: the same bf16 values; the GEMV within its activations' rounding).
+#include "backend/cpu/kernels/affine_parts.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/kernels/gemm_affine.h"
+#include "backend/cpu/kernels/gemm_bf16.h"
+#include "backend/cpu/kernels/kernels.h"
+
+namespace rs::cpu {
+namespace {
+
+constexpr int64_t kIn = 256, kGroup = 16;
+
+// An 8-bit weight in groups of 16 as the loader leaves a fused q|k|v of Q4_K and Q6_K parts: rows [0, 96) widened from
+// 4-bit codes in groups of 32 (codes < 16, each pair repeated over two groups), [96, 160) genuinely 8-bit, and
+// [160, 170) widened again but too few rows to be worth a part of their own.
+struct FusedWeight {
+  std::vector<uint8_t> codes;
+  std::vector<float> pairs;
+  LinearWeight w;
+};
+
+FusedWeight fused_weight(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f), bias(-0.1f, 0.1f);
+  FusedWeight f;
+  const int64_t rows = 170, groups = kIn / kGroup;
+  f.codes.resize(rows * kIn);
+  f.pairs.resize(rows * groups * 2);
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool widened = r < 96 || r >= 160;
+    for (int64_t i = 0; i < kIn; ++i) f.codes[r * kIn + i] = static_cast<uint8_t>(rng() % (widened ? 16 : 256));
+    for (int64_t g = 0; g < groups; ++g) {
+      float* p = &f.pairs[(r * groups + g) * 2];
+      if (widened && g % 2 == 1) {
+        p[0] = p[-2];
+        p[1] = p[-1];
+      } else {
+        p[0] = scale(rng);
+        p[1] = bias(rng);
+      }
+    }
+  }
+  f.w.format = LinearWeight::Format::kAffine;
+  f.w.weight = Tensor(f.codes.data(), DType::kU8, {rows, kIn});
+  f.w.scales = Tensor(f.pairs.data(), DType::kF32, {rows, groups, 2});
+  f.w.out_features = rows;
+  f.w.in_features = kIn;
+  f.w.scale_block_rows = 1;
+  f.w.scale_block_cols = kGroup;
+  f.w.bits = 8;
+  return f;
+}
+
+std::vector<float> random_x(int64_t tokens, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(tokens * kIn);
+  for (auto& v : x) v = normal(rng);
+  return x;
+}
+
+class AffineParts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!has_bf16_gemm()) GTEST_SKIP() << "this build has no AVX512-BF16";
+  }
+};
+
+TEST_F(AffineParts, NarrowsTheWidenedRangesOnly) {
+  const FusedWeight f = fused_weight(1);
+  std::vector<Buffer> keep;
+  const std::vector<AffinePart> parts = narrow_affine(f.w, keep);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].row_begin, 0);
+  EXPECT_EQ(parts[0].rows, 96);
+  EXPECT_EQ(parts[0].bits, 4);
+  EXPECT_EQ(parts[0].group, 32);
+  EXPECT_EQ(parts[1].row_begin, 96);
+  EXPECT_EQ(parts[1].rows, 74);  // the genuine 8-bit rows and the short widened run, read in place
+  EXPECT_EQ(parts[1].bits, 8);
+  EXPECT_EQ(parts[1].group, 16);
+  EXPECT_EQ(parts[1].codes, f.codes.data() + 96 * kIn);
+  // Round trip through LinearWeight::packed.
+  const Tensor packed = store_parts(parts, keep);
+  ASSERT_EQ(stored_parts(packed).size(), 2u);
+  EXPECT_EQ(stored_parts(packed)[0].codes, parts[0].codes);
+
+  FusedWeight wide = fused_weight(2);
+  for (int64_t r = 0; r < 96; ++r) wide.codes[r * kIn + 5] = 200;  // the first range's codes no longer fit 4 bits
+  wide.codes[100 * kIn] = 1;
+  const std::vector<AffinePart> split = narrow_affine(wide.w, keep);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0].rows, 96);
+  EXPECT_EQ(split[0].bits, 8);  // its pairs still repeat: 8-bit codes in groups of 32
+  EXPECT_EQ(split[0].group, 32);
+  for (int64_t r = 0; r < 96; ++r) wide.pairs[(r * (kIn / kGroup) + 1) * 2] += 1.0f;
+  EXPECT_TRUE(narrow_affine(wide.w, keep).empty()) << "nothing left to narrow";
+
+  LinearWeight four = f.w;
+  four.bits = 4;
+  EXPECT_TRUE(narrow_affine(four, keep).empty()) << "only 8-bit weights are widened by the loader";
+}
+
+TEST_F(AffineParts, PartsComputeWhatTheWideWeightComputes) {
+  const FusedWeight f = fused_weight(3);
+  std::vector<Buffer> keep;
+  const std::vector<AffinePart> parts = narrow_affine(f.w, keep);
+  ASSERT_FALSE(parts.empty());
+  ThreadPool pool(2);
+  std::vector<float> bias(f.w.out_features);
+  for (int64_t r = 0; r < f.w.out_features; ++r) bias[r] = 0.01f * static_cast<float>(r % 5);
+  for (int64_t tokens : {1, 3, 9, 37}) {
+    const std::vector<float> x = random_x(tokens, 4);
+    std::vector<float> wide(tokens * f.w.out_features), narrow(wide.size());
+    affine_linear(pool, x.data(), tokens, f.w, bias.data(), wide.data(), f.w.out_features, false);
+    affine_parts_linear(pool, x.data(), tokens, f.w, parts, bias.data(), narrow.data(), false);
+    std::vector<float> row(kIn);
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t r = 0; r < f.w.out_features; ++r) {
+        const size_t i = t * f.w.out_features + r;
+        if (tokens > kAffineGemvTokens) {
+          ASSERT_EQ(narrow[i], wide[i]) << "GEMM: token " << t << " row " << r;  // the same bf16 weight values
+          continue;
+        }
+        // GEMV: both are sum(w * bf16(x)) in f32, summed in different orders.
+        decode_affine_row(f.w, r, row.data());
+        double terms = 0;
+        for (int64_t k = 0; k < kIn; ++k) terms += std::abs(row[k] * x[t * kIn + k]) + std::abs(x[t * kIn + k]);
+        ASSERT_NEAR(narrow[i], wide[i], terms * 1e-6) << "GEMV: token " << t << " row " << r;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace rs::cpu
