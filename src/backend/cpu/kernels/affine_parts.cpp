@@ -71,13 +71,21 @@ std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>
                  w.weight.data_as<uint8_t>() + run.begin * in,
                  w.scales.data_as<float>() + run.begin * groups * 2};
     if (p.rows >= kMinPartRows) {
+      // The narrowest form the kernels run: 4-bit codes in merged groups, else either half of that.
       AffinePart narrow = p;
-      narrow.bits = run.shape.four_bit ? 4 : 8;
-      narrow.group = run.shape.merged ? 2 * group : group;
-      LinearWeight probe = w;
-      probe.bits = narrow.bits;
-      probe.scale_block_cols = narrow.group;
-      if ((narrow.bits != 8 || narrow.group != group) && affine_kernel_supports(probe)) {
+      bool found = false;
+      for (const auto& [bits, merge] : {std::pair{4, true}, std::pair{4, false}, std::pair{8, true}}) {
+        if ((bits == 4 && !run.shape.four_bit) || (merge && !run.shape.merged)) continue;
+        LinearWeight probe = w;
+        probe.bits = bits;
+        probe.scale_block_cols = merge ? 2 * group : group;
+        if (!affine_kernel_supports(probe)) continue;
+        narrow.bits = bits;
+        narrow.group = probe.scale_block_cols;
+        found = true;
+        break;
+      }
+      if (found) {
         const int64_t row_bytes = in * narrow.bits / 8, narrow_groups = in / narrow.group;
         keep_alive.push_back(Buffer::host(p.rows * row_bytes));
         uint8_t* codes = static_cast<uint8_t*>(keep_alive.back().data());

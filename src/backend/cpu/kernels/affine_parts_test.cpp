@@ -94,7 +94,6 @@ TEST_F(AffineParts, NarrowsTheWidenedRangesOnly) {
 
   FusedWeight wide = fused_weight(2);
   for (int64_t r = 0; r < 96; ++r) wide.codes[r * kIn + 5] = 200;  // the first range's codes no longer fit 4 bits
-  wide.codes[100 * kIn] = 1;
   const std::vector<AffinePart> split = narrow_affine(wide.w, keep);
   ASSERT_EQ(split.size(), 2u);
   EXPECT_EQ(split[0].rows, 96);
@@ -102,6 +101,13 @@ TEST_F(AffineParts, NarrowsTheWidenedRangesOnly) {
   EXPECT_EQ(split[0].group, 32);
   for (int64_t r = 0; r < 96; ++r) wide.pairs[(r * (kIn / kGroup) + 1) * 2] += 1.0f;
   EXPECT_TRUE(narrow_affine(wide.w, keep).empty()) << "nothing left to narrow";
+
+  FusedWeight unmerged = fused_weight(5);
+  for (int64_t r = 0; r < 96; ++r) unmerged.pairs[(r * (kIn / kGroup) + 1) * 2] += 1.0f;  // 4-bit codes, own pairs
+  const std::vector<AffinePart> four_bit = narrow_affine(unmerged.w, keep);
+  ASSERT_EQ(four_bit.size(), 2u);
+  EXPECT_EQ(four_bit[0].bits, 4);
+  EXPECT_EQ(four_bit[0].group, 16);
 
   LinearWeight four = f.w;
   four.bits = 4;

@@ -123,8 +123,10 @@ void decode_fp8_row(const LinearWeight& w, int64_t row, float* out) {
 }
 
 void decode_affine_row(const LinearWeight& w, int64_t row, float* out) {
-  // scale * q is exact in f32 (a 16-bit scale times a code below 256); the bias is added with one rounding: the
-  // exactly dequantized weight.
+  // scale * q is exact in f32: a 16-bit scale (MLX, AWQ, GPTQ, GGUF's Q8_0) times a code of at most 8 bits, or a GGUF
+  // K-quant's f16 super-scale times its sub-scale times the type's code (Q6_K: 11 + 7 + 6 bits, the widest) - at most
+  // 24 significant bits for every type we load. The bias is added with one rounding: the exactly dequantized weight.
+  // (kernels/gemm_affine's panel decode relies on this to give the same bits with one fma.)
   const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
   const int bits = w.bits;
   const uint32_t mask = (1u << bits) - 1;

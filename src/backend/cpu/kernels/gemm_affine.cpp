@@ -1,6 +1,7 @@
 #include "backend/cpu/kernels/gemm_affine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -20,7 +21,7 @@ constexpr int64_t kPrefetchBytes = 8192;  // how far ahead of the GEMV's reads i
 bool affine_kernel_supports(const LinearWeight& w) {
   if (!has_bf16_gemm() || w.format != LinearWeight::Format::kAffine || (w.bits != 4 && w.bits != 8)) return false;
   const int64_t chunk = chunk_inputs(w.bits), group = w.scale_block_cols;
-  if (w.in_features % chunk != 0 || group <= 0 || w.in_features % group != 0) return false;
+  if (w.in_features <= 0 || w.in_features % chunk != 0 || group <= 0 || w.in_features % group != 0) return false;
   // The GEMV's chunks and the GEMM's 32-input steps each hold whole groups or lie inside one.
   const auto tiles = [group](int64_t span) { return group % span == 0 || span % group == 0; };
   return group >= 16 && tiles(chunk) && tiles(32);
@@ -234,7 +235,9 @@ void transpose16(__m512i (&rows)[16]) {
 }
 
 // Inputs [i0, i0 + 32) of one row as 16 dwords of bf16 pairs (inputs 2k, 2k + 1): bf16(scale * q + bias), rounded to
-// nearest even as f32_to_bf16 rounds the dequantized copy. `pairs` points at the (scale, bias) of i0's group; groups
+// nearest even as f32_to_bf16 rounds the dequantized copy. The same bits as that copy wherever scale * q is exact in
+// f32 (so the fma rounds once, as decode_affine_row's multiply-add does: true of every format we load) and the value
+// is not an f32 subnormal (cvtne2ps flushes those to zero). `pairs` points at the (scale, bias) of i0's group; groups
 // of 16 (kSplit) give the upper eight lanes the next group's.
 template <int kBits, bool kSplit>
 __m512i decode_pairs(const uint8_t* codes, const float* pairs, int64_t i0) {

@@ -6,7 +6,8 @@
 //     group's sum of those rounded activations. Error: that of rounding the activations to bf16 (the weights are
 //     exact), as in the prefill GEMM; the bf16 copy this replaces rounded the weights instead.
 //   - prefill (affine_gemm): each 64-column panel is decoded block by block into the bf16 GEMM's VNNI layout, holding
-//     bf16(scale * q + bias) bit for bit as a dequantized bf16 copy would, and multiplied by gemm_bf16_panel_block.
+//     bf16(scale * q + bias) bit for bit as a dequantized bf16 copy would (for normal values, with scale * q exact in
+//     f32, as every format we load gives), and multiplied by gemm_bf16_panel_block.
 #pragma once
 
 #include <cstdint>

@@ -85,7 +85,8 @@ struct Shape {
 const Shape kShapes[] = {{4, 32, 77, 256},       {4, 64, 130, 192},      {4, 128, 64, 1024},     {4, 16, 33, 128},
                          {8, 16, 77, 256},       {8, 32, 65, 96},        {8, 64, 31, 512},       {8, 128, 129, 384},
                          {8, 32, 40, 512, true}, {8, 16, 40, 256, true}, {4, 32, 40, 512, true}, {8, 32, 160, 64, true},
-                         {4, 32, 96, 64},        {8, 64, 512, 64}};
+                         {4, 32, 96, 64},        {8, 64, 512, 64},       {8, 96, 20, 192},       {8, 256, 10, 512},
+                         {4, 256, 12, 512}};
 
 class AffineKernels : public ::testing::TestWithParam<Shape> {
  protected:
@@ -172,6 +173,22 @@ TEST_P(AffineKernels, ThreadedLinearMatchesTheKernelsAndIsRowInvariantWhenAsked)
       for (int64_t r = 0; r < s.out; ++r) ASSERT_EQ(batch[t * s.out + r], alone[r]) << "token " << t << " row " << r;
     }
   }
+}
+
+TEST(AffineKernelsSupport, RefusesShapesTheKernelsCannotTile) {
+  if (!has_bf16_gemm()) GTEST_SKIP() << "this build has no AVX512-BF16";
+  AffineWeight a = random_affine(16, 192, 8, 96, 1);
+  EXPECT_TRUE(affine_kernel_supports(a.w));
+  a.w.scale_block_cols = 48;  // neither holds nor lies inside a 32-input step
+  EXPECT_FALSE(affine_kernel_supports(a.w));
+  a.w.scale_block_cols = 96;
+  a.w.bits = 4;  // 4-bit chunks are 64 inputs: a group of 96 straddles them
+  EXPECT_FALSE(affine_kernel_supports(a.w));
+  a.w.bits = 8;
+  a.w.in_features = 0;
+  EXPECT_FALSE(affine_kernel_supports(a.w));
+  a.w.format = LinearWeight::Format::kFp8;
+  EXPECT_FALSE(affine_kernel_supports(a.w));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, AffineKernels, ::testing::ValuesIn(kShapes), [](const auto& info) {

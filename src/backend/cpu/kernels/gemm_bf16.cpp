@@ -93,6 +93,7 @@ constexpr int kTileTokens = 6;  // 6 x 4 accumulators + 4 weight vectors fit the
 void gemm_bf16_panel_block(const uint16_t* x, int64_t num_tokens, int64_t x_stride, const uint16_t* block,
                            int64_t block_pairs, int64_t cols, float* out, int64_t out_stride, bool accumulate,
                            const uint16_t* next_block) {
+  if (num_tokens <= 0) return;
   const int full_blocks = static_cast<int>(cols / 16);
   const __mmask16 last_mask = static_cast<__mmask16>((1u << (cols % 16)) - 1);
   // Tokens split into ceil(T / 6) tiles of near-equal size (128 = 18 x 6 + 4 x 5) rather than 6s plus a small,
