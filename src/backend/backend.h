@@ -35,6 +35,9 @@ struct LinearWeight {
   int64_t out_features = 0;
   int64_t in_features = 0;
   Tensor packed;  // optional backend-specific copy made by Backend::prepare_linear (CPU: bf16 VNNI panels), or empty
+  // Optional second backend-specific form for row-wise kernels (CPU: an integer weight's narrowed row ranges,
+  // kernels/affine_parts), or empty.
+  Tensor packed_rows;
   // kFp8: element (o, i) is fp8(weight[o, i]) * scales[o / scale_block_rows, i / scale_block_cols]. One block of
   // [out, in] is a per-tensor scale, [1, in] per output channel, [128, 128] the block scaling of Qwen's and
   // DeepSeek's FP8 checkpoints.

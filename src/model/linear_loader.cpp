@@ -252,6 +252,7 @@ LinearWeight LinearLoader::stack_rows(std::span<const LinearWeight> parts) {
   fused.weight = keep(std::move(buffer), first.weight.dtype(), {rows, first.weight.dim(1)});
   fused.out_features = rows;
   fused.packed = Tensor();
+  fused.packed_rows = Tensor();
   if (!has_scales(first)) return fused;
   std::vector<LinearWeight> scaled;
   for (const LinearWeight& p : parts) scaled.push_back(same_blocks || is_affine(p) ? p : fp8_row_scales(p));
@@ -289,6 +290,7 @@ LinearWeight LinearLoader::select_rows(const LinearWeight& w, const std::vector<
   picked.weight = keep(std::move(buffer), source.weight.dtype(), {count, source.weight.dim(1)});
   picked.out_features = count;
   picked.packed = Tensor();
+  picked.packed_rows = Tensor();
   if (!has_scales(source)) return picked;
   // Per-row scales (FP8 after fp8_row_scales, integer groups): pick the same rows.
   const size_t scale_row_bytes = source.scales.bytes() / source.scales.dim(0);

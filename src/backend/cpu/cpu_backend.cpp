@@ -11,6 +11,7 @@
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
+#include "base/log.h"
 
 namespace rs::cpu {
 
@@ -52,17 +53,32 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   const bool affine = w.format == LinearWeight::Format::kAffine;
   if (!bf16 && !fp8 && !affine) return;
   // 4- and 8-bit integer weights stay codes: kernels/gemm_affine reads them in place (bf16 activations); fused ones
-  // widened by the loader get back their narrow rows (kernels/affine_parts).
+  // widened by the loader get back their narrow rows (kernels/affine_parts). Steps of more than kAffineGemvTokens
+  // rows decode the codes into bf16 panels per call, which costs more than the product at batch 8-32; while a quarter
+  // of the free memory allows, a bf16 copy is kept for them too (the same values: results do not depend on it).
   if (affine && affine_kernel_supports(w)) {
-    const std::vector<AffinePart> parts = narrow_affine(w, keep_alive);
-    if (!parts.empty()) w.packed = store_parts(parts, keep_alive);
-    return;
+    if (w.packed_rows.empty()) {
+      const std::vector<AffinePart> parts = narrow_affine(w, keep_alive);
+      if (!parts.empty()) w.packed_rows = store_parts(parts, keep_alive);
+    }
+    if (copy_budget_bytes_ < 0) copy_budget_bytes_ = static_cast<int64_t>(memory_info().free_bytes / 4);
+    const int64_t copy_bytes = packed_elements(w.out_features, w.in_features) * 2;
+    if (copied_bytes_ + copy_bytes > copy_budget_bytes_) {
+      if (!copy_budget_spent_)
+        RS_LOG_INFO(
+            "bf16 copies of integer weights stop at {:.2f} GiB (a quarter of the free memory): steps of more "
+            "than {} rows decode the others' codes per call",
+            static_cast<double>(copied_bytes_) / (1 << 30), kAffineGemvTokens);
+      copy_budget_spent_ = true;
+      return;
+    }
+    copied_bytes_ += copy_bytes;
   }
   // FP8 and other integer weights run through the bf16 kernels on the fast path: their values rounded to bf16 once (8
   // significant bits hold e4m3's 4 exactly; the scale adds the rounding), at bf16's memory and speed. --exact-f32
   // decodes them per call.
   std::vector<uint16_t> dequantized;
-  if (fp8 || affine) {
+  if (fp8 || affine) {  // the values decode_affine_row gives, rounded: what kernels/gemm_affine's panel decode makes
     dequantized.resize(w.out_features * w.in_features);
     pool_.parallel_for(w.out_features, [&](int64_t begin, int64_t end) {
       std::vector<float> row(w.in_features);

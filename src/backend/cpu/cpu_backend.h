@@ -60,6 +60,10 @@ class CpuBackend final : public Backend {
   std::vector<float> qkv_scratch_;  // k and v split out of a fused projection (qkv_prepare)
   bool bf16_gemm_;
   bool deterministic_;
+  // bf16 copies of integer weights (prepare_linear): at most a quarter of the free memory at the first one.
+  int64_t copy_budget_bytes_ = -1;
+  int64_t copied_bytes_ = 0;
+  bool copy_budget_spent_ = false;
 };
 
 }  // namespace rs::cpu

@@ -16,7 +16,7 @@
 namespace rs::cpu {
 
 // One row range of a narrowed weight (plain data: an array of them is what prepare_linear stores in
-// LinearWeight::packed for a kAffine weight).
+// LinearWeight::packed_rows for a kAffine weight).
 struct AffinePart {
   int64_t row_begin = 0, rows = 0;
   int32_t bits = 0;
@@ -29,7 +29,7 @@ struct AffinePart {
 // in `keep_alive` (ranges that do not narrow point into w's own buffers); empty otherwise.
 std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive);
 
-// The parts as stored in / read from LinearWeight::packed.
+// The parts as stored in / read from LinearWeight::packed_rows.
 Tensor store_parts(const std::vector<AffinePart>& parts, std::vector<Buffer>& keep_alive);
 std::span<const AffinePart> stored_parts(const Tensor& packed);
 

@@ -218,12 +218,15 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
     bias_f32.resize(w.out_features);
     load_row(bias.view({1, w.out_features}), 0, bias_f32.data(), w.out_features);
   }
-  if (bf16_activations && affine_kernel_supports(w)) {
+  // Integer codes in place (kernels/gemm_affine); a bf16 copy, where prepare_linear kept one, serves steps of more than
+  // 4 rows below (the same values as the codes' panel decode; from 5 rows on it beats the GEMV on the codes).
+  const bool gemv_rows = tokens <= (w.packed.empty() ? kAffineGemvTokens : 4) && !row_invariant;
+  if (bf16_activations && affine_kernel_supports(w) && (w.packed.empty() || gemv_rows)) {
     const float* b = bias_f32.empty() ? nullptr : bias_f32.data();
-    if (w.packed.empty())
+    if (w.packed_rows.empty())
       affine_linear(pool, x.data_as<float>(), tokens, w, b, out.data_as<float>(), w.out_features, row_invariant);
     else  // narrowed row ranges (CpuBackend::prepare_linear)
-      affine_parts_linear(pool, x.data_as<float>(), tokens, w, stored_parts(w.packed), b, out.data_as<float>(),
+      affine_parts_linear(pool, x.data_as<float>(), tokens, w, stored_parts(w.packed_rows), b, out.data_as<float>(),
                           row_invariant);
     return;
   }

@@ -14,7 +14,8 @@ namespace rs::cpu {
 namespace {
 
 int64_t chunk_inputs(int bits) { return bits == 4 ? 64 : 32; }  // inputs per 32 bytes of codes
-constexpr int64_t kPrefetchBytes = 8192;  // how far ahead of the GEMV's reads its codes are prefetched
+constexpr int64_t kPrefetchBytes = 8192;        // how far ahead of the GEMV's reads its codes are prefetched
+constexpr int64_t kDecodePrefetchBytes = 4096;  // and of each row's reads in the GEMM's panel decode
 
 }  // namespace
 
@@ -89,7 +90,7 @@ __m512i lane_scale_index(int64_t span, int64_t group) {
   return _mm512_load_si512(index);
 }
 
-// kRows rows x kTokens tokens of the GEMV. Each chunk's codes are read once for all tokens.
+// kRows rows x tokens [t0, t0 + kTokens) of the GEMV. Each chunk's codes are decoded once for those tokens.
 struct GemvTables {
   __m512i low, high;    // code_table(1), and code_table(16) for 8-bit codes
   __m512i scale_index;  // lane_scale_index(chunk, group), used when groups are smaller than chunks
@@ -98,7 +99,7 @@ struct GemvTables {
 // Not inlined into its row loop: GCC 12 then keeps the 8-bit tile's accumulators in registers (20% faster).
 template <int kBits, int kRows, int kTokens>
 __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearWeight& w, const GemvTables& tables,
-                                         int64_t row, float* out, int64_t out_stride) {
+                                         int64_t row, int64_t t0, float* out, int64_t out_stride) {
   constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
   const int64_t in = a.in, group = w.scale_block_cols, groups = a.groups, row_bytes = in * kBits / 8;
   const __m512i low_table = tables.low, high_table = tables.high;
@@ -123,7 +124,7 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
       const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(words, low_table);
       const __m512bh high = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(words, 4), high_table);
       for (int t = 0; t < kTokens; ++t) {
-        const uint16_t* xt = a.x.data() + t * in + c * kChunk;
+        const uint16_t* xt = a.x.data() + (t0 + t) * in + c * kChunk;
         // 4-bit: the low nibbles are the chunk's even inputs, the high ones its odd inputs (x is stored that way);
         // 8-bit: both halves of a code multiply the same input.
         const __m512bh x_low = (__m512bh)_mm512_loadu_si512(xt);
@@ -167,41 +168,45 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
     for (int r = 0; r < kRows; ++r) {
       const __m512 p = _mm512_maskz_loadu_ps(mask, pairs[r] + f);
       for (int t = 0; t < kTokens; ++t)
-        acc[r][t] = _mm512_fmadd_ps(p, _mm512_loadu_ps(a.sums.data() + t * a.sums_stride + f), acc[r][t]);
+        acc[r][t] = _mm512_fmadd_ps(p, _mm512_loadu_ps(a.sums.data() + (t0 + t) * a.sums_stride + f), acc[r][t]);
     }
   }
   for (int r = 0; r < kRows; ++r)
-    for (int t = 0; t < kTokens; ++t) out[t * out_stride + row + r] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int t = 0; t < kTokens; ++t) out[(t0 + t) * out_stride + row + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-template <int kBits, int kTokens>
-void gemv_rows(const GemvActivations& a, const LinearWeight& w, float* out, int64_t out_stride, int64_t row_begin,
-               int64_t row_end) {
-  constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
-  const GemvTables tables{code_table(1), code_table(kBits == 4 ? 1 : 16), lane_scale_index(kChunk, w.scale_block_cols)};
-  int64_t r = row_begin;
-  for (; r + 2 <= row_end; r += 2) gemv_tile<kBits, 2, kTokens>(a, w, tables, r, out, out_stride);
-  for (; r < row_end; ++r) gemv_tile<kBits, 1, kTokens>(a, w, tables, r, out, out_stride);
+template <int kBits, int kRows>
+void gemv_token_blocks(const GemvActivations& a, int64_t tokens, const LinearWeight& w, const GemvTables& tables,
+                       int64_t row, float* out, int64_t out_stride) {
+  // Blocks of up to 4 tokens (the accumulators fill the registers); a tile's rows stay in L1 between blocks, so the
+  // codes stream from memory once per step.
+  for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
+    switch (std::min<int64_t>(4, tokens - t0)) {
+      case 4: gemv_tile<kBits, kRows, 4>(a, w, tables, row, t0, out, out_stride); break;
+      case 3: gemv_tile<kBits, kRows, 3>(a, w, tables, row, t0, out, out_stride); break;
+      case 2: gemv_tile<kBits, kRows, 2>(a, w, tables, row, t0, out, out_stride); break;
+      default: gemv_tile<kBits, kRows, 1>(a, w, tables, row, t0, out, out_stride); break;
+    }
+  }
 }
 
 template <int kBits>
-void gemv_dispatch(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t stride,
-                   int64_t row_begin, int64_t row_end) {
-  switch (tokens) {
-    case 4: gemv_rows<kBits, 4>(a, w, out, stride, row_begin, row_end); break;
-    case 3: gemv_rows<kBits, 3>(a, w, out, stride, row_begin, row_end); break;
-    case 2: gemv_rows<kBits, 2>(a, w, out, stride, row_begin, row_end); break;
-    default: gemv_rows<kBits, 1>(a, w, out, stride, row_begin, row_end); break;
-  }
+void gemv_rows(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
+               int64_t row_begin, int64_t row_end) {
+  constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
+  const GemvTables tables{code_table(1), code_table(kBits == 4 ? 1 : 16), lane_scale_index(kChunk, w.scale_block_cols)};
+  int64_t r = row_begin;
+  for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2>(a, tokens, w, tables, r, out, out_stride);
+  for (; r < row_end; ++r) gemv_token_blocks<kBits, 1>(a, tokens, w, tables, r, out, out_stride);
 }
 
 void run_gemv(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
               int64_t row_begin, int64_t row_end) {
   RS_CHECK(tokens >= 1 && tokens <= kAffineGemvTokens, "affine GEMV of {} tokens", tokens);
   if (w.bits == 4)
-    gemv_dispatch<4>(a, tokens, w, out, out_stride, row_begin, row_end);
+    gemv_rows<4>(a, tokens, w, out, out_stride, row_begin, row_end);
   else
-    gemv_dispatch<8>(a, tokens, w, out, out_stride, row_begin, row_end);
+    gemv_rows<8>(a, tokens, w, out, out_stride, row_begin, row_end);
 }
 
 // ---- GEMM: panels decoded into the bf16 VNNI layout ----
@@ -277,6 +282,11 @@ void decode_block(const LinearWeight& w, int64_t row0, int64_t p0, int64_t block
       __m512i rows[16];
       for (int r = 0; r < 16; ++r) {
         const int64_t row = row0 + r0 + r;
+        // 16 rows are read side by side, 16 (4-bit) or 32 bytes each per step: too many streams for the hardware
+        // prefetcher alone (decoding stalled on memory at batch 16).
+        const uintptr_t ahead = reinterpret_cast<uintptr_t>(w.weight.data_as<uint8_t>() + row * row_bytes) +
+                                i0 * kBits / 8 + kDecodePrefetchBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
         rows[r] = row < w.out_features
                       ? decode_pairs<kBits, kSplit>(w.weight.data_as<uint8_t>() + row * row_bytes,
                                                     w.scales.data_as<float>() + (row * groups + g0) * 2, i0)

@@ -1,5 +1,6 @@
-// Integer (LinearWeight::kAffine: MLX, AWQ, GPTQ, GGUF) weights on the CPU fast path, read as their codes: no bf16
-// copy, so a 4-bit model keeps a quarter of bf16's memory and decode streams a quarter of its bytes.
+// Integer (LinearWeight::kAffine: MLX, AWQ, GPTQ, GGUF) weights on the CPU fast path, read as their codes, so decode
+// streams a quarter of bf16's bytes (4-bit) and a model needs no bf16 copy (CpuBackend::prepare_linear keeps one for
+// large steps only while memory allows).
 //   - decode (affine_gemv, up to kAffineGemvTokens tokens): each 64-input (4-bit) or 32-input (8-bit) chunk of a row
 //     becomes bf16 code values through a 32-entry table (vpermw; 8-bit codes as low nibble + 16 x high nibble, both
 //     exact), dotted with the bf16-rounded activations (dpbf16), scaled per group in f32; the biases multiply each
@@ -17,7 +18,7 @@
 
 namespace rs::cpu {
 
-constexpr int64_t kAffineGemvTokens = 4;
+constexpr int64_t kAffineGemvTokens = 8;
 
 // Whether this build (AVX512-BF16) runs `w` with these kernels: 4- or 8-bit codes, `in` a multiple of 64 (4-bit) or 32
 // (8-bit), groups of 16 or a multiple of 32 that tile the kernels' chunks.
