@@ -44,7 +44,9 @@ AffineWeight random_affine(int64_t out, int64_t in, int bits, int64_t group, uin
   std::uniform_real_distribution<float> scale(1e-3f, 2e-2f), bias(-0.1f, 0.1f);
   a.pairs.resize(out * (in / group) * 2);
   for (size_t i = 0; i < a.pairs.size(); i += 2) {
-    a.pairs[i] = scale(rng);
+    // Scales of 8 significant bits, as the formats' 16-bit ones: scale * q is exact in f32, which decode_affine_row's
+    // multiply-add (contracted or not) and the kernels' fma then both round once.
+    a.pairs[i] = bf16_to_f32(f32_to_bf16(scale(rng)));
     a.pairs[i + 1] = symmetric ? -static_cast<float>(1 << (bits - 1)) * a.pairs[i] : bias(rng);
   }
   a.w.format = LinearWeight::Format::kAffine;
