@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
@@ -141,6 +143,47 @@ TEST_F(AffineParts, PartsComputeWhatTheWideWeightComputes) {
         for (int64_t k = 0; k < kIn; ++k) terms += std::abs(row[k] * x[t * kIn + k]) + std::abs(x[t * kIn + k]);
         ASSERT_NEAR(narrow[i], wide[i], terms * 1e-6) << "GEMV: token " << t << " row " << r;
       }
+  }
+}
+
+// Through the backend: prepare_linear keeps the narrowed parts and (memory allowing) a bf16 copy; linear() runs the
+// GEMV on the parts for small steps and the copy for large ones. Without the copy (a model past the budget) large
+// steps decode the parts per call: the same bits. Without the parts, the wide weight: the same values.
+TEST_F(AffineParts, BackendLinearGivesTheSameResultsWithOrWithoutTheCopyAndTheParts) {
+  const FusedWeight f = fused_weight(7);
+  auto backend = make_backend("cpu", BackendOptions{.num_threads = 2, .exact_f32 = false});
+  LinearWeight prepared = f.w;
+  std::vector<Buffer> keep;
+  backend->prepare_linear(prepared, keep);
+  ASSERT_FALSE(prepared.packed_rows.empty()) << "the widened rows were not narrowed";
+  ASSERT_FALSE(prepared.packed.empty()) << "no bf16 copy for a weight of 43 KiB";
+  LinearWeight no_copy = prepared;
+  no_copy.packed = Tensor();
+  const LinearWeight& wide = f.w;  // neither
+  const int64_t out = f.w.out_features;
+  for (int64_t tokens : {1, 3, 6, 9, 37}) {
+    const std::vector<float> x = random_x(tokens, 8);
+    const Tensor xt(const_cast<float*>(x.data()), DType::kF32, {tokens, kIn});
+    std::vector<float> a(tokens * out), b(a.size()), c(a.size());
+    backend->linear(xt, prepared, Tensor(), Tensor(a.data(), DType::kF32, {tokens, out}));
+    backend->linear(xt, no_copy, Tensor(), Tensor(b.data(), DType::kF32, {tokens, out}));
+    backend->linear(xt, wide, Tensor(), Tensor(c.data(), DType::kF32, {tokens, out}));
+    std::vector<float> row(kIn);
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (tokens > kAffineGemvTokens) {  // every path is the bf16 GEMM over the same values
+        ASSERT_EQ(b[i], a[i]) << "tokens " << tokens << " element " << i;
+        ASSERT_EQ(c[i], a[i]) << "tokens " << tokens << " element " << i;
+        continue;
+      }
+      // GEMVs (bf16 activations, exact weights) and at 5-8 rows the copy's GEMM (bf16 weights too): each within
+      // bf16's rounding of every product, 2^-8 of sum |w x| between two of them.
+      const int64_t t = static_cast<int64_t>(i) / out, r = static_cast<int64_t>(i) % out;
+      decode_affine_row(f.w, r, row.data());
+      double magnitude = 0;
+      for (int64_t k = 0; k < kIn; ++k) magnitude += std::abs(row[k] * x[t * kIn + k]);
+      ASSERT_NEAR(b[i], a[i], magnitude * std::ldexp(1.0, -8)) << "tokens " << tokens << " element " << i;
+      ASSERT_NEAR(c[i], a[i], magnitude * std::ldexp(1.0, -8)) << "tokens " << tokens << " element " << i;
+    }
   }
 }
 
