@@ -1,6 +1,7 @@
 #include "backend/cpu/kernels/affine_parts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/kernels/gemm_affine.h"
@@ -42,11 +43,44 @@ LinearWeight part_weight(const LinearWeight& w, const AffinePart& p) {
   return out;
 }
 
+// The power of two z with bias = -z x scale in every group of the part, or 0.
+float symmetric_zero(const AffinePart& p, int64_t in) {
+  const int64_t groups = p.rows * (in / p.group);
+  float zero = 0.0f;
+  for (int64_t g = 0; g < groups && zero == 0.0f; ++g)
+    if (p.pairs[2 * g] != 0.0f) zero = -p.pairs[2 * g + 1] / p.pairs[2 * g];
+  if (!(zero >= 1.0f && zero <= 256.0f) || std::ldexp(1.0f, std::ilogb(zero)) != zero) return 0.0f;
+  for (int64_t g = 0; g < groups; ++g)
+    if (p.pairs[2 * g + 1] != -zero * p.pairs[2 * g]) return 0.0f;
+  return zero;
+}
+
+// Gives symmetric parts their scales alone; whether any was.
+bool add_symmetric_scales(std::vector<AffinePart>& parts, int64_t in, std::vector<Buffer>& keep_alive) {
+  bool any = false;
+  for (AffinePart& p : parts) {
+    const float zero = symmetric_zero(p, in);
+    if (zero == 0.0f) continue;
+    const int64_t groups = p.rows * (in / p.group);
+    keep_alive.push_back(Buffer::host(groups * sizeof(float)));
+    float* scales = static_cast<float*>(keep_alive.back().data());
+    for (int64_t g = 0; g < groups; ++g) scales[g] = p.pairs[2 * g];
+    p.scales = scales;
+    p.zero = zero;
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive) {
-  if (w.format != LinearWeight::Format::kAffine || w.bits != 8 || !affine_kernel_supports(w) || !w.input_order.empty())
-    return {};
+  if (w.format != LinearWeight::Format::kAffine || !affine_kernel_supports(w) || !w.input_order.empty()) return {};
+  if (w.bits != 8) {  // nothing to narrow; perhaps symmetric
+    std::vector<AffinePart> whole{AffinePart{0, w.out_features, w.bits, w.scale_block_cols, w.weight.data_as<uint8_t>(),
+                                             w.scales.data_as<float>()}};
+    return add_symmetric_scales(whole, w.in_features, keep_alive) ? whole : std::vector<AffinePart>{};
+  }
   const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
   // Runs of rows of one shape; a run too short to pay for its own call is kept wide.
   struct Run {
@@ -117,7 +151,8 @@ std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>
     else
       parts.push_back(p);
   }
-  if (!narrowed) return {};
+  const bool symmetric = add_symmetric_scales(parts, in, keep_alive);
+  if (!narrowed && !symmetric) return {};
   return parts;
 }
 
@@ -135,9 +170,11 @@ std::span<const AffinePart> stored_parts(const Tensor& packed) {
 
 void affine_parts_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w,
                          std::span<const AffinePart> parts, const float* bias, float* out, bool row_invariant) {
-  for (const AffinePart& p : parts)
+  for (const AffinePart& p : parts) {
+    const SymmetricScales symmetric{p.scales, p.zero};
     affine_linear(pool, x, tokens, part_weight(w, p), bias ? bias + p.row_begin : nullptr, out + p.row_begin,
-                  w.out_features, row_invariant);
+                  w.out_features, row_invariant, p.scales ? &symmetric : nullptr);
+  }
 }
 
 }  // namespace rs::cpu

@@ -23,10 +23,15 @@ struct AffinePart {
   int64_t group = 0;
   const uint8_t* codes = nullptr;  // [rows, in * bits / 8]
   const float* pairs = nullptr;    // [rows, in / group, 2]
+  // Symmetric parts (every bias -zero x its scale, zero a power of two): the scales alone, [rows, in / group], which
+  // the GEMV reads instead of the pairs (SymmetricScales); else null.
+  const float* scales = nullptr;
+  float zero = 0.0f;
 };
 
-// The parts of an 8-bit kAffine weight when at least one range of 64+ rows narrows, with their new codes and pairs
-// in `keep_alive` (ranges that do not narrow point into w's own buffers); empty otherwise.
+// The parts of a kAffine weight when at least one range of 64+ rows of an 8-bit weight narrows, or the weight's
+// biases are all -zero x their scales (GGUF's Q8_0, Q6_K, Q4_0...), with their new codes, pairs and scales in
+// `keep_alive` (what does not change points into w's own buffers); empty otherwise.
 std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive);
 
 // The parts as stored in / read from LinearWeight::packed_rows.

@@ -146,6 +146,54 @@ TEST_F(AffineParts, PartsComputeWhatTheWideWeightComputes) {
   }
 }
 
+// GGUF's symmetric types (Q8_0: w = d * (q - 128)) give parts of scales alone, which the GEMV reads instead of the
+// pairs; one bias off the pattern keeps the pairs.
+TEST_F(AffineParts, SymmetricWeightsKeepTheirScalesAlone) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+  const int64_t rows = 40, groups = kIn / 32;
+  std::vector<uint8_t> codes(rows * kIn);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  std::vector<float> pairs(rows * groups * 2);
+  for (int64_t g = 0; g < rows * groups; ++g) {
+    pairs[2 * g] = scale(rng);
+    pairs[2 * g + 1] = -128.0f * pairs[2 * g];
+  }
+  LinearWeight w;
+  w.format = LinearWeight::Format::kAffine;
+  w.weight = Tensor(codes.data(), DType::kU8, {rows, kIn});
+  w.scales = Tensor(pairs.data(), DType::kF32, {rows, groups, 2});
+  w.out_features = rows;
+  w.in_features = kIn;
+  w.scale_block_rows = 1;
+  w.scale_block_cols = 32;
+  w.bits = 8;
+  std::vector<Buffer> keep;
+  const std::vector<AffinePart> parts = narrow_affine(w, keep);
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].zero, 128.0f);
+  ASSERT_NE(parts[0].scales, nullptr);
+  EXPECT_EQ(parts[0].scales[5], pairs[10]);
+  ThreadPool pool(2);
+  for (int64_t tokens : {1, 4, 9}) {
+    const std::vector<float> x = random_x(tokens, 10);
+    std::vector<float> with_pairs(tokens * rows), with_scales(tokens * rows);
+    affine_linear(pool, x.data(), tokens, w, nullptr, with_pairs.data(), rows, false);
+    affine_parts_linear(pool, x.data(), tokens, w, parts, nullptr, with_scales.data(), false);
+    for (size_t i = 0; i < with_pairs.size(); ++i) {
+      double terms = 0;  // the f32 sums' scale: |scale * q * x| + |bias * x| over the row
+      const int64_t t = static_cast<int64_t>(i) / rows, r = static_cast<int64_t>(i) % rows;
+      for (int64_t k = 0; k < kIn; ++k) {
+        const float* p = &pairs[(r * groups + k / 32) * 2];
+        terms += (std::abs(p[0] * codes[r * kIn + k]) + std::abs(p[1])) * std::abs(x[t * kIn + k]);
+      }
+      ASSERT_NEAR(with_scales[i], with_pairs[i], terms * 1e-6) << "tokens " << tokens << " element " << i;
+    }
+  }
+  pairs[2 * 7 + 1] += 1e-3f;
+  EXPECT_TRUE(narrow_affine(w, keep).empty()) << "a bias off -128 x its scale";
+}
+
 // Through the backend: prepare_linear keeps the narrowed parts and (memory allowing) a bf16 copy; linear() runs the
 // GEMV on the parts for small steps and the copy for large ones. Without the copy (a model past the budget) large
 // steps decode the parts per call: the same bits. Without the parts, the wide weight: the same values.

@@ -42,15 +42,23 @@ struct GemvActivations {
   std::vector<uint16_t> x;  // [tokens][in]
   std::vector<float> sums;  // [tokens][groups * 2 rounded up to 16]
   int64_t sums_stride = 0;
+  // Symmetric weights (SymmetricScales): their scales, and -zero x each group's sum, [tokens][groups rounded up to 16].
+  const float* scales = nullptr;
+  std::vector<float> offset_sums;
+  int64_t offset_stride = 0;
 };
 
-void prepare_gemv(const float* x, int64_t tokens, const LinearWeight& w, GemvActivations& a) {
+void prepare_gemv(const float* x, int64_t tokens, const LinearWeight& w, const SymmetricScales* symmetric,
+                  GemvActivations& a) {
   const int64_t in = w.in_features, group = w.scale_block_cols;
   a.in = in;
   a.groups = in / group;
   a.sums_stride = (a.groups * 2 + 15) / 16 * 16;
   a.x.resize(tokens * in);
   a.sums.assign(tokens * a.sums_stride, 0.0f);
+  a.scales = symmetric ? symmetric->scales : nullptr;
+  a.offset_stride = (a.groups + 15) / 16 * 16;
+  if (symmetric) a.offset_sums.assign(tokens * a.offset_stride, 0.0f);
   for (int64_t t = 0; t < tokens; ++t) {
     const float* xt = x + t * in;
     uint16_t* dst = a.x.data() + t * in;
@@ -70,6 +78,8 @@ void prepare_gemv(const float* x, int64_t tokens, const LinearWeight& w, GemvAct
       float sum = 0.0f;
       for (int64_t i = g * group; i < (g + 1) * group; ++i) sum += bf16_to_f32(f32_to_bf16(xt[i]));
       sums[2 * g + 1] = sum;
+      // -zero is a power of two: -zero x sum is exact, so scale x it equals the stored bias x sum.
+      if (symmetric) a.offset_sums[t * a.offset_stride + g] = -symmetric->zero * sum;
     }
   }
 }
@@ -84,30 +94,32 @@ __m512i code_table(int multiplier) {
 
 // Per lane of a chunk's 16 partial sums, the float offset of its group's scale within the chunk's (scale, bias) pairs:
 // lane j covers inputs [j * span / 16, (j + 1) * span / 16) of a span of `span` inputs.
-__m512i lane_scale_index(int64_t span, int64_t group) {
+__m512i lane_scale_index(int64_t span, int64_t group, int stride = 2) {
   alignas(64) int32_t index[16];
-  for (int j = 0; j < 16; ++j) index[j] = static_cast<int32_t>(2 * ((j * span / 16) / group));
+  for (int j = 0; j < 16; ++j) index[j] = static_cast<int32_t>(stride * ((j * span / 16) / group));
   return _mm512_load_si512(index);
 }
 
 // kRows rows x tokens [t0, t0 + kTokens) of the GEMV. Each chunk's codes are decoded once for those tokens.
 struct GemvTables {
   __m512i low, high;    // code_table(1), and code_table(16) for 8-bit codes
-  __m512i scale_index;  // lane_scale_index(chunk, group), used when groups are smaller than chunks
+  __m512i scale_index;  // lane_scale_index(chunk, group[, 1 for scales alone]): groups smaller than chunks
 };
 
 // Not inlined into its row loop: GCC 12 then keeps the 8-bit tile's accumulators in registers (20% faster).
-template <int kBits, int kRows, int kTokens>
+// kSymmetric: the biases are -zero x the scales, read as a.scales (one float per group) instead of the pairs.
+template <int kBits, int kRows, int kTokens, bool kSymmetric>
 __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearWeight& w, const GemvTables& tables,
                                          int64_t row, int64_t t0, float* out, int64_t out_stride) {
   constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
+  constexpr int kStride = kSymmetric ? 1 : 2;  // floats per group
   const int64_t in = a.in, group = w.scale_block_cols, groups = a.groups, row_bytes = in * kBits / 8;
   const __m512i low_table = tables.low, high_table = tables.high;
   const uint8_t* codes[kRows];
   const float* pairs[kRows];
   for (int r = 0; r < kRows; ++r) {
     codes[r] = w.weight.data_as<uint8_t>() + (row + r) * row_bytes;
-    pairs[r] = w.scales.data_as<float>() + (row + r) * groups * 2;
+    pairs[r] = (kSymmetric ? a.scales : w.scales.data_as<float>()) + (row + r) * groups * kStride;
   }
   __m512 acc[kRows][kTokens];
   for (int r = 0; r < kRows; ++r)
@@ -117,8 +129,12 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
     for (int r = 0; r < kRows; ++r) {
       // The rows a thread reads are one contiguous stream of codes (and one of pairs); the hardware prefetcher alone
       // leaves the GEMV waiting on memory.
-      _mm_prefetch(reinterpret_cast<const char*>(codes[r] + c * 32 + kPrefetchBytes), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(pairs[r] + c * 2 * kChunk / group + kPrefetchBytes / 4), _MM_HINT_T0);
+      // (Addresses as integers: they may lie past the arrays, harmless for a prefetch but not as C++ pointers.)
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(codes[r]) + c * 32 + kPrefetchBytes),
+                   _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(pairs[r] + c * kStride * kChunk / group) +
+                                                 kPrefetchBytes),
+                   _MM_HINT_T0);
       const __m512i words =
           _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[r] + c * 32)));
       const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(words, low_table);
@@ -142,7 +158,7 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
         for (int t = 0; t < kTokens; ++t) part[r][t] = _mm512_setzero_ps();
       for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) chunk(c, part);
       for (int r = 0; r < kRows; ++r) {
-        const __m512 scale = _mm512_set1_ps(pairs[r][2 * g]);
+        const __m512 scale = _mm512_set1_ps(pairs[r][kStride * g]);
         for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], scale, acc[r][t]);
       }
     }
@@ -150,42 +166,47 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
     // Several groups per chunk: lane j's scale picked from the chunk's pairs.
     const int64_t per_chunk = kChunk / group;
     const __m512i index = tables.scale_index;
-    const __mmask16 mask = static_cast<__mmask16>((1u << (2 * per_chunk)) - 1);
+    const __mmask16 mask = static_cast<__mmask16>((1u << (kStride * per_chunk)) - 1);
     for (int64_t c = 0; c < in / kChunk; ++c) {
       __m512 part[kRows][kTokens];
       for (int r = 0; r < kRows; ++r)
         for (int t = 0; t < kTokens; ++t) part[r][t] = _mm512_setzero_ps();
       chunk(c, part);
       for (int r = 0; r < kRows; ++r) {
-        const __m512 scales = _mm512_permutexvar_ps(index, _mm512_maskz_loadu_ps(mask, pairs[r] + 2 * c * per_chunk));
+        const __m512 scales =
+            _mm512_permutexvar_ps(index, _mm512_maskz_loadu_ps(mask, pairs[r] + kStride * c * per_chunk));
         for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], scales, acc[r][t]);
       }
     }
   }
-  // Biases: sum over groups of bias x the group's activation sum, eight (scale, bias) pairs per fma.
-  for (int64_t f = 0; f < groups * 2; f += 16) {
-    const __mmask16 mask = groups * 2 - f >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (groups * 2 - f)) - 1);
+  // Biases: sum over groups of bias x the group's activation sum, eight (scale, bias) pairs per fma (symmetric: sixteen
+  // scales against -zero x the sums).
+  const float* sums = kSymmetric ? a.offset_sums.data() : a.sums.data();
+  const int64_t sums_stride = kSymmetric ? a.offset_stride : a.sums_stride;
+  for (int64_t f = 0; f < groups * kStride; f += 16) {
+    const int64_t left = groups * kStride - f;
+    const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
     for (int r = 0; r < kRows; ++r) {
       const __m512 p = _mm512_maskz_loadu_ps(mask, pairs[r] + f);
       for (int t = 0; t < kTokens; ++t)
-        acc[r][t] = _mm512_fmadd_ps(p, _mm512_loadu_ps(a.sums.data() + (t0 + t) * a.sums_stride + f), acc[r][t]);
+        acc[r][t] = _mm512_fmadd_ps(p, _mm512_loadu_ps(sums + (t0 + t) * sums_stride + f), acc[r][t]);
     }
   }
   for (int r = 0; r < kRows; ++r)
     for (int t = 0; t < kTokens; ++t) out[(t0 + t) * out_stride + row + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-template <int kBits, int kRows>
+template <int kBits, int kRows, bool kSymmetric>
 void gemv_token_blocks(const GemvActivations& a, int64_t tokens, const LinearWeight& w, const GemvTables& tables,
                        int64_t row, float* out, int64_t out_stride) {
   // Blocks of up to 4 tokens (the accumulators fill the registers); a tile's rows stay in L1 between blocks, so the
   // codes stream from memory once per step.
   for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
     switch (std::min<int64_t>(4, tokens - t0)) {
-      case 4: gemv_tile<kBits, kRows, 4>(a, w, tables, row, t0, out, out_stride); break;
-      case 3: gemv_tile<kBits, kRows, 3>(a, w, tables, row, t0, out, out_stride); break;
-      case 2: gemv_tile<kBits, kRows, 2>(a, w, tables, row, t0, out, out_stride); break;
-      default: gemv_tile<kBits, kRows, 1>(a, w, tables, row, t0, out, out_stride); break;
+      case 4: gemv_tile<kBits, kRows, 4, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
+      case 3: gemv_tile<kBits, kRows, 3, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
+      case 2: gemv_tile<kBits, kRows, 2, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
+      default: gemv_tile<kBits, kRows, 1, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
     }
   }
 }
@@ -194,10 +215,17 @@ template <int kBits>
 void gemv_rows(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
                int64_t row_begin, int64_t row_end) {
   constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
-  const GemvTables tables{code_table(1), code_table(kBits == 4 ? 1 : 16), lane_scale_index(kChunk, w.scale_block_cols)};
+  const bool symmetric = a.scales != nullptr;
+  const GemvTables tables{code_table(1), code_table(kBits == 4 ? 1 : 16),
+                          lane_scale_index(kChunk, w.scale_block_cols, symmetric ? 1 : 2)};
   int64_t r = row_begin;
-  for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2>(a, tokens, w, tables, r, out, out_stride);
-  for (; r < row_end; ++r) gemv_token_blocks<kBits, 1>(a, tokens, w, tables, r, out, out_stride);
+  if (symmetric) {
+    for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2, true>(a, tokens, w, tables, r, out, out_stride);
+    for (; r < row_end; ++r) gemv_token_blocks<kBits, 1, true>(a, tokens, w, tables, r, out, out_stride);
+  } else {
+    for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2, false>(a, tokens, w, tables, r, out, out_stride);
+    for (; r < row_end; ++r) gemv_token_blocks<kBits, 1, false>(a, tokens, w, tables, r, out, out_stride);
+  }
 }
 
 void run_gemv(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
@@ -332,11 +360,11 @@ void round_rows(const float* x, int64_t count, uint16_t* out) {
 
 }  // namespace
 
-void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin,
-                 int64_t row_end) {
+void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin, int64_t row_end,
+                 const SymmetricScales* symmetric) {
   RS_CHECK(affine_kernel_supports(w), "affine_gemv: unsupported weight");
   GemvActivations a;
-  prepare_gemv(x, tokens, w, a);
+  prepare_gemv(x, tokens, w, symmetric, a);
   run_gemv(a, tokens, w, out, w.out_features, row_begin, row_end);
 }
 
@@ -349,7 +377,7 @@ void affine_gemm(const float* x, int64_t tokens, const LinearWeight& w, float* o
 }
 
 void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w, const float* bias,
-                   float* out, int64_t out_stride, bool row_invariant) {
+                   float* out, int64_t out_stride, bool row_invariant, const SymmetricScales* symmetric) {
   RS_CHECK(affine_kernel_supports(w), "affine_linear: unsupported weight");
   if (tokens == 0) return;  // e.g. a step without rows for this layer's MoE expert
   const int64_t in = w.in_features, cols = w.out_features;
@@ -357,7 +385,7 @@ void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const Linea
   if (tokens <= kAffineGemvTokens && !row_invariant) {
     thread_local GemvActivations scratch;
     const GemvActivations* a = &scratch;  // the caller's copy (a thread_local named in the lambda is the worker's)
-    prepare_gemv(x, tokens, w, scratch);
+    prepare_gemv(x, tokens, w, symmetric, scratch);
     pool.parallel_for(
         cols,
         [&](int64_t begin, int64_t end) {
@@ -386,10 +414,11 @@ void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const Linea
 
 #else
 
-void affine_linear(ThreadPool&, const float*, int64_t, const LinearWeight&, const float*, float*, int64_t, bool) {
+void affine_linear(ThreadPool&, const float*, int64_t, const LinearWeight&, const float*, float*, int64_t, bool,
+                   const SymmetricScales*) {
   RS_FAIL("affine_linear needs a build with AVX512-BF16");
 }
-void affine_gemv(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t) {
+void affine_gemv(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t, const SymmetricScales*) {
   RS_FAIL("affine_gemv needs a build with AVX512-BF16");
 }
 void affine_gemm(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t) {

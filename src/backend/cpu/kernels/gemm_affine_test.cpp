@@ -130,26 +130,33 @@ TEST_P(AffineKernels, GemmEqualsTheBf16GemmOverADequantizedCopy) {
 TEST_P(AffineKernels, GemvIsTheExactProductUpToBf16Activations) {
   const Shape s = GetParam();
   const AffineWeight a = random_affine(s.out, s.in, s.bits, s.group, 4, s.symmetric);
-  for (int64_t tokens = 1; tokens <= kAffineGemvTokens; ++tokens) {
-    const std::vector<float> x = random_x(tokens, s.in, 5 + static_cast<uint32_t>(tokens));
-    std::vector<float> got(tokens * s.out);
-    affine_gemv(x.data(), tokens, a.w, got.data(), 0, s.out);
-    for (int64_t t = 0; t < tokens; ++t)
-      for (int64_t r = 0; r < s.out; ++r) {
-        // The GEMV computes scale * sum(q * bf16(x)) + bias * sum(bf16(x)) = sum(w * bf16(x)): its error is the
-        // activations' rounding, at most 2^-9 of each |w * x|, plus f32 sums of the (larger) scale * q * x terms.
-        double exact = 0.0, magnitude = 0.0, terms = 0.0;
-        for (int64_t i = 0; i < s.in; ++i) {
-          const double w = a.dequantized[r * s.in + i], xv = x[t * s.in + i];
-          const float* p = &a.pairs[(r * (s.in / s.group) + i / s.group) * 2];
-          exact += w * xv;
-          magnitude += std::abs(w * xv);
-          terms += std::abs((w - p[1]) * xv) + std::abs(p[1] * xv);
+  // Symmetric weights also through their scales alone (SymmetricScales), as prepare_linear gives them.
+  std::vector<float> scales(a.pairs.size() / 2);
+  for (size_t g = 0; g < scales.size(); ++g) scales[g] = a.pairs[2 * g];
+  const SymmetricScales symmetric{scales.data(), static_cast<float>(1 << (s.bits - 1))};
+  for (int64_t tokens = 1; tokens <= kAffineGemvTokens; ++tokens)
+    for (const SymmetricScales* form : {static_cast<const SymmetricScales*>(nullptr), &symmetric}) {
+      if (form && !s.symmetric) continue;
+      const std::vector<float> x = random_x(tokens, s.in, 5 + static_cast<uint32_t>(tokens));
+      std::vector<float> got(tokens * s.out);
+      affine_gemv(x.data(), tokens, a.w, got.data(), 0, s.out, form);
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t r = 0; r < s.out; ++r) {
+          // The GEMV computes scale * sum(q * bf16(x)) + bias * sum(bf16(x)) = sum(w * bf16(x)): its error is the
+          // activations' rounding, at most 2^-9 of each |w * x|, plus f32 sums of the (larger) scale * q * x terms.
+          double exact = 0.0, magnitude = 0.0, terms = 0.0;
+          for (int64_t i = 0; i < s.in; ++i) {
+            const double w = a.dequantized[r * s.in + i], xv = x[t * s.in + i];
+            const float* p = &a.pairs[(r * (s.in / s.group) + i / s.group) * 2];
+            exact += w * xv;
+            magnitude += std::abs(w * xv);
+            terms += std::abs((w - p[1]) * xv) + std::abs(p[1] * xv);
+          }
+          const double tolerance = magnitude * std::ldexp(1.0, -9) + terms * 1e-6;
+          ASSERT_NEAR(got[t * s.out + r], exact, tolerance)
+              << "token " << t << " row " << r << (form ? " (scales)" : "");
         }
-        const double tolerance = magnitude * std::ldexp(1.0, -9) + terms * 1e-6;
-        ASSERT_NEAR(got[t * s.out + r], exact, tolerance) << "token " << t << " row " << r;
-      }
-  }
+    }
 }
 
 TEST_P(AffineKernels, ThreadedLinearMatchesTheKernelsAndIsRowInvariantWhenAsked) {
