@@ -55,7 +55,9 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   // 4- and 8-bit integer weights stay codes: kernels/gemm_affine reads them in place (bf16 activations); fused ones
   // widened by the loader get back their narrow rows (kernels/affine_parts). Steps of more than kAffineGemvTokens
   // rows decode the codes into bf16 panels per call, which costs more than the product at batch 8-32; while a quarter
-  // of the free memory allows, a bf16 copy is kept for them too (the same values: results do not depend on it).
+  // of the free memory allows (none where it is unknown), a bf16 copy is kept for steps of more than 4 rows. Steps
+  // of more than kAffineGemvTokens rows give the same bits either way; those of 5..kAffineGemvTokens rows run the
+  // GEMV without a copy (bf16 activations, exact weights) and the GEMM with one (bf16 weights too).
   if (affine && affine_kernel_supports(w)) {
     if (w.packed_rows.empty()) {
       const std::vector<AffinePart> parts = narrow_affine(w, keep_alive);
@@ -66,8 +68,10 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
     if (copied_bytes_ + copy_bytes > copy_budget_bytes_) {
       if (!copy_budget_spent_)
         RS_LOG_INFO(
-            "bf16 copies of integer weights stop at {:.2f} GiB (a quarter of the free memory): steps of more "
-            "than {} rows decode the others' codes per call",
+            "integer weights: a {:.2f} GiB bf16 copy would pass the {:.2f} GiB budget (a quarter of the free memory; "
+            "{:.2f} GiB used): it and any other that does not fit keep only their codes, and steps of more than {} "
+            "rows decode them per call",
+            static_cast<double>(copy_bytes) / (1 << 30), static_cast<double>(copy_budget_bytes_) / (1 << 30),
             static_cast<double>(copied_bytes_) / (1 << 30), kAffineGemvTokens);
       copy_budget_spent_ = true;
       return;

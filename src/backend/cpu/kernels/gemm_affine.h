@@ -26,7 +26,8 @@ bool affine_kernel_supports(const LinearWeight& w);
 
 // A weight whose every bias is -zero x its group's scale, zero a power of two (GGUF's Q8_0, Q6_K, Q5_0, Q4_0 and
 // symmetric AWQ/GPTQ load so): the GEMV may read one float per group, `scales` [out, in / group], instead of the
-// (scale, bias) pairs (which the GEMM still reads), 1.125 bytes per weight instead of 1.25 for Q8_0.
+// (scale, bias) pairs (which the GEMM still reads, so both stay in memory): a decode step reads 1.125 bytes per weight
+// instead of 1.25 for Q8_0.
 struct SymmetricScales {
   const float* scales = nullptr;
   float zero = 0.0f;
