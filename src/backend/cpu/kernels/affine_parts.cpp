@@ -72,6 +72,63 @@ bool add_symmetric_scales(std::vector<AffinePart>& parts, int64_t in, std::vecto
   return any;
 }
 
+// A factor d with values[i] == d * k[i] exactly for bytes k[i] (stored in levels[2 i]), or false. Any such d will do:
+// the products are what the kernels use.
+bool factor_out(const float* values, int64_t stride, int64_t count, float* d, uint8_t* levels) {
+  float largest = 0.0f;
+  for (int64_t i = 0; i < count; ++i)
+    if (std::abs(values[i * stride]) > std::abs(largest)) largest = values[i * stride];
+  if (largest == 0.0f) {  // all zero
+    *d = 0.0f;
+    for (int64_t i = 0; i < count; ++i) levels[2 * i] = 0;
+    return true;
+  }
+  for (int k = 1; k < 256; ++k) {
+    const float candidate = largest / static_cast<float>(k);
+    bool ok = true;
+    for (int64_t i = 0; i < count && ok; ++i) {
+      const float level = std::nearbyint(values[i * stride] / candidate);
+      ok = level >= 0.0f && level <= 255.0f && candidate * level == values[i * stride];
+      if (ok) levels[2 * i] = static_cast<uint8_t>(level);
+    }
+    if (ok) {
+      *d = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Gives parts with groups of 32 whose scales and biases factor per 256 inputs their two-level form; whether any.
+bool add_two_level_scales(std::vector<AffinePart>& parts, int64_t in, std::vector<Buffer>& keep_alive) {
+  if (in % 256 != 0) return false;
+  bool any = false;
+  for (AffinePart& p : parts) {
+    if (p.scales || p.group != 32) continue;  // the GEMV builds a superblock's eight pairs in one register
+    const int64_t groups = in / p.group, per_super = 256 / p.group, supers = in / 256;
+    Buffer levels_buffer = Buffer::host(p.rows * groups * 2);
+    Buffer supers_buffer = Buffer::host(p.rows * supers * 2 * sizeof(float));
+    uint8_t* levels = static_cast<uint8_t*>(levels_buffer.data());
+    float* factors = static_cast<float*>(supers_buffer.data());
+    bool ok = true;
+    for (int64_t r = 0; r < p.rows && ok; ++r)
+      for (int64_t s = 0; s < supers && ok; ++s) {
+        const float* pairs = p.pairs + (r * groups + s * per_super) * 2;
+        uint8_t* level = levels + (r * groups + s * per_super) * 2;
+        float* factor = factors + (r * supers + s) * 2;
+        ok = factor_out(pairs, 2, per_super, &factor[0], level) &&
+             factor_out(pairs + 1, 2, per_super, &factor[1], level + 1);
+      }
+    if (!ok) continue;
+    keep_alive.push_back(std::move(levels_buffer));
+    keep_alive.push_back(std::move(supers_buffer));
+    p.levels = levels;
+    p.supers = factors;
+    any = true;
+  }
+  return any;
+}
+
 }  // namespace
 
 std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive) {
@@ -79,7 +136,9 @@ std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>
   if (w.bits != 8) {  // nothing to narrow; perhaps symmetric
     std::vector<AffinePart> whole{AffinePart{0, w.out_features, w.bits, w.scale_block_cols, w.weight.data_as<uint8_t>(),
                                              w.scales.data_as<float>()}};
-    return add_symmetric_scales(whole, w.in_features, keep_alive) ? whole : std::vector<AffinePart>{};
+    const bool symmetric = add_symmetric_scales(whole, w.in_features, keep_alive);
+    const bool two_level = add_two_level_scales(whole, w.in_features, keep_alive);
+    return symmetric || two_level ? whole : std::vector<AffinePart>{};
   }
   const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
   // Runs of rows of one shape; a run too short to pay for its own call is kept wide.
@@ -152,7 +211,8 @@ std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>
       parts.push_back(p);
   }
   const bool symmetric = add_symmetric_scales(parts, in, keep_alive);
-  if (!narrowed && !symmetric) return {};
+  const bool two_level = add_two_level_scales(parts, in, keep_alive);
+  if (!narrowed && !symmetric && !two_level) return {};
   return parts;
 }
 
@@ -171,9 +231,9 @@ std::span<const AffinePart> stored_parts(const Tensor& packed) {
 void affine_parts_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w,
                          std::span<const AffinePart> parts, const float* bias, float* out, bool row_invariant) {
   for (const AffinePart& p : parts) {
-    const SymmetricScales symmetric{p.scales, p.zero};
+    const CompactScales compact{p.scales, p.zero, p.levels, p.supers};
     affine_linear(pool, x, tokens, part_weight(w, p), bias ? bias + p.row_begin : nullptr, out + p.row_begin,
-                  w.out_features, row_invariant, p.scales ? &symmetric : nullptr);
+                  w.out_features, row_invariant, p.scales || p.levels ? &compact : nullptr);
   }
 }
 

@@ -24,9 +24,13 @@ struct AffinePart {
   const uint8_t* codes = nullptr;  // [rows, in * bits / 8]
   const float* pairs = nullptr;    // [rows, in / group, 2]
   // Symmetric parts (every bias -zero x its scale, zero a power of two): the scales alone, [rows, in / group], which
-  // the GEMV reads instead of the pairs (SymmetricScales); else null.
+  // the GEMV reads instead of the pairs (CompactScales); else null.
   const float* scales = nullptr;
   float zero = 0.0f;
+  // Two-level parts (groups of 32 whose scales and biases are each a per-256-input factor times a byte, as
+  // GGUF's K-quants store them): CompactScales::levels / supers; else null.
+  const uint8_t* levels = nullptr;
+  const float* supers = nullptr;
 };
 
 // The parts of a kAffine weight when at least one range of 64+ rows of an 8-bit weight narrows, or the weight's

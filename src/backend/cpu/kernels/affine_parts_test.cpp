@@ -13,6 +13,7 @@
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
 #include "backend/cpu/kernels/kernels.h"
+#include "tensor/dtype.h"
 
 namespace rs::cpu {
 namespace {
@@ -192,6 +193,65 @@ TEST_F(AffineParts, SymmetricWeightsKeepTheirScalesAlone) {
   }
   pairs[2 * 7 + 1] += 1e-3f;
   EXPECT_TRUE(narrow_affine(w, keep).empty()) << "a bias off -128 x its scale";
+}
+
+// GGUF's K-quants (Q4_K: scale = d * sc, bias = -dmin * m, d and dmin per 256 inputs, sc and m 6-bit per group of 32)
+// give parts of levels and super-scales, which reproduce every pair exactly and which the GEMV reads instead.
+TEST_F(AffineParts, KQuantScalesFactorIntoTwoLevels) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> factor(1e-4f, 1e-3f);
+  const int64_t rows = 24, in = 512, group = 32, groups = in / group;
+  std::vector<uint8_t> codes(rows * in / 2);
+  for (auto& c : codes) c = static_cast<uint8_t>(rng());
+  std::vector<float> pairs(rows * groups * 2);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t sb = 0; sb < in / 256; ++sb) {
+      const float d = bf16_to_f32(f32_to_bf16(factor(rng))), dmin = bf16_to_f32(f32_to_bf16(factor(rng)));
+      for (int64_t g = sb * 8; g < (sb + 1) * 8; ++g) {
+        pairs[(r * groups + g) * 2] = d * static_cast<float>(rng() % 64);
+        pairs[(r * groups + g) * 2 + 1] = -dmin * static_cast<float>(rng() % 64);
+      }
+    }
+  LinearWeight w;
+  w.format = LinearWeight::Format::kAffine;
+  w.weight = Tensor(codes.data(), DType::kU8, {rows, in / 2});
+  w.scales = Tensor(pairs.data(), DType::kF32, {rows, groups, 2});
+  w.out_features = rows;
+  w.in_features = in;
+  w.scale_block_rows = 1;
+  w.scale_block_cols = group;
+  w.bits = 4;
+  std::vector<Buffer> keep;
+  const std::vector<AffinePart> parts = narrow_affine(w, keep);
+  ASSERT_EQ(parts.size(), 1u);
+  ASSERT_NE(parts[0].levels, nullptr);
+  EXPECT_EQ(parts[0].scales, nullptr);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* sup = parts[0].supers + (r * (in / 256) + g / 8) * 2;
+      const uint8_t* lev = parts[0].levels + (r * groups + g) * 2;
+      ASSERT_EQ(sup[0] * static_cast<float>(lev[0]), pairs[(r * groups + g) * 2]) << r << " " << g;
+      ASSERT_EQ(sup[1] * static_cast<float>(lev[1]), pairs[(r * groups + g) * 2 + 1]) << r << " " << g;
+    }
+  ThreadPool pool(2);
+  for (int64_t tokens : {1, 3, 6}) {
+    std::mt19937 xr(12);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(tokens * in);
+    for (auto& v : x) v = normal(xr);
+    std::vector<float> with_pairs(tokens * rows), with_levels(tokens * rows), row(in);
+    affine_linear(pool, x.data(), tokens, w, nullptr, with_pairs.data(), rows, false);
+    affine_parts_linear(pool, x.data(), tokens, w, parts, nullptr, with_levels.data(), false);
+    for (size_t i = 0; i < with_pairs.size(); ++i) {
+      const int64_t t = static_cast<int64_t>(i) / rows, r = static_cast<int64_t>(i) % rows;
+      decode_affine_row(w, r, row.data());
+      double terms = 0;
+      for (int64_t k = 0; k < in; ++k) terms += (std::abs(row[k]) + 0.1) * std::abs(x[t * in + k]);
+      ASSERT_NEAR(with_levels[i], with_pairs[i], terms * 1e-6) << "tokens " << tokens << " element " << i;
+    }
+  }
+  pairs[3 * 2] *= 1.0f + 1e-6f;  // one scale no longer a multiple of its superblock's factor
+  EXPECT_TRUE(narrow_affine(w, keep).empty());
 }
 
 // Through the backend: prepare_linear keeps the narrowed parts and (memory allowing) a bf16 copy; linear() runs the

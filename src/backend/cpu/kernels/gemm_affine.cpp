@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -42,14 +43,18 @@ struct GemvActivations {
   std::vector<uint16_t> x;  // [tokens][in]
   std::vector<float> sums;  // [tokens][groups * 2 rounded up to 16]
   int64_t sums_stride = 0;
-  // Symmetric weights (SymmetricScales): their scales, and -zero x each group's sum, [tokens][groups rounded up to 16].
+  // Compact scales (CompactScales). Symmetric: the scales, and -zero x each group's sum, [tokens][groups rounded up to
+  // 16]; two-level: the levels and super-scales (their biases use `sums`).
   const float* scales = nullptr;
+  const uint8_t* levels = nullptr;
+  const float* supers = nullptr;
   std::vector<float> offset_sums;
   int64_t offset_stride = 0;
 };
 
-void prepare_gemv(const float* x, int64_t tokens, const LinearWeight& w, const SymmetricScales* symmetric,
+void prepare_gemv(const float* x, int64_t tokens, const LinearWeight& w, const CompactScales* compact,
                   GemvActivations& a) {
+  const CompactScales* symmetric = compact && compact->scales ? compact : nullptr;
   const int64_t in = w.in_features, group = w.scale_block_cols;
   a.in = in;
   a.groups = in / group;
@@ -57,6 +62,8 @@ void prepare_gemv(const float* x, int64_t tokens, const LinearWeight& w, const S
   a.x.resize(tokens * in);
   a.sums.assign(tokens * a.sums_stride, 0.0f);
   a.scales = symmetric ? symmetric->scales : nullptr;
+  a.levels = compact && compact->levels ? compact->levels : nullptr;
+  a.supers = a.levels ? compact->supers : nullptr;
   a.offset_stride = (a.groups + 15) / 16 * 16;
   if (symmetric) a.offset_sums.assign(tokens * a.offset_stride, 0.0f);
   for (int64_t t = 0; t < tokens; ++t) {
@@ -107,20 +114,35 @@ struct GemvTables {
 };
 
 // Not inlined into its row loop: GCC 12 then keeps the 8-bit tile's accumulators in registers (20% faster).
-// kSymmetric: the biases are -zero x the scales, read as a.scales (one float per group) instead of the pairs.
-template <int kBits, int kRows, int kTokens, bool kSymmetric>
+// How a tile reads its scales and biases: the pairs, or a compact form (CompactScales).
+enum ScaleForm : int { kPairs, kSymmetric, kTwoLevel };
+
+// Not inlined into its row loop (above).
+template <int kBits, int kRows, int kTokens, int kForm>
 __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearWeight& w, const GemvTables& tables,
                                          int64_t row, int64_t t0, float* out, int64_t out_stride) {
   constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
-  constexpr int kStride = kSymmetric ? 1 : 2;  // floats per group
+  constexpr int kStride = kForm == kSymmetric ? 1 : 2;  // floats (two-level: bytes) per group
   const int64_t in = a.in, group = w.scale_block_cols, groups = a.groups, row_bytes = in * kBits / 8;
   const __m512i low_table = tables.low, high_table = tables.high;
   const uint8_t* codes[kRows];
   const float* pairs[kRows];
+  const uint8_t* levels[kRows];  // two-level
+  const float* supers[kRows];
+  const int64_t per_super = 256 / group, supers_per_row = in / 256;
   for (int r = 0; r < kRows; ++r) {
     codes[r] = w.weight.data_as<uint8_t>() + (row + r) * row_bytes;
-    pairs[r] = (kSymmetric ? a.scales : w.scales.data_as<float>()) + (row + r) * groups * kStride;
+    pairs[r] = (kForm == kSymmetric ? a.scales : w.scales.data_as<float>()) + (row + r) * groups * kStride;
+    levels[r] = kForm == kTwoLevel ? a.levels + (row + r) * groups * 2 : nullptr;
+    supers[r] = kForm == kTwoLevel ? a.supers + (row + r) * supers_per_row * 2 : nullptr;
   }
+  // The scale of group g of tile row r.
+  const auto scale_of = [&](int r, int64_t g) {
+    if constexpr (kForm == kTwoLevel)
+      return supers[r][2 * (g / per_super)] * static_cast<float>(levels[r][2 * g]);
+    else
+      return pairs[r][kStride * g];
+  };
   __m512 acc[kRows][kTokens];
   for (int r = 0; r < kRows; ++r)
     for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -132,9 +154,10 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
       // (Addresses as integers: they may lie past the arrays, harmless for a prefetch but not as C++ pointers.)
       _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(codes[r]) + c * 32 + kPrefetchBytes),
                    _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(pairs[r] + c * kStride * kChunk / group) +
-                                                 kPrefetchBytes),
-                   _MM_HINT_T0);
+      const uintptr_t scale_stream = kForm == kTwoLevel
+                                         ? reinterpret_cast<uintptr_t>(levels[r] + c * 2 * kChunk / group)
+                                         : reinterpret_cast<uintptr_t>(pairs[r] + c * kStride * kChunk / group);
+      _mm_prefetch(reinterpret_cast<const char*>(scale_stream + kPrefetchBytes), _MM_HINT_T0);
       const __m512i words =
           _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes[r] + c * 32)));
       const __m512bh low = (__m512bh)_mm512_permutexvar_epi16(words, low_table);
@@ -158,7 +181,7 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
         for (int t = 0; t < kTokens; ++t) part[r][t] = _mm512_setzero_ps();
       for (int64_t c = g * per_group; c < (g + 1) * per_group; ++c) chunk(c, part);
       for (int r = 0; r < kRows; ++r) {
-        const __m512 scale = _mm512_set1_ps(pairs[r][kStride * g]);
+        const __m512 scale = _mm512_set1_ps(scale_of(r, g));
         for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], scale, acc[r][t]);
       }
     }
@@ -167,22 +190,53 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
     const int64_t per_chunk = kChunk / group;
     const __m512i index = tables.scale_index;
     const __mmask16 mask = static_cast<__mmask16>((1u << (kStride * per_chunk)) - 1);
+    __m512 super_pairs[kRows];  // two-level: the current superblock's pairs
     for (int64_t c = 0; c < in / kChunk; ++c) {
       __m512 part[kRows][kTokens];
       for (int r = 0; r < kRows; ++r)
         for (int t = 0; t < kTokens; ++t) part[r][t] = _mm512_setzero_ps();
       chunk(c, part);
       for (int r = 0; r < kRows; ++r) {
-        const __m512 scales =
-            _mm512_permutexvar_ps(index, _mm512_maskz_loadu_ps(mask, pairs[r] + kStride * c * per_chunk));
+        __m512 scales;
+        if constexpr (kForm == kTwoLevel) {
+          // A superblock's eight (scale, bias) pairs made in one register from its 16 level bytes times (super-scale,
+          // bias factor), at its first chunk; each chunk then picks its pairs as from the pairs layout.
+          constexpr int64_t kChunksPerSuper = 256 / kChunk;
+          if (c % kChunksPerSuper == 0) {
+            const int64_t sb = c / kChunksPerSuper;
+            const __m512 lv = _mm512_cvtepi32_ps(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels[r] + 16 * sb))));
+            double factors;  // (super-scale, bias factor) as one 64-bit lane, broadcast
+            std::memcpy(&factors, supers[r] + 2 * sb, sizeof factors);
+            super_pairs[r] = _mm512_mul_ps(lv, _mm512_castpd_ps(_mm512_set1_pd(factors)));
+          }
+          const __m512i at = _mm512_add_epi32(index, _mm512_set1_epi32(static_cast<int>(4 * (c % kChunksPerSuper))));
+          scales = _mm512_permutexvar_ps(at, super_pairs[r]);
+        } else {
+          scales = _mm512_permutexvar_ps(index, _mm512_maskz_loadu_ps(mask, pairs[r] + kStride * c * per_chunk));
+        }
         for (int t = 0; t < kTokens; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], scales, acc[r][t]);
       }
     }
   }
   // Biases: sum over groups of bias x the group's activation sum, eight (scale, bias) pairs per fma (symmetric: sixteen
-  // scales against -zero x the sums).
-  const float* sums = kSymmetric ? a.offset_sums.data() : a.sums.data();
-  const int64_t sums_stride = kSymmetric ? a.offset_stride : a.sums_stride;
+  // scales against -zero x the sums; two-level: eight (level, level) byte pairs times the superblock's bias scale).
+  if constexpr (kForm == kTwoLevel) {
+    for (int64_t g = 0; g < groups; g += 8) {  // eight groups lie in one superblock (groups of 32)
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 lv = _mm512_cvtepi32_ps(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels[r] + 2 * g))));
+        const __m512 p = _mm512_mul_ps(lv, _mm512_set1_ps(supers[r][2 * (g / per_super) + 1]));
+        for (int t = 0; t < kTokens; ++t)
+          acc[r][t] = _mm512_fmadd_ps(p, _mm512_loadu_ps(a.sums.data() + (t0 + t) * a.sums_stride + 2 * g), acc[r][t]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int t = 0; t < kTokens; ++t) out[(t0 + t) * out_stride + row + r] = _mm512_reduce_add_ps(acc[r][t]);
+    return;
+  }
+  const float* sums = kForm == kSymmetric ? a.offset_sums.data() : a.sums.data();
+  const int64_t sums_stride = kForm == kSymmetric ? a.offset_stride : a.sums_stride;
   for (int64_t f = 0; f < groups * kStride; f += 16) {
     const int64_t left = groups * kStride - f;
     const __mmask16 mask = left >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << left) - 1);
@@ -196,17 +250,17 @@ __attribute__((noinline)) void gemv_tile(const GemvActivations& a, const LinearW
     for (int t = 0; t < kTokens; ++t) out[(t0 + t) * out_stride + row + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-template <int kBits, int kRows, bool kSymmetric>
+template <int kBits, int kRows, int kForm>
 void gemv_token_blocks(const GemvActivations& a, int64_t tokens, const LinearWeight& w, const GemvTables& tables,
                        int64_t row, float* out, int64_t out_stride) {
   // Blocks of up to 4 tokens (the accumulators fill the registers); a tile's rows stay in L1 between blocks, so the
   // codes stream from memory once per step.
   for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
     switch (std::min<int64_t>(4, tokens - t0)) {
-      case 4: gemv_tile<kBits, kRows, 4, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
-      case 3: gemv_tile<kBits, kRows, 3, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
-      case 2: gemv_tile<kBits, kRows, 2, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
-      default: gemv_tile<kBits, kRows, 1, kSymmetric>(a, w, tables, row, t0, out, out_stride); break;
+      case 4: gemv_tile<kBits, kRows, 4, kForm>(a, w, tables, row, t0, out, out_stride); break;
+      case 3: gemv_tile<kBits, kRows, 3, kForm>(a, w, tables, row, t0, out, out_stride); break;
+      case 2: gemv_tile<kBits, kRows, 2, kForm>(a, w, tables, row, t0, out, out_stride); break;
+      default: gemv_tile<kBits, kRows, 1, kForm>(a, w, tables, row, t0, out, out_stride); break;
     }
   }
 }
@@ -215,17 +269,20 @@ template <int kBits>
 void gemv_rows(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
                int64_t row_begin, int64_t row_end) {
   constexpr int64_t kChunk = kBits == 4 ? 64 : 32;
-  const bool symmetric = a.scales != nullptr;
+  const int form = a.levels ? kTwoLevel : a.scales ? kSymmetric : kPairs;
   const GemvTables tables{code_table(1), code_table(kBits == 4 ? 1 : 16),
-                          lane_scale_index(kChunk, w.scale_block_cols, symmetric ? 1 : 2)};
-  int64_t r = row_begin;
-  if (symmetric) {
-    for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2, true>(a, tokens, w, tables, r, out, out_stride);
-    for (; r < row_end; ++r) gemv_token_blocks<kBits, 1, true>(a, tokens, w, tables, r, out, out_stride);
-  } else {
-    for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2, false>(a, tokens, w, tables, r, out, out_stride);
-    for (; r < row_end; ++r) gemv_token_blocks<kBits, 1, false>(a, tokens, w, tables, r, out, out_stride);
-  }
+                          lane_scale_index(kChunk, w.scale_block_cols, form == kSymmetric ? 1 : 2)};
+  const auto run = [&]<int kForm>() {
+    int64_t r = row_begin;
+    for (; r + 2 <= row_end; r += 2) gemv_token_blocks<kBits, 2, kForm>(a, tokens, w, tables, r, out, out_stride);
+    for (; r < row_end; ++r) gemv_token_blocks<kBits, 1, kForm>(a, tokens, w, tables, r, out, out_stride);
+  };
+  if (form == kTwoLevel)
+    run.template operator()<kTwoLevel>();
+  else if (form == kSymmetric)
+    run.template operator()<kSymmetric>();
+  else
+    run.template operator()<kPairs>();
 }
 
 void run_gemv(const GemvActivations& a, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride,
@@ -361,10 +418,10 @@ void round_rows(const float* x, int64_t count, uint16_t* out) {
 }  // namespace
 
 void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin, int64_t row_end,
-                 const SymmetricScales* symmetric) {
+                 const CompactScales* compact) {
   RS_CHECK(affine_kernel_supports(w), "affine_gemv: unsupported weight");
   GemvActivations a;
-  prepare_gemv(x, tokens, w, symmetric, a);
+  prepare_gemv(x, tokens, w, compact, a);
   run_gemv(a, tokens, w, out, w.out_features, row_begin, row_end);
 }
 
@@ -377,7 +434,7 @@ void affine_gemm(const float* x, int64_t tokens, const LinearWeight& w, float* o
 }
 
 void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w, const float* bias,
-                   float* out, int64_t out_stride, bool row_invariant, const SymmetricScales* symmetric) {
+                   float* out, int64_t out_stride, bool row_invariant, const CompactScales* compact) {
   RS_CHECK(affine_kernel_supports(w), "affine_linear: unsupported weight");
   if (tokens == 0) return;  // e.g. a step without rows for this layer's MoE expert
   const int64_t in = w.in_features, cols = w.out_features;
@@ -385,7 +442,7 @@ void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const Linea
   if (tokens <= kAffineGemvTokens && !row_invariant) {
     thread_local GemvActivations scratch;
     const GemvActivations* a = &scratch;  // the caller's copy (a thread_local named in the lambda is the worker's)
-    prepare_gemv(x, tokens, w, symmetric, scratch);
+    prepare_gemv(x, tokens, w, compact, scratch);
     pool.parallel_for(
         cols,
         [&](int64_t begin, int64_t end) {
@@ -415,10 +472,10 @@ void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const Linea
 #else
 
 void affine_linear(ThreadPool&, const float*, int64_t, const LinearWeight&, const float*, float*, int64_t, bool,
-                   const SymmetricScales*) {
+                   const CompactScales*) {
   RS_FAIL("affine_linear needs a build with AVX512-BF16");
 }
-void affine_gemv(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t, const SymmetricScales*) {
+void affine_gemv(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t, const CompactScales*) {
   RS_FAIL("affine_gemv needs a build with AVX512-BF16");
 }
 void affine_gemm(const float*, int64_t, const LinearWeight&, float*, int64_t, int64_t) {

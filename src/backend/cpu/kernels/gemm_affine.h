@@ -24,24 +24,31 @@ constexpr int64_t kAffineGemvTokens = 8;
 // (8-bit), groups of 16 or a multiple of 32 that tile the kernels' chunks.
 bool affine_kernel_supports(const LinearWeight& w);
 
-// A weight whose every bias is -zero x its group's scale, zero a power of two (GGUF's Q8_0, Q6_K, Q5_0, Q4_0 and
-// symmetric AWQ/GPTQ load so): the GEMV may read one float per group, `scales` [out, in / group], instead of the
-// (scale, bias) pairs (which the GEMM still reads, so both stay in memory): a decode step reads 1.125 bytes per weight
-// instead of 1.25 for Q8_0.
-struct SymmetricScales {
+// Compact forms of a weight's (scale, bias) pairs that the GEMV may read instead of them (the GEMM still reads the
+// pairs, so both stay in memory). Either
+//   - symmetric (`scales`, `zero`): every bias is -zero x its scale, zero a power of two (GGUF's Q8_0, Q6_K, Q5_0,
+//     Q4_0): one float per group, `scales` [out, in / group] - a decode step reads 1.125 bytes per Q8_0 weight,
+//     not 1.25;
+//   - two-level (`levels`, `supers`): groups of 32 in superblocks of 256 inputs, scale = supers[2 s] x
+//     levels[2 g] and bias = supers[2 s + 1] x levels[2 g + 1] exactly (GGUF's K-quants: an f16 super-scale times a
+//     small integer per group), `levels` u8 [out, in / group, 2] and `supers` f32 [out, in / 256, 2] - 0.59 bytes per
+//     Q4_K weight instead of 0.75.
+struct CompactScales {
   const float* scales = nullptr;
   float zero = 0.0f;
+  const uint8_t* levels = nullptr;
+  const float* supers = nullptr;
 };
 
 // out [tokens, w.out_features] (rows out_stride apart) = x [tokens, w.in_features] . W^T (+ bias [out], or null).
 // row_invariant: every token's arithmetic independent of the number of tokens (BackendOptions::deterministic):
 // always the GEMM.
 void affine_linear(ThreadPool& pool, const float* x, int64_t tokens, const LinearWeight& w, const float* bias,
-                   float* out, int64_t out_stride, bool row_invariant, const SymmetricScales* symmetric = nullptr);
+                   float* out, int64_t out_stride, bool row_invariant, const CompactScales* compact = nullptr);
 
 // The two halves on one thread, over output rows [row_begin, row_end) (affine_gemm: whole 64-row panels of them).
 void affine_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t row_begin, int64_t row_end,
-                 const SymmetricScales* symmetric = nullptr);
+                 const CompactScales* compact = nullptr);
 void affine_gemm(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t panel_begin,
                  int64_t panel_end);
 

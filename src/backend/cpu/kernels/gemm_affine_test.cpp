@@ -130,12 +130,12 @@ TEST_P(AffineKernels, GemmEqualsTheBf16GemmOverADequantizedCopy) {
 TEST_P(AffineKernels, GemvIsTheExactProductUpToBf16Activations) {
   const Shape s = GetParam();
   const AffineWeight a = random_affine(s.out, s.in, s.bits, s.group, 4, s.symmetric);
-  // Symmetric weights also through their scales alone (SymmetricScales), as prepare_linear gives them.
+  // Symmetric weights also through their scales alone (CompactScales), as prepare_linear gives them.
   std::vector<float> scales(a.pairs.size() / 2);
   for (size_t g = 0; g < scales.size(); ++g) scales[g] = a.pairs[2 * g];
-  const SymmetricScales symmetric{scales.data(), static_cast<float>(1 << (s.bits - 1))};
+  const CompactScales symmetric{scales.data(), static_cast<float>(1 << (s.bits - 1))};
   for (int64_t tokens = 1; tokens <= kAffineGemvTokens; ++tokens)
-    for (const SymmetricScales* form : {static_cast<const SymmetricScales*>(nullptr), &symmetric}) {
+    for (const CompactScales* form : {static_cast<const CompactScales*>(nullptr), &symmetric}) {
       if (form && !s.symmetric) continue;
       const std::vector<float> x = random_x(tokens, s.in, 5 + static_cast<uint32_t>(tokens));
       std::vector<float> got(tokens * s.out);
