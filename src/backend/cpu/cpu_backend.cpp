@@ -60,7 +60,7 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
   // GEMV without a copy (bf16 activations, exact weights) and the GEMM with one (bf16 weights too).
   if (affine && affine_kernel_supports(w)) {
     if (w.packed_rows.empty()) {
-      const std::vector<AffinePart> parts = narrow_affine(w, keep_alive);
+      const std::vector<AffinePart> parts = compact_affine(w, keep_alive);
       if (!parts.empty()) w.packed_rows = store_parts(parts, keep_alive);
     }
     if (copy_budget_bytes_ < 0) copy_budget_bytes_ = static_cast<int64_t>(memory_info().free_bytes / 4);

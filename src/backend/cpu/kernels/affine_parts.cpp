@@ -131,7 +131,7 @@ bool add_two_level_scales(std::vector<AffinePart>& parts, int64_t in, std::vecto
 
 }  // namespace
 
-std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive) {
+std::vector<AffinePart> compact_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive) {
   if (w.format != LinearWeight::Format::kAffine || !affine_kernel_supports(w) || !w.input_order.empty()) return {};
   if (w.bits != 8) {  // nothing to narrow; perhaps symmetric
     std::vector<AffinePart> whole{AffinePart{0, w.out_features, w.bits, w.scale_block_cols, w.weight.data_as<uint8_t>(),

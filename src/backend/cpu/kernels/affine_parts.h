@@ -33,10 +33,10 @@ struct AffinePart {
   const float* supers = nullptr;
 };
 
-// The parts of a kAffine weight when at least one range of 64+ rows of an 8-bit weight narrows, or the weight's
-// biases are all -zero x their scales (GGUF's Q8_0, Q6_K, Q4_0...), with their new codes, pairs and scales in
-// `keep_alive` (what does not change points into w's own buffers); empty otherwise.
-std::vector<AffinePart> narrow_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive);
+// The compact parts of a kAffine weight - row ranges of an 8-bit weight narrowed to 4 bits or merged groups, scales
+// alone for symmetric parts, two levels for K-quant groups - with their new buffers in `keep_alive` (what does not
+// change points into w's own buffers); empty when nothing compacts.
+std::vector<AffinePart> compact_affine(const LinearWeight& w, std::vector<Buffer>& keep_alive);
 
 // The parts as stored in / read from LinearWeight::packed_rows.
 Tensor store_parts(const std::vector<AffinePart>& parts, std::vector<Buffer>& keep_alive);

@@ -79,7 +79,7 @@ class AffineParts : public ::testing::Test {
 TEST_F(AffineParts, NarrowsTheWidenedRangesOnly) {
   const FusedWeight f = fused_weight(1);
   std::vector<Buffer> keep;
-  const std::vector<AffinePart> parts = narrow_affine(f.w, keep);
+  const std::vector<AffinePart> parts = compact_affine(f.w, keep);
   ASSERT_EQ(parts.size(), 2u);
   EXPECT_EQ(parts[0].row_begin, 0);
   EXPECT_EQ(parts[0].rows, 96);
@@ -97,30 +97,30 @@ TEST_F(AffineParts, NarrowsTheWidenedRangesOnly) {
 
   FusedWeight wide = fused_weight(2);
   for (int64_t r = 0; r < 96; ++r) wide.codes[r * kIn + 5] = 200;  // the first range's codes no longer fit 4 bits
-  const std::vector<AffinePart> split = narrow_affine(wide.w, keep);
+  const std::vector<AffinePart> split = compact_affine(wide.w, keep);
   ASSERT_EQ(split.size(), 2u);
   EXPECT_EQ(split[0].rows, 96);
   EXPECT_EQ(split[0].bits, 8);  // its pairs still repeat: 8-bit codes in groups of 32
   EXPECT_EQ(split[0].group, 32);
   for (int64_t r = 0; r < 96; ++r) wide.pairs[(r * (kIn / kGroup) + 1) * 2] += 1.0f;
-  EXPECT_TRUE(narrow_affine(wide.w, keep).empty()) << "nothing left to narrow";
+  EXPECT_TRUE(compact_affine(wide.w, keep).empty()) << "nothing left to narrow";
 
   FusedWeight unmerged = fused_weight(5);
   for (int64_t r = 0; r < 96; ++r) unmerged.pairs[(r * (kIn / kGroup) + 1) * 2] += 1.0f;  // 4-bit codes, own pairs
-  const std::vector<AffinePart> four_bit = narrow_affine(unmerged.w, keep);
+  const std::vector<AffinePart> four_bit = compact_affine(unmerged.w, keep);
   ASSERT_EQ(four_bit.size(), 2u);
   EXPECT_EQ(four_bit[0].bits, 4);
   EXPECT_EQ(four_bit[0].group, 16);
 
   LinearWeight four = f.w;
   four.bits = 4;
-  EXPECT_TRUE(narrow_affine(four, keep).empty()) << "only 8-bit weights are widened by the loader";
+  EXPECT_TRUE(compact_affine(four, keep).empty()) << "only 8-bit weights are widened by the loader";
 }
 
 TEST_F(AffineParts, PartsComputeWhatTheWideWeightComputes) {
   const FusedWeight f = fused_weight(3);
   std::vector<Buffer> keep;
-  const std::vector<AffinePart> parts = narrow_affine(f.w, keep);
+  const std::vector<AffinePart> parts = compact_affine(f.w, keep);
   ASSERT_FALSE(parts.empty());
   ThreadPool pool(2);
   std::vector<float> bias(f.w.out_features);
@@ -170,7 +170,7 @@ TEST_F(AffineParts, SymmetricWeightsKeepTheirScalesAlone) {
   w.scale_block_cols = 32;
   w.bits = 8;
   std::vector<Buffer> keep;
-  const std::vector<AffinePart> parts = narrow_affine(w, keep);
+  const std::vector<AffinePart> parts = compact_affine(w, keep);
   ASSERT_EQ(parts.size(), 1u);
   EXPECT_EQ(parts[0].zero, 128.0f);
   ASSERT_NE(parts[0].scales, nullptr);
@@ -192,7 +192,7 @@ TEST_F(AffineParts, SymmetricWeightsKeepTheirScalesAlone) {
     }
   }
   pairs[2 * 7 + 1] += 1e-3f;
-  EXPECT_TRUE(narrow_affine(w, keep).empty()) << "a bias off -128 x its scale";
+  EXPECT_TRUE(compact_affine(w, keep).empty()) << "a bias off -128 x its scale";
 }
 
 // GGUF's K-quants (Q4_K: scale = d * sc, bias = -dmin * m, d and dmin per 256 inputs, sc and m 6-bit per group of 32)
@@ -222,7 +222,7 @@ TEST_F(AffineParts, KQuantScalesFactorIntoTwoLevels) {
   w.scale_block_cols = group;
   w.bits = 4;
   std::vector<Buffer> keep;
-  const std::vector<AffinePart> parts = narrow_affine(w, keep);
+  const std::vector<AffinePart> parts = compact_affine(w, keep);
   ASSERT_EQ(parts.size(), 1u);
   ASSERT_NE(parts[0].levels, nullptr);
   EXPECT_EQ(parts[0].scales, nullptr);
@@ -251,7 +251,7 @@ TEST_F(AffineParts, KQuantScalesFactorIntoTwoLevels) {
     }
   }
   pairs[3 * 2] *= 1.0f + 1e-6f;  // one scale no longer a multiple of its superblock's factor
-  EXPECT_TRUE(narrow_affine(w, keep).empty());
+  EXPECT_TRUE(compact_affine(w, keep).empty());
 }
 
 // Through the backend: prepare_linear keeps the narrowed parts and (memory allowing) a bf16 copy; linear() runs the
