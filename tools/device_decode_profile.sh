@@ -5,7 +5,8 @@
 #
 #   device run, carry [".devdeps"]:  tools/device_decode_profile.sh   (after a build; SKIP_BUILD=1 on a warm machine)
 #   env: BATCH (256), INPUT_LEN (1024), KV ("auto fp8"), MODEL (configs/Qwen3-8B), OUT (logs; /tmp/rs-profile),
-#        NCU=0 skips the ncu runs, FLAGS (extra bench flags, e.g. "--quantization fp8")
+#        NCU=0 skips the ncu runs, FLAGS (extra bench flags, e.g. "--quantization fp8"), KERNEL (regex of the kernel
+#        the full report profiles; default the decode attention), SKIP (launches of it skipped first; 100)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 out=${OUT:-/tmp/rs-profile}
@@ -33,12 +34,13 @@ for kv in ${KV:-auto fp8}; do
     "$app" bench one-batch --model "$model" $flags --batch-size "$batch" --input-len "$len" --output-len 3 \
     --disable-cuda-graph > "$out/ncu_run_$kv.log" 2>&1 || { status=1; tail -5 "$out/ncu_run_$kv.log"; }
   python3 tools/ncu_step_breakdown.py "$out/ncu_$kv.csv" | head -24
-  echo "== ncu full report of one decode attention launch (kv $kv)"
-  timeout 240 ncu --set full --kernel-name-base demangled --kernel-name "regex:flash_attention_kernel<128, 4, true" \
-    --launch-skip 100 --launch-count 1 \
+  kernel=${KERNEL:-flash_attention_kernel<128, 4, true}
+  echo "== ncu full report of one launch of $kernel (kv $kv)"
+  timeout 240 ncu --set full --kernel-name-base demangled --kernel-name "regex:$kernel" \
+    --launch-skip "${SKIP:-100}" --launch-count 1 \
     "$app" bench one-batch --model "$model" $flags --batch-size "$batch" --input-len "$len" --output-len 6 \
     --disable-cuda-graph > "$out/ncu_full_$kv.txt" 2>&1 || status=1
-  grep -E "flash_attention|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Shared Memory Config|Block Limit|Warp Cycles Per Issued|Compute \(SM\) Throughput|Eligible Warps|Stall|L1/TEX Hit|Grid Size" "$out/ncu_full_$kv.txt" | head -40
+  grep -E "flash_attention|gemv|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Shared Memory Config|Block Limit|Warp Cycles Per Issued|Compute \(SM\) Throughput|Eligible Warps|Stall|L1/TEX Hit|Grid Size" "$out/ncu_full_$kv.txt" | head -40
 done
 echo "== done (status $status)"
 exit $status

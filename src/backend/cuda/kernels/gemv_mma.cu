@@ -117,8 +117,78 @@ __device__ __forceinline__ TileRows tile_rows(const LinearArgs& a, int64_t f0, i
   return t;
 }
 
-template <WeightFormat F, int KS>
-__global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
+// Steps per load batch of the load-ahead variant (double-buffered: 2 x kAheadSteps steps of weights in registers).
+constexpr int kAheadSteps = 2;
+
+// One batch of a thread's weights: U steps of rows g and g + 8 (a 16-byte block each, its scale or pair).
+template <WeightFormat F, int U>
+struct StepBatch {
+  uint4 v[U][2];
+  uint32_t sc[U][2];  // kMxfp4: E8M0 scale bytes
+  float2 pr[U][2];    // kInt4: (scale, bias)
+};
+
+// Weight codes are read once per step: the load-ahead variant skips L1 allocation for them, so that the scales' lines
+// stay.
+template <bool kNoL1>
+__device__ __forceinline__ uint4 load_stream(const uint4* ptr) {
+  if constexpr (!kNoL1) return __ldg(ptr);
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(ptr));
+  return v;
+}
+
+// Steps j0 .. j0 + U - 1 (of 4 blocks each: this thread's block 4j + q); zeros (scale 2^0, pair (0, 0)) past the
+// slice or the row.
+template <WeightFormat F, int U, bool kNoL1>
+__device__ __forceinline__ void load_batch(StepBatch<F, U>& b, const uint4* const (&w)[2], const uint8_t* const (&s)[2],
+                                           const float2* const (&p)[2], int vec_shift, int j0, int j_end, int q,
+                                           int blocks) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int blk = 4 * (j0 + u) + q;
+    const bool in = j0 + u < j_end && blk < blocks;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      b.v[u][h] = in ? load_stream<kNoL1>(w[h] + blk) : make_uint4(0, 0, 0, 0);
+      if constexpr (F == WeightFormat::kMxfp4)
+        b.sc[u][h] = in ? static_cast<uint32_t>(__ldg(s[h] + blk)) : 127u;
+      else
+        b.pr[u][h] = in ? __ldg(p[h] + (blk >> vec_shift)) : make_float2(0.0f, 0.0f);
+    }
+  }
+}
+
+// One step's products: rows g and g + 8's 16-byte blocks decoded to bf16 and multiplied by activation row g's 32
+// staged values (zeros where `x_in` is false: past the row or the chunk).
+template <WeightFormat F>
+__device__ __forceinline__ void step_products(float (&acc)[4], const uint4 (&v)[2], const uint32_t (&sc)[2],
+                                              const float2 (&pr)[2], const uint4* xs, bool x_in, int x_word) {
+  uint4 xv[4];  // this thread's activation row g (the mma's column)
+#pragma unroll
+  for (int k = 0; k < 4; ++k) xv[k] = x_in ? xs[x_word + k] : make_uint4(0, 0, 0, 0);
+  uint32_t pa[4][4], pb[4][4];
+  if constexpr (F == WeightFormat::kMxfp4) {
+    decode_block(v[0], sc[0], pa);
+    decode_block(v[1], sc[1], pb);
+  } else {
+    decode_int4_block(v[0], pr[0], pa);
+    decode_int4_block(v[1], pr[1], pb);
+  }
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t a0[4] = {pa[k][0], pb[k][0], pa[k][1], pb[k][1]}, a1[4] = {pa[k][2], pb[k][2], pa[k][3], pb[k][3]};
+    mma_bf16(acc, a0, xv[k].x, xv[k].y);
+    mma_bf16(acc, a1, xv[k].z, xv[k].w);
+  }
+}
+
+// kAhead: weights loaded a batch of kAheadSteps steps ahead of the products (the first batch before the activations
+// are staged); otherwise a step's weights are loaded just before its products, which needs fewer registers.
+template <WeightFormat F, int KS, bool kAhead>
+__global__ void __launch_bounds__(kThreads, kAhead ? 2 : 0) gemv_mma_kernel(LinearArgs a) {
   extern __shared__ __align__(16) unsigned char smem[];
   auto* xs = reinterpret_cast<uint4*>(smem);  // [rows][in / 8] words of bf16 pairs in decode order
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, part = warp % KS, g = lane / 4, q = lane % 4;
@@ -132,9 +202,10 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
   const int blocks = static_cast<int>(a.in_features / 32), steps = (blocks + 3) / 4, words = blocks * 4;
   const int slice = (steps + KS - 1) / KS, j_begin = part * slice, j_end = min(steps, j_begin + slice);
   const TileRows rows = tile_rows(a, f0, g);
-  const uint4* w[2];
-  const uint8_t* s[2];
-  const float2* p[2];  // kInt4: the rows' (scale, bias) pairs (one weight group: dense layers only)
+  const uint4* w[2] = {nullptr, nullptr};
+  const uint8_t* s[2] = {nullptr, nullptr};
+  const float2* p[2] = {nullptr,
+                        nullptr};  // kInt4: the rows' (scale, bias) pairs (one weight group: dense layers only)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const bool up = rows.up_table[h];
@@ -144,6 +215,12 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
     else
       p[h] = a.w.affine.pairs + rows.row[h] * a.w.affine.groups;
   }
+  // Load-ahead: weights for U steps at a time, one batch ahead of the products, so that each warp keeps up to
+  // 2 x U 16-byte loads per row pair in flight (the GEMV is bound by bytes in flight, not by its arithmetic).
+  constexpr int U = kAhead ? kAheadSteps : 1;
+  StepBatch<F, U> cur, next;
+  if constexpr (kAhead) load_batch<F, U, true>(cur, w, s, p, a.w.affine.vec_shift, j_begin, j_end, q, blocks);
+  (void)next;
   // Stage the chunk's activation rows as bf16 in decode order.
   for (int i = threadIdx.x; i < count * words; i += kThreads) {
     const int t = i / words, k = i % words;
@@ -153,38 +230,35 @@ __global__ void __launch_bounds__(kThreads) gemv_mma_kernel(LinearArgs a) {
   __syncthreads();
 
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int j = j_begin; j < j_end; ++j) {
-    const int blk = 4 * j + q;
-    const bool in = blk < blocks;
-    uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    uint32_t sc[2] = {127u, 127u};
-    float2 pr[2] = {make_float2(0.0f, 0.0f), make_float2(0.0f, 0.0f)};
-    if (in) {
+  if constexpr (kAhead) {
+    for (int j0 = j_begin; j0 < j_end; j0 += U) {
+      load_batch<F, U, true>(next, w, s, p, a.w.affine.vec_shift, j0 + U, j_end, q, blocks);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        v[h] = __ldg(w[h] + blk);
-        if constexpr (F == WeightFormat::kMxfp4)
-          sc[h] = __ldg(s[h] + blk);
-        else
-          pr[h] = __ldg(p[h] + (blk >> a.w.affine.vec_shift));
+      for (int u = 0; u < U; ++u) {
+        if (j0 + u >= j_end) break;  // warp-uniform: the mma is collective
+        const int blk = 4 * (j0 + u) + q;
+        step_products<F>(acc, cur.v[u], cur.sc[u], cur.pr[u], xs, blk < blocks && g < count, g * words + 4 * blk);
       }
+      cur = next;
     }
-    uint4 xv[4];  // this thread's activation row g (the mma's column), zeros past the chunk
+  } else {
+    for (int j = j_begin; j < j_end; ++j) {
+      const int blk = 4 * j + q;
+      const bool in = blk < blocks;
+      uint4 v[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+      uint32_t sc[2] = {127u, 127u};
+      float2 pr[2] = {make_float2(0.0f, 0.0f), make_float2(0.0f, 0.0f)};
+      if (in) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) xv[k] = in && g < count ? xs[g * words + 4 * blk + k] : make_uint4(0, 0, 0, 0);
-    uint32_t pa[4][4], pb[4][4];
-    if constexpr (F == WeightFormat::kMxfp4) {
-      decode_block(v[0], sc[0], pa);
-      decode_block(v[1], sc[1], pb);
-    } else {
-      decode_int4_block(v[0], pr[0], pa);
-      decode_int4_block(v[1], pr[1], pb);
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t a0[4] = {pa[k][0], pb[k][0], pa[k][1], pb[k][1]}, a1[4] = {pa[k][2], pb[k][2], pa[k][3], pb[k][3]};
-      mma_bf16(acc, a0, xv[k].x, xv[k].y);
-      mma_bf16(acc, a1, xv[k].z, xv[k].w);
+        for (int h = 0; h < 2; ++h) {
+          v[h] = __ldg(w[h] + blk);
+          if constexpr (F == WeightFormat::kMxfp4)
+            sc[h] = __ldg(s[h] + blk);
+          else
+            pr[h] = __ldg(p[h] + (blk >> a.w.affine.vec_shift));
+        }
+      }
+      step_products<F>(acc, v, sc, pr, xs, in && g < count, g * words + 4 * blk);
     }
   }
   if constexpr (KS > 1) {  // partial sums of the K-slices, added in slice order (deterministic)
@@ -225,28 +299,55 @@ size_t smem_bytes(const LinearArgs& a, int32_t rows_per_chunk) {
   return std::max<size_t>(static_cast<size_t>(rows_per_chunk) * static_cast<size_t>(a.in_features) * 2, kReduceBytes);
 }
 
-template <WeightFormat F, int KS>
+int64_t tile_count(const LinearArgs& a) {
+  const bool gated = a.pair_act != PairActivation::kNone || a.glu_offset > 0;
+  return ceil_div(a.out_features, gated ? 8 : 16);
+}
+
+unsigned chunk_count(const LinearArgs& a) {
+  return static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows));
+}
+
+template <WeightFormat F, int KS, bool kAhead>
 void launch_split(const LinearArgs& a, int32_t rows_per_chunk, cudaStream_t stream) {
   static const bool opted_in = [] {
-    RS_CUDA_CHECK(cudaFuncSetAttribute(gemv_mma_kernel<F, KS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    RS_CUDA_CHECK(cudaFuncSetAttribute(gemv_mma_kernel<F, KS, kAhead>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kGemvMmaMaxSmem)));
     return true;
   }();
   (void)opted_in;
-  const bool gated = a.pair_act != PairActivation::kNone || a.glu_offset > 0;
-  const int64_t tiles = ceil_div(a.out_features, gated ? 8 : 16);
-  const auto chunks =
-      static_cast<unsigned>(a.rows.list ? a.rows.max_chunks : ceil_div(a.rows.total_rows, a.rows.chunk_rows));
-  const dim3 grid(static_cast<unsigned>(ceil_div(tiles, kWarps / KS)), chunks);
-  launch_kernel(gemv_mma_kernel<F, KS>, grid, kThreads, smem_bytes(a, rows_per_chunk), stream, a);
+  const dim3 grid(static_cast<unsigned>(ceil_div(tile_count(a), kWarps / KS)), chunk_count(a));
+  launch_kernel(gemv_mma_kernel<F, KS, kAhead>, grid, kThreads, smem_bytes(a, rows_per_chunk), stream, a);
 }
 
+// Warps that keep an H100's 132 SMs streaming (16 each): with load-ahead, layers of at least this many tiles take
+// fewer K-slices, so that fewer blocks stage the same activations (Qwen3-8B's gate|up: 1,536 tiles, 2 slices).
+constexpr int64_t kFillWarps = 2048;
+
+template <WeightFormat F, bool kAhead>
+void launch_with(const LinearArgs& a, int ks, int32_t rows_per_chunk, cudaStream_t stream) {
+  switch (ks) {
+    case 8: return launch_split<F, 8, kAhead>(a, rows_per_chunk, stream);
+    case 4: return launch_split<F, 4, kAhead>(a, rows_per_chunk, stream);
+    case 2: return launch_split<F, 2, kAhead>(a, rows_per_chunk, stream);
+    default: return launch_split<F, 1, kAhead>(a, rows_per_chunk, stream);
+  }
+}
+
+// Load-ahead pays for int4 chunks of 2+ rows (Qwen3-8B MLX 4-bit on an H100, docs/notes/int4.md: batch 8 1,372 ->
+// 1,530 tok/s, batch 16 1,616 -> 2,024) but not for single rows, whose extra registers halve the blocks per SM (batch
+// 1: 273 -> 260; gpt-oss MXFP4 batch 1: 379 -> 367), so those keep the plain loop and its K split.
 template <WeightFormat F>
 void launch_steps(const LinearArgs& a, int64_t steps, int32_t rows_per_chunk, cudaStream_t stream) {
-  if (steps >= 16) return launch_split<F, 8>(a, rows_per_chunk, stream);
-  if (steps >= 8) return launch_split<F, 4>(a, rows_per_chunk, stream);
-  if (steps >= 4) return launch_split<F, 2>(a, rows_per_chunk, stream);
-  launch_split<F, 1>(a, rows_per_chunk, stream);
+  int ks = steps >= 16 ? 8 : steps >= 8 ? 4 : steps >= 4 ? 2 : 1;
+  if constexpr (F == WeightFormat::kInt4) {
+    if (rows_per_chunk >= 2) {
+      const int64_t units = tile_count(a) * chunk_count(a);
+      while (ks > 1 && units * (ks / 2) >= kFillWarps) ks /= 2;
+      return launch_with<F, true>(a, ks, rows_per_chunk, stream);
+    }
+  }
+  launch_with<F, false>(a, ks, rows_per_chunk, stream);
 }
 
 }  // namespace
