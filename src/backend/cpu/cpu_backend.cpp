@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <string>
 
+#include "backend/cpu/host_memory.h"
 #include "backend/cpu/kernels/affine_parts.h"
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
@@ -19,6 +19,11 @@ CpuBackend::CpuBackend(int num_threads, bool bf16_gemm, bool deterministic)
     : pool_(num_threads > 0 ? num_threads : hardware_threads()), bf16_gemm_(bf16_gemm), deterministic_(deterministic) {
   // We split GEMMs across our own pool; OpenBLAS must not spawn threads of its own inside them.
   openblas_set_num_threads(1);
+  const HostMemory host = read_host_memory();
+  if (host.cgroup_limit_bytes)
+    RS_LOG_INFO("host memory: the cgroup limit {:.1f} GiB caps what this process may use ({:.1f} GiB of it free)",
+                static_cast<double>(*host.cgroup_limit_bytes) / (1 << 30),
+                static_cast<double>(host.available_bytes) / (1 << 30));
 }
 
 std::string CpuBackend::name() const {
@@ -29,16 +34,9 @@ std::string CpuBackend::name() const {
 Buffer CpuBackend::alloc(size_t bytes) { return Buffer::host(bytes); }
 
 MemoryInfo CpuBackend::memory_info() const {
-  // MemAvailable and MemTotal from /proc/meminfo (zeros where unknown).
-  MemoryInfo info;
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  size_t kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") info.free_bytes = kib * 1024;
-    if (key == "MemTotal:") info.total_bytes = kib * 1024;
-  }
-  return info;
+  // Host RAM, capped by the process's cgroup limit (a container's): host_memory.h.
+  const HostMemory host = read_host_memory();
+  return {host.available_bytes, host.total_bytes};
 }
 
 void CpuBackend::copy(Tensor dst, const Tensor& src) {
