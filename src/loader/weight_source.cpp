@@ -28,7 +28,36 @@ uint64_t mix(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// How a rank's shard of a tensor is cut from the whole (WeightSource::Shard).
+enum class ShardCut { kWhole, kRows, kKvHeadRows, kColumns, kRankZeroOnly };
+
+ShardCut shard_cut(const std::string& name) {
+  for (const char* suffix :
+       {"q_proj.weight", "q_proj.bias", "gate_proj.weight", "up_proj.weight", "self_attn.sinks", "lm_head.weight"})
+    if (ends_with(name, suffix)) return ShardCut::kRows;
+  for (const char* suffix : {"k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias"})
+    if (ends_with(name, suffix)) return ShardCut::kKvHeadRows;
+  if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) return ShardCut::kColumns;
+  if (ends_with(name, "o_proj.bias") || ends_with(name, "down_proj.bias")) return ShardCut::kRankZeroOnly;
+  return ShardCut::kWhole;
+}
+
 }  // namespace
+
+WeightSource WeightSource::sharded(const Shard& shard) const {
+  RS_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size, "rank {} of {}", shard.rank, shard.size);
+  RS_CHECK(shard.size == 1 || (shard.num_kv_heads > 0 && shard.head_dim > 0 &&
+                               (shard.num_kv_heads % shard.size == 0 || shard.size % shard.num_kv_heads == 0)),
+           "{} KV heads cannot be split over {} ranks (one must divide the other)", shard.num_kv_heads, shard.size);
+  WeightSource source;
+  source.checkpoint_ = checkpoint_;
+  source.seed_ = seed_;
+  source.dummy_dtype_ = dummy_dtype_;
+  source.dummy_layout_ = dummy_layout_;
+  source.fill_pool_ = fill_pool_;
+  source.shard_ = shard;
+  return source;
+}
 
 WeightSource WeightSource::checkpoint(const std::filesystem::path& model_dir) {
   WeightSource source;
@@ -56,6 +85,11 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut::kWhole;
+  if (cut == ShardCut::kRows && !out.shape.empty()) out.shape[0] /= shard_.size;
+  if (cut == ShardCut::kKvHeadRows && !out.shape.empty())
+    out.shape[0] = shard_.num_kv_heads >= shard_.size ? out.shape[0] / shard_.size : shard_.head_dim;
+  if (cut == ShardCut::kColumns && out.shape.size() == 2) out.shape[1] /= shard_.size;
   return out;
 }
 
@@ -65,6 +99,59 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 }
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut::kWhole;
+  if (cut == ShardCut::kWhole) return require_whole(name, shape, dtype);
+  RS_CHECK(!shape.empty() && (cut != ShardCut::kColumns || shape.size() == 2),
+           "tensor '{}' of shape {} cannot be sharded", name, shape_text(shape));
+  const int64_t rank = shard_.rank, ranks = shard_.size;
+  std::vector<int64_t> whole = shape;
+  int64_t first_row = 0;
+  if (cut == ShardCut::kRows) {
+    whole[0] = shape[0] * ranks;
+    first_row = shape[0] * rank;
+  } else if (cut == ShardCut::kKvHeadRows) {
+    const int64_t heads = shard_.num_kv_heads, hd = shard_.head_dim;
+    whole[0] = heads * hd;
+    RS_CHECK(shape[0] * std::min(heads, ranks) == whole[0], "tensor '{}': {} rows is no rank's share of {} KV heads",
+             name, shape[0], heads);
+    first_row = heads >= ranks ? shape[0] * rank : rank * heads / ranks * hd;  // replicated: the rank's one head
+  } else if (cut == ShardCut::kColumns) {
+    whole[1] = shape[1] * ranks;
+  }
+  const size_t loaded_before = bytes_loaded_;
+  const size_t owned_before = owned_buffers_.size();
+  const Tensor full = require_whole(name, whole, dtype);
+  const size_t elem = dtype_size(full.dtype());
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  void* data = full.data();
+  if ((cut == ShardCut::kRows || cut == ShardCut::kKvHeadRows) && checkpoint_) {
+    data = static_cast<char*>(full.data()) + first_row * (numel / shape[0]) * elem;  // a view of the mapped file
+  } else if (cut != ShardCut::kRankZeroOnly || rank != 0) {
+    // Columns, rank-zero-only tensors elsewhere (zeros) and dummy rows (whose whole buffer is dropped): a copy.
+    auto buffer = std::make_shared<Buffer>(Buffer::host(numel * elem));
+    auto* out = static_cast<char*>(buffer->data());
+    const auto* in = static_cast<const char*>(full.data());
+    if (cut == ShardCut::kColumns) {
+      const int64_t cols = shape[1], row_bytes = cols * static_cast<int64_t>(elem);
+      for (int64_t row = 0; row < shape[0]; ++row)
+        std::memcpy(out + row * row_bytes, in + (row * whole[1] + rank * cols) * elem, row_bytes);
+    } else if (cut == ShardCut::kRankZeroOnly) {
+      std::memset(out, 0, numel * elem);
+    } else {
+      std::memcpy(out, in + first_row * (numel / shape[0]) * elem, numel * elem);
+    }
+    owned_buffers_.resize(std::min(owned_buffers_.size(), owned_before));  // a dummy's whole tensor goes
+    owned_buffers_.push_back(buffer);
+    data = buffer->data();
+  }
+  bytes_loaded_ = loaded_before + numel * elem;
+  loaded_.back().second = numel * elem;
+  return Tensor(data, full.dtype(), shape.data(), static_cast<int>(shape.size()));
+}
+
+Tensor WeightSource::require_whole(const std::string& name, const std::vector<int64_t>& shape,
+                                   std::optional<DType> dtype) {
   if (!checkpoint_) return make_dummy(name, shape, dtype.value_or(dummy_dtype_));
   Tensor tensor = checkpoint_->tensor(name);
   std::vector<int64_t> actual;

@@ -43,6 +43,19 @@ class WeightSource {
   Tensor require(const std::string& name, std::initializer_list<int64_t> shape, std::optional<DType> dtype = {});
   Tensor require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype = {});
   bool is_dummy() const { return checkpoint_ == nullptr; }
+
+  // Tensor parallelism (issue 41): rank `rank` of `size` reads its shard of each projection, by the tensor's name:
+  // q_proj, gate_proj, up_proj (experts' and shared experts' too), sinks and lm_head by output rows (block `rank` of
+  // `size`); k_proj and v_proj by whole KV heads (each rank's head, replicated when there are fewer heads than
+  // ranks); o_proj and down_proj by input columns; their biases on rank 0 alone (zeros elsewhere: the all-reduce adds
+  // them once); everything else whole. require() and info() take and give the rank's shape.
+  struct Shard {
+    int32_t rank = 0, size = 1;
+    int32_t num_kv_heads = 0, head_dim = 0;  // the whole model's
+  };
+  // A source reading the same checkpoint (or dummy values: the same ones at every size) as rank `shard.rank`.
+  WeightSource sharded(const Shard& shard) const;
+  const Shard& shard() const { return shard_; }
   // For a model whose weights now live on a device: frees host buffers the checkpoint made while loading (a GGUF
   // file's converted blocks), which nothing reads once uploaded. mmap'd and dummy tensors stay.
   void release_converted() {
@@ -57,6 +70,7 @@ class WeightSource {
 
  private:
   WeightSource() = default;
+  Tensor require_whole(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype);
   Tensor make_dummy(const std::string& name, const std::vector<int64_t>& shape, DType dtype);
 
   std::shared_ptr<Checkpoint> checkpoint_;
@@ -65,6 +79,7 @@ class WeightSource {
   std::vector<std::string> dummy_layout_;
   std::vector<std::shared_ptr<Buffer>> owned_buffers_;  // dummy tensors and aligned copies
   std::shared_ptr<ThreadPool> fill_pool_;               // fills large dummy tensors in parallel
+  Shard shard_;
   size_t bytes_loaded_ = 0;
   std::vector<std::pair<std::string, size_t>> loaded_;  // name, bytes of every tensor handed out
 };
