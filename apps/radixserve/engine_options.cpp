@@ -11,6 +11,12 @@ namespace rs::app {
 void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
   command.add_option("--backend", config.backend, "Device backend: cpu or cuda[:N]")->capture_default_str();
   command.add_option("--threads", config.num_threads, "CPU threads (0 = all cores)")->capture_default_str();
+  command
+      .add_option("--tensor-parallel-size,--tp", config.tensor_parallel_size,
+                  "Split the model over this many ranks (attention heads, MLP width and vocabulary; CPU ranks in "
+                  "this process for now, each with its share of --threads)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   command.add_flag("--exact-f32", config.exact_f32,
                    "Compute bf16-weight products in exact f32 instead of bf16 x bf16 (reference numerics; slower)");
   command

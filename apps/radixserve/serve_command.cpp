@@ -387,14 +387,6 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag_callback(
       "--enable-auto-tool-choice", [] {},
       "Accepted for vLLM command lines: tool calls are parsed whenever --tool-call-parser names a format");
-  cmd->add_option_function<int>(
-         "--tensor-parallel-size,--tp",
-         [](int size) {
-           RS_CHECK(size == 1, "--tensor-parallel-size {}: tensor parallelism is not built yet (one GPU per server)",
-                    size);
-         },
-         "GPUs per model (1; accepted for vLLM and SGLang command lines)")
-      ->check(CLI::Range(1, 64));
   cmd->add_option("--served-model-name", options->served_model_names,
                   "Model name(s) in the API: the first is reported, all are accepted (default: folder name)")
       ->delimiter(',');

@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread_pool.h"
 #include "engine/pooling.h"
 #include "engine/sampler.h"
 #include "engine/step_staging.h"
@@ -14,6 +15,7 @@
 #include "kv/kv_footprint.h"
 #include "loader/dummy_layout.h"
 #include "model/model.h"
+#include "model/tensor_parallel.h"
 
 namespace rs::engine {
 namespace {
@@ -107,10 +109,25 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
     model_config_.quantization = loader::parse_quantization_config(
         model_config_.raw, (model_dir / "config.json").string(), config_.quantization);
   }
-  model_ = model::create_model(model_config_);  // fails early, listing supported architectures
-  backend_ =
-      make_backend(config_.backend, BackendOptions{config_.num_threads, config_.exact_f32, config_.attention_backend,
-                                                   config_.programmatic_launch, config_.deterministic});
+  BackendOptions backend_options{config_.num_threads, config_.exact_f32, config_.attention_backend,
+                                 config_.programmatic_launch, config_.deterministic};
+  const int32_t tp = config_.tensor_parallel_size;
+  RS_CHECK(tp >= 1, "--tensor-parallel-size must be at least 1, got {}", tp);
+  if (tp > 1) {
+    RS_CHECK(config_.backend == "cpu",
+             "--tensor-parallel-size {} runs on the CPU backend for now (CUDA ranks need a multi-GPU build)", tp);
+    RS_CHECK(config_.capture_hidden_layers.empty(),
+             "an EAGLE-3 target cannot be split over ranks yet: use --tensor-parallel-size 1");
+    RS_CHECK(config_.kv_cache_dtype != KvCacheDtype::kFp8E4M3,
+             "an fp8 KV cache with --tensor-parallel-size is not supported yet");
+    // The ranks share the cores: each gets its part of them.
+    backend_options.num_threads =
+        std::max(1, (config_.num_threads > 0 ? config_.num_threads : hardware_threads()) / tp);
+    model_ = std::make_unique<model::TensorParallelModel>(model_config_, tp, backend_options);
+  } else {
+    model_ = model::create_model(model_config_);  // fails early, listing supported architectures
+  }
+  backend_ = make_backend(config_.backend, backend_options);
   RS_CHECK(config_.load_format == "dummy" || config_.load_format == "auto" || config_.load_format == "safetensors",
            "unknown load format '{}' (auto, safetensors, dummy)", config_.load_format);
   check_weights_fit(model_dir);
@@ -121,8 +138,8 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   model_->load(*weights_, *backend_, config_.progress);
   // A device model reads its uploaded copies: host buffers made while loading (GGUF blocks) go.
   if (!backend_->device().is_cpu()) weights_->release_converted();
-  RS_LOG_INFO("loaded {} ({} MiB of weights) on {}", model_config_.architecture, weights_->bytes_loaded() >> 20,
-              backend_->name());
+  RS_LOG_INFO("loaded {} ({} MiB of weights) on {}{}", model_config_.architecture, weight_bytes() >> 20,
+              backend_->name(), tp > 1 ? fmt::format(", split over {} ranks", tp) : "");
 
   context_length_ = config_.context_length > 0 ? config_.context_length : model_config_.max_position_embeddings;
   context_length_ = std::min(context_length_, model_config_.max_position_embeddings);
@@ -132,7 +149,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   reserve_logits(std::max(config_.max_running_requests, 1));
   kv::KvPoolConfig kv_config;
   kv_config.page_size = config_.page_size;
-  kv_config.num_kv_heads = model_config_.num_kv_heads;
+  kv_config.num_kv_heads = std::max(model_config_.num_kv_heads / tp, 1);  // each rank's share (or its one head)
   kv_config.head_dim = model_config_.head_dim;
   kv_config.dtype = kv_cache_dtype(config_, model_config_);
   kv_config.groups = kv::group_layers_by_window(kv_layer_windows(model_config_));
@@ -143,15 +160,21 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   // On a device, scratch reaches its final size before the KV pool takes what is left (memory_profile.cpp). A host's
   // budget is a fifth of free RAM, and a largest step on the CPU would cost minutes of start-up for a large model.
   if (!backend_->device().is_cpu() && !model_config_.is_eagle3()) profile_memory(kv_config, state_geometry);
-  size_t budget = kv_budget_bytes(kv_config, state_geometry);
+  size_t budget = kv_budget_bytes(kv_config, state_geometry) / tp;  // every rank holds a pool of this geometry
   create_state_pool(state_geometry, budget);
   kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
   kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
   if (kv_config.dtype == DType::kF8E4M3) apply_kv_cache_scales();
+  if (auto* split = dynamic_cast<model::TensorParallelModel*>(model_.get()))
+    for (int32_t rank = 1; rank < tp; ++rank) {
+      rank_kv_pools_.push_back(std::make_unique<kv::KvPool>(split->rank_backend(rank), kv_config));
+      split->set_rank_memory(rank, model::StepMemory{*rank_kv_pools_.back(), nullptr});
+    }
   memory_ = std::make_unique<model::StepMemory>(
       model::StepMemory{*kv_pool_, state_pool_->num_slots() > 0 ? state_pool_.get() : nullptr});
-  RS_LOG_INFO("KV pool: {} MiB of {}, page size {}, {} group(s) over {} attention layer(s)",
-              kv_pool_->total_bytes() >> 20, dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size(),
+  RS_LOG_INFO("KV pool{}: {} MiB of {}, page size {}, {} group(s) over {} attention layer(s)",
+              tp > 1 ? fmt::format(" (each of {} ranks)", tp) : "", kv_pool_->total_bytes() >> 20,
+              dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size(),
               model_config_.num_layers_of(loader::LayerKind::kAttention));
   RS_LOG_INFO("memory per request at {} tokens: {:.1f} MiB of KV + {:.1f} MiB of recurrent state", kReportContext,
               kv::request_kv_footprint(kv_config, kReportContext).windowed_bytes / kMiB,
@@ -192,6 +215,11 @@ void Engine::run_largest_step() {
 }
 
 Engine::~Engine() = default;
+
+size_t Engine::weight_bytes() const {
+  if (const auto* split = dynamic_cast<const model::TensorParallelModel*>(model_.get())) return split->bytes_loaded();
+  return weights_->bytes_loaded();
+}
 
 void Engine::check_weights_fit(const std::filesystem::path& model_dir) const {
   // A CPU maps a checkpoint's files (the page cache may drop them): only generated (dummy) weights must fit in RAM.

@@ -56,6 +56,9 @@ struct EngineConfig {
   // Decode steps of up to this many sequences replay CUDA graphs (batch padded to the next recorded size);
   // -1 = max_running_requests, 0 = off. Backends without graphs run every step eagerly.
   int32_t cuda_graph_max_batch = -1;
+  // --tensor-parallel-size: the model split over this many ranks (model/tensor_parallel.h; CPU ranks in this process
+  // for now, each with num_threads / N threads and a KV pool of its own share of the KV heads).
+  int32_t tensor_parallel_size = 1;
   std::string attention_backend = "auto";  // CUDA attention kernel: auto | flash | cuda-core (BackendOptions)
   bool programmatic_launch = true;         // CUDA: BackendOptions::programmatic_launch
   bool deterministic = false;              // batch-invariant numerics (BackendOptions::deterministic)
@@ -89,7 +92,7 @@ class Engine {
   Backend& backend() { return *backend_; }
   int64_t context_length() const { return context_length_; }
   // Bytes of weights as stored (quantized formats counted packed).
-  size_t weight_bytes() const { return weights_->bytes_loaded(); }
+  size_t weight_bytes() const;
   size_t weight_bytes_if(const std::function<bool(std::string_view)>& pred) const {
     return weights_->bytes_loaded_if(pred);
   }
@@ -160,6 +163,9 @@ class Engine {
   std::vector<float> score_host_;  // one logit row on the host (score_rows)
   Buffer bitmask_device_;          // [rows, ceil(vocab / 32)] u32, grown to the largest constrained step
   std::vector<uint32_t> bitmask_host_;
+  // Tensor parallelism: the KV pools of ranks 1..N-1 (rank 0's is kv_pool_), on their ranks' backends; destroyed
+  // before the model that owns those backends.
+  std::vector<std::unique_ptr<kv::KvPool>> rank_kv_pools_;
 };
 
 }  // namespace rs::engine

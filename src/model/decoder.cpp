@@ -255,8 +255,14 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     lm_head_ = LinearWeight{};
   } else if (config_.tie_word_embeddings) {
     lm_head_ = embedding_as_head;
+    if (head_rows() != vocab) {  // tensor parallelism: the rank's block of the table's rows
+      RS_CHECK(!quantized_table, "tensor parallelism over a quantized tied embedding is not supported");
+      const int64_t first = comm_->rank() * head_rows();
+      lm_head_.weight = lm_head_.weight.slice_rows(first, first + head_rows());
+      lm_head_.out_features = head_rows();
+    }
   } else {
-    lm_head_ = dense(weights, "lm_head.weight", vocab, hidden, /*quantizable=*/false);
+    lm_head_ = dense(weights, "lm_head.weight", head_rows(), hidden, /*quantizable=*/false);
   }
   rotary_dim_ = static_cast<int32_t>(config_.head_dim * config_.rope.partial_rotary_factor);
   RS_CHECK(rotary_dim_ > 0 && rotary_dim_ % 2 == 0 && rotary_dim_ <= config_.head_dim,
@@ -331,8 +337,16 @@ void DecoderModel::upload_layer(LayerWeights& lw, std::vector<Buffer>& keep_aliv
   up(f.experts.gate_up_bias), up(f.experts.down_bias);
 }
 
+int64_t DecoderModel::head_rows() const {
+  if (!comm_ || comm_->size() == 1) return config_.vocab_size;
+  RS_CHECK(config_.vocab_size % comm_->size() == 0, "a vocabulary of {} does not split over {} ranks",
+           config_.vocab_size, comm_->size());
+  return config_.vocab_size / comm_->size();
+}
+
 void DecoderModel::ensure_workspace(int64_t tokens) {
   if (tokens <= workspace_tokens_) return;
+  if (comm_ && comm_->size() > 1) head_buffer_ = backend_->alloc(tokens * head_rows() * sizeof(float));
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_width = config_.num_heads * hd, kv_width = config_.num_kv_heads * hd;
   const int64_t inter = std::max<int64_t>({config_.intermediate_size, config_.shared_expert_intermediate_size, 1});
@@ -489,8 +503,10 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
       RS_CHECK(memory.state != nullptr, "layer {} keeps recurrent state but the step has no state pool", layer);
       run_gated_delta_net(layer, inputs, *memory.state, proj);
     }
+    if (comm_) comm_->all_reduce_sum(proj);  // tensor parallelism: the heads' shares of o_proj's output
     backend_->add_rms_norm(x, proj, lw.post_attention_norm, eps, false, h);
     run_ffn(lw.ffn, h, proj);
+    if (comm_) comm_->all_reduce_sum(proj);  // the MLP width's (and experts') shares of down_proj's output
     if (layer + 1 < config_.num_layers) backend_->add_rms_norm(x, proj, layers_[layer + 1].input_norm, eps, false, h);
   }
   backend_->add(x, proj, x);
@@ -506,7 +522,14 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   }
   Tensor normed = retyped(h_.slice_rows(0, rows), head_dtype);
   backend_->rms_norm(last, final_norm_, eps, false, normed);
-  backend_->linear(normed, lm_head_, Tensor(), logits);
+  if (!comm_ || comm_->size() == 1) {
+    backend_->linear(normed, lm_head_, Tensor(), logits);
+    return;
+  }
+  // Tensor parallelism: this rank's vocabulary block, gathered into rank 0's logits (the others pass none).
+  Tensor block(head_buffer_.data(), DType::kF32, {rows, head_rows()}, head_buffer_.device());
+  backend_->linear(normed, lm_head_, Tensor(), block);
+  comm_->gather_columns(block, logits);
 }
 
 }  // namespace rs::model

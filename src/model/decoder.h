@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "backend/communicator.h"
 #include "model/linear_loader.h"
 #include "model/model.h"
 
@@ -69,6 +70,11 @@ class DecoderModel : public Model {
   Tensor embedding_table() const override { return embed_tokens_; }
   const LinearWeight* output_head() const override { return &lm_head_; }
   std::vector<KvScales> kv_cache_scales() const override;
+  // Tensor parallelism (model/tensor_parallel.h): this model is rank comm->rank() of a group, built from the rank's
+  // config (its share of the heads and of the MLP width) and loaded from WeightSource::sharded. After the token
+  // mixer and after the feed-forward block the ranks' partial outputs are summed (comm->all_reduce_sum); the LM head
+  // holds the rank's block of the vocabulary and rank 0 gathers the logits. Set before load().
+  void set_communicator(Communicator* comm) { comm_ = comm; }
 
  protected:
   // Loads the feed-forward block of `layer` (prefix "{weight_prefix}layers.{layer}."). The default is the dense SiLU
@@ -140,6 +146,9 @@ class DecoderModel : public Model {
   // attention or delta nets, whose routers, gates and kernels read f32).
   bool typed_layer_inputs_ = false;
   bool typed_head_input_ = false;
+  Communicator* comm_ = nullptr;  // tensor parallelism: the rank's group, or null
+  int64_t head_rows() const;      // LM head rows: the vocabulary, or the rank's block of it
+  Buffer head_buffer_;            // tensor parallelism: the rank's logits before the gather
   // Activations, sized for the largest step seen.
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;

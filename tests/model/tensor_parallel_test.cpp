@@ -1,0 +1,115 @@
+// Tensor parallelism on CPU ranks (model/tensor_parallel.h, issue 41): every fixture the split supports, in exact f32,
+// gives at --tensor-parallel-size 2 and 4 the greedy tokens of the unsplit model, run as `serve` runs them (the
+// scheduler, batched with 7-token prefill chunks), and its logits stay within summation-order noise of them and of
+// transformers' (golden.json).
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "serving/driver.h"
+
+namespace rs {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// f32 everywhere: the ranks' partial sums only reorder additions (seen: <= 1e-5 against the unsplit model).
+constexpr float kLogitTolerance = 5e-4f;
+
+fs::path fixture(const std::string& name) { return fs::path(RS_SOURCE_DIR) / "tests/data/models" / name; }
+
+struct Outcome {
+  std::vector<std::vector<int32_t>> tokens;      // per case
+  std::vector<std::vector<float>> first_logits;  // per case: the last prompt position's
+};
+
+// Every case of the fixture's golden.json twice at once, prompts prefilled 7 tokens at a time.
+Outcome run_cases(const std::string& name, int32_t tp) {
+  std::ifstream in(fixture(name) / "golden.json");
+  const json ref = json::parse(in);
+  engine::EngineConfig config;
+  config.num_threads = 2;
+  config.exact_f32 = true;
+  config.kv_cache_gb = 0.02;
+  config.context_length = 1024;
+  config.tensor_parallel_size = tp;
+  sched::SchedulerConfig scheduler;
+  scheduler.max_running_requests = static_cast<int32_t>(2 * ref["cases"].size());
+  scheduler.chunked_prefill_size = 7;
+  scheduler.max_prefill_tokens = 512;
+  serving::Driver driver(fixture(name).string(), config, scheduler, serving::DriverOptions{.keep_logits = true});
+  std::vector<size_t> ids;
+  for (int copy = 0; copy < 2; ++copy)
+    for (const auto& c : ref["cases"])
+      ids.push_back(driver.submit(c["prompt_ids"].get<std::vector<int32_t>>(),
+                                  engine::SamplingParams{.temperature = 0.0f},
+                                  static_cast<int32_t>(c["greedy_ids"].size())));
+  driver.run();
+  Outcome run;
+  for (size_t id : ids) {
+    const serving::Completion& got = driver.result(id);
+    run.tokens.push_back(got.tokens);
+    run.first_logits.push_back(got.logits.empty() ? std::vector<float>{} : got.logits[0]);
+  }
+  // The transformers reference of the first copy of each case.
+  for (size_t i = 0; i < ref["cases"].size(); ++i) {
+    const auto expected = ref["cases"][i]["last_logits"].get<std::vector<float>>();
+    EXPECT_EQ(run.first_logits[i].size(), expected.size());
+    float diff = 0;
+    for (size_t v = 0; v < std::min(expected.size(), run.first_logits[i].size()); ++v)
+      diff = std::max(diff, std::abs(run.first_logits[i][v] - expected[v]));
+    EXPECT_LE(diff, kLogitTolerance) << name << " tp " << tp << " case " << i << " against transformers";
+  }
+  return run;
+}
+
+class TensorParallelTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
+  const Outcome whole = run_cases(GetParam(), 1);
+  for (int32_t tp : {2, 4}) {
+    const Outcome split = run_cases(GetParam(), tp);
+    ASSERT_EQ(split.tokens.size(), whole.tokens.size());
+    float diff = 0;
+    for (size_t i = 0; i < whole.tokens.size(); ++i) {
+      EXPECT_EQ(split.tokens[i], whole.tokens[i]) << GetParam() << " tp " << tp << " request " << i;
+      for (size_t v = 0; v < std::min(whole.first_logits[i].size(), split.first_logits[i].size()); ++v)
+        diff = std::max(diff, std::abs(split.first_logits[i][v] - whole.first_logits[i][v]));
+    }
+    EXPECT_LE(diff, kLogitTolerance) << GetParam() << " tp " << tp;
+    std::printf("[%s] tp %d: %zu requests, greedy tokens identical to tp 1; max |logit diff| %.2e\n", GetParam(), tp,
+                whole.tokens.size(), diff);
+  }
+}
+
+// llama: 2 KV heads, so 4 ranks replicate them; qwen3: a tied head (the embedding's rows split) and q/k norms;
+// qwen3_moe: experts split by their width; llama_bf16: bf16 weights.
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest, ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe"));
+
+TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
+  engine::EngineConfig config;
+  config.num_threads = 2;
+  config.kv_cache_gb = 0.02;
+  config.tensor_parallel_size = 3;
+  try {
+    engine::Engine engine(fixture("llama"), config);
+    FAIL() << "4 heads over 3 ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not split over 3 ranks"), std::string::npos) << e.what();
+  }
+  config.tensor_parallel_size = 2;
+  try {
+    engine::Engine engine(fixture("qwen3_next"), config);
+    FAIL() << "a gated-delta-net model was split";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gated-delta-net"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace rs
