@@ -28,18 +28,32 @@ uint64_t mix(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-// How a rank's shard of a tensor is cut from the whole (WeightSource::Shard).
-enum class ShardCut { kWhole, kRows, kKvHeadRows, kColumns, kRankZeroOnly };
+// How a rank's shard of a tensor is cut from the whole (WeightSource::Shard): block `rank` of `size` along `axis`
+// (negative: from the end), whole KV heads along axis 0, or the whole tensor on rank 0 and zeros elsewhere.
+struct ShardCut {
+  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly } kind = kWhole;
+  int axis = 0;
+};
 
 ShardCut shard_cut(const std::string& name) {
   for (const char* suffix :
        {"q_proj.weight", "q_proj.bias", "gate_proj.weight", "up_proj.weight", "self_attn.sinks", "lm_head.weight"})
-    if (ends_with(name, suffix)) return ShardCut::kRows;
+    if (ends_with(name, suffix)) return {ShardCut::kBlock, 0};
   for (const char* suffix : {"k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias"})
-    if (ends_with(name, suffix)) return ShardCut::kKvHeadRows;
-  if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) return ShardCut::kColumns;
-  if (ends_with(name, "o_proj.bias") || ends_with(name, "down_proj.bias")) return ShardCut::kRankZeroOnly;
-  return ShardCut::kWhole;
+    if (ends_with(name, suffix)) return {ShardCut::kKvHeads, 0};
+  if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) return {ShardCut::kBlock, 1};
+  if (ends_with(name, "o_proj.bias") || ends_with(name, "down_proj.bias")) return {ShardCut::kRankZeroOnly, 0};
+  // gpt-oss's stacked experts: gate_up [E, H, 2I] (gate and up interleaved, so a block keeps its pairs) or MXFP4
+  // blocks [E, 2I, H/32, 16]; down [E, I, H] or MXFP4 [E, H, I/32, 16]; biases [E, 2I] and [E, H].
+  if (ends_with(name, "experts.gate_up_proj") || ends_with(name, "experts.gate_up_proj_bias"))
+    return {ShardCut::kBlock, -1};
+  if (ends_with(name, "experts.gate_up_proj_blocks") || ends_with(name, "experts.gate_up_proj_scales") ||
+      ends_with(name, "experts.down_proj"))
+    return {ShardCut::kBlock, 1};
+  if (ends_with(name, "experts.down_proj_blocks") || ends_with(name, "experts.down_proj_scales"))
+    return {ShardCut::kBlock, 2};
+  if (ends_with(name, "experts.down_proj_bias")) return {ShardCut::kRankZeroOnly, 0};
+  return {};
 }
 
 }  // namespace
@@ -85,11 +99,12 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut::kWhole;
-  if (cut == ShardCut::kRows && !out.shape.empty()) out.shape[0] /= shard_.size;
-  if (cut == ShardCut::kKvHeadRows && !out.shape.empty())
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
+  const int rank_axis = cut.axis < 0 ? static_cast<int>(out.shape.size()) + cut.axis : cut.axis;
+  if (cut.kind == ShardCut::kBlock && rank_axis >= 0 && rank_axis < static_cast<int>(out.shape.size()))
+    out.shape[rank_axis] /= shard_.size;
+  if (cut.kind == ShardCut::kKvHeads && !out.shape.empty())
     out.shape[0] = shard_.num_kv_heads >= shard_.size ? out.shape[0] / shard_.size : shard_.head_dim;
-  if (cut == ShardCut::kColumns && out.shape.size() == 2) out.shape[1] /= shard_.size;
   return out;
 }
 
@@ -99,55 +114,53 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 }
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut::kWhole;
-  if (cut == ShardCut::kWhole) return require_whole(name, shape, dtype);
-  RS_CHECK(!shape.empty() && (cut != ShardCut::kColumns || shape.size() == 2),
-           "tensor '{}' of shape {} cannot be sharded", name, shape_text(shape));
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
+  if (cut.kind == ShardCut::kWhole) return require_whole(name, shape, dtype);
+  const int ndim = static_cast<int>(shape.size());
+  const int axis = cut.axis < 0 ? ndim + cut.axis : cut.axis;
+  RS_CHECK(axis >= 0 && axis < ndim, "tensor '{}' of shape {} cannot be sharded", name, shape_text(shape));
   const int64_t rank = shard_.rank, ranks = shard_.size;
   std::vector<int64_t> whole = shape;
-  int64_t first_row = 0;
-  if (cut == ShardCut::kRows) {
-    whole[0] = shape[0] * ranks;
-    first_row = shape[0] * rank;
-  } else if (cut == ShardCut::kKvHeadRows) {
+  int64_t first = 0;  // the rank's first index along `axis`
+  if (cut.kind == ShardCut::kBlock) {
+    whole[axis] = shape[axis] * ranks;
+    first = shape[axis] * rank;
+  } else if (cut.kind == ShardCut::kKvHeads) {
     const int64_t heads = shard_.num_kv_heads, hd = shard_.head_dim;
     whole[0] = heads * hd;
     RS_CHECK(shape[0] * std::min(heads, ranks) == whole[0], "tensor '{}': {} rows is no rank's share of {} KV heads",
              name, shape[0], heads);
-    first_row = heads >= ranks ? shape[0] * rank : rank * heads / ranks * hd;  // replicated: the rank's one head
-  } else if (cut == ShardCut::kColumns) {
-    whole[1] = shape[1] * ranks;
+    first = heads >= ranks ? shape[0] * rank : rank * heads / ranks * hd;  // replicated: the rank's one head
   }
   const size_t loaded_before = bytes_loaded_;
   const size_t owned_before = owned_buffers_.size();
   const Tensor full = require_whole(name, whole, dtype);
   const size_t elem = dtype_size(full.dtype());
-  int64_t numel = 1;
-  for (int64_t d : shape) numel *= d;
+  // The block is `outer` runs of `run` bytes, `stride` bytes apart in the whole.
+  int64_t outer = 1, inner = static_cast<int64_t>(elem);
+  for (int d = 0; d < axis; ++d) outer *= shape[d];
+  for (int d = axis + 1; d < ndim; ++d) inner *= shape[d];
+  const int64_t run = shape[axis] * inner, stride = whole[axis] * inner, bytes = outer * run;
   void* data = full.data();
-  if ((cut == ShardCut::kRows || cut == ShardCut::kKvHeadRows) && checkpoint_) {
-    data = static_cast<char*>(full.data()) + first_row * (numel / shape[0]) * elem;  // a view of the mapped file
-  } else if (cut != ShardCut::kRankZeroOnly || rank != 0) {
-    // Columns, rank-zero-only tensors elsewhere (zeros) and dummy rows (whose whole buffer is dropped): a copy.
-    auto buffer = std::make_shared<Buffer>(Buffer::host(numel * elem));
+  if (cut.kind != ShardCut::kRankZeroOnly && axis == 0 && checkpoint_) {
+    data = static_cast<char*>(full.data()) + first * inner;  // leading rows: a view of the mapped file
+  } else if (cut.kind != ShardCut::kRankZeroOnly || rank != 0) {
+    // Inner axes, rank-zero-only tensors elsewhere (zeros) and dummy tensors (whose whole buffer is dropped): a copy.
+    auto buffer = std::make_shared<Buffer>(Buffer::host(bytes));
     auto* out = static_cast<char*>(buffer->data());
     const auto* in = static_cast<const char*>(full.data());
-    if (cut == ShardCut::kColumns) {
-      const int64_t cols = shape[1], row_bytes = cols * static_cast<int64_t>(elem);
-      for (int64_t row = 0; row < shape[0]; ++row)
-        std::memcpy(out + row * row_bytes, in + (row * whole[1] + rank * cols) * elem, row_bytes);
-    } else if (cut == ShardCut::kRankZeroOnly) {
-      std::memset(out, 0, numel * elem);
+    if (cut.kind == ShardCut::kRankZeroOnly) {
+      std::memset(out, 0, bytes);
     } else {
-      std::memcpy(out, in + first_row * (numel / shape[0]) * elem, numel * elem);
+      for (int64_t o = 0; o < outer; ++o) std::memcpy(out + o * run, in + o * stride + first * inner, run);
     }
     owned_buffers_.resize(std::min(owned_buffers_.size(), owned_before));  // a dummy's whole tensor goes
     owned_buffers_.push_back(buffer);
     data = buffer->data();
   }
-  bytes_loaded_ = loaded_before + numel * elem;
-  loaded_.back().second = numel * elem;
-  return Tensor(data, full.dtype(), shape.data(), static_cast<int>(shape.size()));
+  bytes_loaded_ = loaded_before + bytes;
+  loaded_.back().second = bytes;
+  return Tensor(data, full.dtype(), shape.data(), ndim);
 }
 
 Tensor WeightSource::require_whole(const std::string& name, const std::vector<int64_t>& shape,

@@ -47,8 +47,9 @@ class WeightSource {
   // Tensor parallelism (issue 41): rank `rank` of `size` reads its shard of each projection, by the tensor's name:
   // q_proj, gate_proj, up_proj (experts' and shared experts' too), sinks and lm_head by output rows (block `rank` of
   // `size`); k_proj and v_proj by whole KV heads (each rank's head, replicated when there are fewer heads than
-  // ranks); o_proj and down_proj by input columns; their biases on rank 0 alone (zeros elsewhere: the all-reduce adds
-  // them once); everything else whole. require() and info() take and give the rank's shape.
+  // ranks); o_proj and down_proj by input columns; gpt-oss's stacked experts along their intermediate axis; the
+  // biases of o/down projections on rank 0 alone (zeros elsewhere: the all-reduce adds them once); everything else
+  // whole. require() and info() take and give the rank's shape.
   struct Shard {
     int32_t rank = 0, size = 1;
     int32_t num_kv_heads = 0, head_dim = 0;  // the whole model's

@@ -16,9 +16,8 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
   RS_CHECK(!config.embedding, "tensor parallelism serves generation models; {} is an embedding model", arch);
   RS_CHECK(config.num_layers_of(loader::LayerKind::kLinearAttention) == 0,
            "tensor parallelism does not split gated-delta-net layers yet ({}): use --tensor-parallel-size 1", arch);
-  RS_CHECK(arch != "GptOssForCausalLM",
-           "tensor parallelism does not split gpt-oss's fused experts yet: use --tensor-parallel-size 1");
-  RS_CHECK(config.quantization.method == loader::QuantMethod::kNone,
+  RS_CHECK(config.quantization.method == loader::QuantMethod::kNone ||
+               (config.quantization.method == loader::QuantMethod::kMxfp4 && arch == "GptOssForCausalLM"),
            "tensor parallelism splits f32/bf16/f16 checkpoints; {} weights are not split yet",
            config.quantization.method_name);
   const auto split = [&](int32_t value, const char* what) {
@@ -31,6 +30,10 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
            "{} KV heads cannot be split over {} ranks (one must divide the other)", config.num_kv_heads, size);
   out.num_kv_heads = std::max(config.num_kv_heads / size, 1);
   if (config.intermediate_size > 0) out.intermediate_size = split(config.intermediate_size, "intermediate_size");
+  // gpt-oss's MXFP4 experts: a rank's share of down_proj's inputs must be whole 32-value blocks.
+  RS_CHECK(config.quant_method != "mxfp4" || out.intermediate_size % 32 == 0,
+           "{}'s MXFP4 experts split over {} ranks leave {} intermediate values per rank, not whole 32-value blocks",
+           arch, size, out.intermediate_size);
   if (config.moe_intermediate_size > 0)
     out.moe_intermediate_size = split(config.moe_intermediate_size, "moe_intermediate_size");
   if (config.shared_expert_intermediate_size > 0)

@@ -15,7 +15,8 @@ namespace rs::model {
 
 // Rank `rank`'s config: its share of the attention heads (whole KV heads, replicated where there are fewer than
 // ranks), of the MLP, expert and shared-expert widths. Refuses, with the reason, what tensor parallelism does not
-// split yet (gated delta nets, gpt-oss's fused experts, quantized checkpoints, EAGLE-3 heads, embedding models).
+// split yet (gated delta nets, quantized checkpoints other than gpt-oss's MXFP4 experts, EAGLE-3 heads, embedding
+// models).
 loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size);
 
 class TensorParallelModel : public Model {

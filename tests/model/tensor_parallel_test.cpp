@@ -88,8 +88,42 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
 }
 
 // llama: 2 KV heads, so 4 ranks replicate them; qwen3: a tied head (the embedding's rows split) and q/k norms;
-// qwen3_moe: experts split by their width; llama_bf16: bf16 weights.
-INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest, ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe"));
+// qwen3_moe: experts split by their width; llama_bf16: bf16 weights; gpt_oss: windows, sinks, attention biases and
+// stacked clamped-SwiGLU experts with biases.
+INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
+                         ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss"));
+
+// gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
+// its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
+TEST(TensorParallel, GptOssMxfp4ExpertsSplitByBlocks) {
+  const fs::path dir = fs::temp_directory_path() / "rs_tp_gpt_oss_mxfp4";
+  fs::create_directories(dir);
+  {
+    std::ifstream in(fixture("gpt_oss_mxfp4") / "config.json");
+    json config = json::parse(in);
+    config["intermediate_size"] = 128;
+    std::ofstream(dir / "config.json") << config.dump();
+  }
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<int32_t> whole;
+  for (int32_t tp : {1, 2, 4}) {
+    engine::EngineConfig config;
+    config.num_threads = 2;
+    config.exact_f32 = true;
+    config.load_format = "dummy";
+    config.kv_cache_gb = 0.06;  // the whole budget: four ranks hold a replica of a KV head each
+    config.context_length = 256;
+    config.tensor_parallel_size = tp;
+    serving::Driver driver(dir.string(), config, sched::SchedulerConfig{}, serving::DriverOptions{});
+    const std::vector<int32_t> tokens = driver.generate(prompt, engine::SamplingParams{.temperature = 0.0f}, 16).tokens;
+    ASSERT_EQ(tokens.size(), 16u);
+    if (tp == 1)
+      whole = tokens;
+    else
+      EXPECT_EQ(tokens, whole) << "tp " << tp;
+  }
+  fs::remove_all(dir);
+}
 
 TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   engine::EngineConfig config;
@@ -103,6 +137,12 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
     EXPECT_NE(std::string(e.what()).find("does not split over 3 ranks"), std::string::npos) << e.what();
   }
   config.tensor_parallel_size = 2;
+  try {
+    engine::Engine engine(fixture("gpt_oss_mxfp4"), config);  // 96 = 48 + 48: not whole MXFP4 blocks
+    FAIL() << "MXFP4 experts were split inside a block";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("32-value blocks"), std::string::npos) << e.what();
+  }
   try {
     engine::Engine engine(fixture("qwen3_next"), config);
     FAIL() << "a gated-delta-net model was split";
