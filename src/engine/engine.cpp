@@ -156,7 +156,9 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   // An EAGLE-3 target's feature cache: an f32 row per slot of the full-attention group, within the same budget.
   kv_config.extra_bytes_per_full_slot =
       config_.capture_hidden_layers.size() * static_cast<size_t>(model_config_.hidden_size) * sizeof(float);
-  const state::StateGeometry state_geometry = state_geometry_of(model_config_);
+  // Each rank holds the state of its own gated-delta-net heads.
+  const state::StateGeometry state_geometry =
+      state_geometry_of(tp > 1 ? model::rank_config(model_config_, 0, tp) : model_config_);
   // On a device, scratch reaches its final size before the KV pool takes what is left (memory_profile.cpp). A host's
   // budget is a fifth of free RAM, and a largest step on the CPU would cost minutes of start-up for a large model.
   if (!backend_->device().is_cpu() && !model_config_.is_eagle3()) profile_memory(kv_config, state_geometry);
@@ -167,8 +169,13 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   if (kv_config.dtype == DType::kF8E4M3) apply_kv_cache_scales();
   if (auto* split = dynamic_cast<model::TensorParallelModel*>(model_.get()))
     for (int32_t rank = 1; rank < tp; ++rank) {
-      rank_kv_pools_.push_back(std::make_unique<kv::KvPool>(split->rank_backend(rank), kv_config));
-      split->set_rank_memory(rank, model::StepMemory{*rank_kv_pools_.back(), nullptr});
+      Backend& rank_backend = split->rank_backend(rank);
+      rank_kv_pools_.push_back(std::make_unique<kv::KvPool>(rank_backend, kv_config));
+      rank_state_pools_.push_back(
+          std::make_unique<state::StatePool>(rank_backend, state_geometry, state_pool_->num_slots()));
+      split->set_rank_memory(
+          rank, model::StepMemory{*rank_kv_pools_.back(),
+                                  state_pool_->num_slots() > 0 ? rank_state_pools_.back().get() : nullptr});
     }
   memory_ = std::make_unique<model::StepMemory>(
       model::StepMemory{*kv_pool_, state_pool_->num_slots() > 0 ? state_pool_.get() : nullptr});
@@ -374,7 +381,12 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
     graphs_.clear();
     capture_decode_graphs();
   }
-  for (const auto& [from, to] : batch.state_copies) state_pool_->copy_slot(*backend_, from, to);
+  for (const auto& [from, to] : batch.state_copies) {
+    state_pool_->copy_slot(*backend_, from, to);
+    for (size_t rank = 1; rank <= rank_state_pools_.size(); ++rank)
+      rank_state_pools_[rank - 1]->copy_slot(
+          dynamic_cast<model::TensorParallelModel&>(*model_).rank_backend(static_cast<int32_t>(rank)), from, to);
+  }
   Tensor logits(logits_.data(), DType::kF32, {std::max(rows, graph_size), vocab}, backend_->device());
   // Graphs (and the memory profile) plan attention for the context length, so its split scratch takes its final size.
   const model::StepInputs inputs =

@@ -164,8 +164,9 @@ class Engine {
   Buffer bitmask_device_;          // [rows, ceil(vocab / 32)] u32, grown to the largest constrained step
   std::vector<uint32_t> bitmask_host_;
   // Tensor parallelism: the KV pools of ranks 1..N-1 (rank 0's is kv_pool_), on their ranks' backends; destroyed
-  // before the model that owns those backends.
+  // before the model that owns those backends. Their slots and pages follow rank 0's (the scheduler's) one for one.
   std::vector<std::unique_ptr<kv::KvPool>> rank_kv_pools_;
+  std::vector<std::unique_ptr<state::StatePool>> rank_state_pools_;  // gated-delta-net state of ranks 1..N-1
 };
 
 }  // namespace rs::engine

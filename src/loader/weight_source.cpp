@@ -31,7 +31,7 @@ uint64_t mix(uint64_t& state) {
 // How a rank's shard of a tensor is cut from the whole (WeightSource::Shard): block `rank` of `size` along `axis`
 // (negative: from the end), whole KV heads along axis 0, or the whole tensor on rank 0 and zeros elsewhere.
 struct ShardCut {
-  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly } kind = kWhole;
+  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly, kQkvSections } kind = kWhole;
   int axis = 0;
 };
 
@@ -53,6 +53,14 @@ ShardCut shard_cut(const std::string& name) {
   if (ends_with(name, "experts.down_proj_blocks") || ends_with(name, "experts.down_proj_scales"))
     return {ShardCut::kBlock, 2};
   if (ends_with(name, "experts.down_proj_bias")) return {ShardCut::kRankZeroOnly, 0};
+  // Gated delta nets (linear_attn.): per-key-head groups and value heads in blocks, q | k | v sections in blocks each.
+  for (const char* suffix :
+       {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight", "linear_attn.in_proj_z.weight",
+        "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight", "linear_attn.A_log", "linear_attn.dt_bias"})
+    if (ends_with(name, suffix)) return {ShardCut::kBlock, 0};
+  if (ends_with(name, "linear_attn.out_proj.weight")) return {ShardCut::kBlock, 1};
+  if (ends_with(name, "linear_attn.in_proj_qkv.weight") || ends_with(name, "linear_attn.conv1d.weight"))
+    return {ShardCut::kQkvSections, 0};
   return {};
 }
 
@@ -101,7 +109,8 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
   const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
   const int rank_axis = cut.axis < 0 ? static_cast<int>(out.shape.size()) + cut.axis : cut.axis;
-  if (cut.kind == ShardCut::kBlock && rank_axis >= 0 && rank_axis < static_cast<int>(out.shape.size()))
+  if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections) && rank_axis >= 0 &&
+      rank_axis < static_cast<int>(out.shape.size()))
     out.shape[rank_axis] /= shard_.size;
   if (cut.kind == ShardCut::kKvHeads && !out.shape.empty())
     out.shape[0] = shard_.num_kv_heads >= shard_.size ? out.shape[0] / shard_.size : shard_.head_dim;
@@ -114,6 +123,11 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 }
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
+  if (shard_.size > 1)
+    for (const char* suffix :
+         {".scales", ".biases", ".qweight", ".qzeros", ".g_idx", "weight_scale", "weight_scale_inv", "input_scale"})
+      RS_CHECK(!ends_with(name, suffix),
+               "tensor parallelism does not split quantized weights yet ('{}'): use --tensor-parallel-size 1", name);
   const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
   if (cut.kind == ShardCut::kWhole) return require_whole(name, shape, dtype);
   const int ndim = static_cast<int>(shape.size());
@@ -122,9 +136,21 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
   const int64_t rank = shard_.rank, ranks = shard_.size;
   std::vector<int64_t> whole = shape;
   int64_t first = 0;  // the rank's first index along `axis`
+  // kQkvSections: the rank's block of each of the q, k and v sections along axis 0, [whole start, rank rows).
+  std::vector<std::pair<int64_t, int64_t>> sections;
   if (cut.kind == ShardCut::kBlock) {
     whole[axis] = shape[axis] * ranks;
     first = shape[axis] * rank;
+  } else if (cut.kind == ShardCut::kQkvSections) {
+    const int64_t key = shard_.linear_key_dim, value = shard_.linear_value_dim;
+    RS_CHECK(key % ranks == 0 && value % ranks == 0 && shape[0] * ranks == 2 * key + value,
+             "tensor '{}': {} rows is no rank's share of q | k | v ({} + {} + {})", name, shape[0], key, key, value);
+    whole[0] = 2 * key + value;
+    int64_t start = 0;
+    for (const int64_t width : {key, key, value}) {
+      sections.emplace_back(start + width / ranks * rank, width / ranks);
+      start += width;
+    }
   } else if (cut.kind == ShardCut::kKvHeads) {
     const int64_t heads = shard_.num_kv_heads, hd = shard_.head_dim;
     whole[0] = heads * hd;
@@ -142,7 +168,7 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
   for (int d = axis + 1; d < ndim; ++d) inner *= shape[d];
   const int64_t run = shape[axis] * inner, stride = whole[axis] * inner, bytes = outer * run;
   void* data = full.data();
-  if (cut.kind != ShardCut::kRankZeroOnly && axis == 0 && checkpoint_) {
+  if (cut.kind != ShardCut::kRankZeroOnly && cut.kind != ShardCut::kQkvSections && axis == 0 && checkpoint_) {
     data = static_cast<char*>(full.data()) + first * inner;  // leading rows: a view of the mapped file
   } else if (cut.kind != ShardCut::kRankZeroOnly || rank != 0) {
     // Inner axes, rank-zero-only tensors elsewhere (zeros) and dummy tensors (whose whole buffer is dropped): a copy.
@@ -151,6 +177,11 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
     const auto* in = static_cast<const char*>(full.data());
     if (cut.kind == ShardCut::kRankZeroOnly) {
       std::memset(out, 0, bytes);
+    } else if (cut.kind == ShardCut::kQkvSections) {
+      for (const auto& [start, rows] : sections) {
+        std::memcpy(out, in + start * inner, rows * inner);
+        out += rows * inner;
+      }
     } else {
       for (int64_t o = 0; o < outer; ++o) std::memcpy(out + o * run, in + o * stride + first * inner, run);
     }

@@ -50,9 +50,12 @@ class WeightSource {
   // ranks); o_proj and down_proj by input columns; gpt-oss's stacked experts along their intermediate axis; the
   // biases of o/down projections on rank 0 alone (zeros elsewhere: the all-reduce adds them once); everything else
   // whole. require() and info() take and give the rank's shape.
+  // Gated delta nets split by key heads (each with its value heads): the fused projections are grouped per key head
+  // (rows in blocks), Qwen3.5's in_proj_qkv and the conv's channels are q | k | v sections (each section in blocks).
   struct Shard {
     int32_t rank = 0, size = 1;
-    int32_t num_kv_heads = 0, head_dim = 0;  // the whole model's
+    int32_t num_kv_heads = 0, head_dim = 0;            // the whole model's
+    int64_t linear_key_dim = 0, linear_value_dim = 0;  // the whole model's gated-delta-net q/k and v widths
   };
   // A source reading the same checkpoint (or dummy values: the same ones at every size) as rank `shard.rank`.
   WeightSource sharded(const Shard& shard) const;

@@ -14,8 +14,6 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
   const std::string& arch = config.architecture;
   RS_CHECK(!config.is_eagle3(), "EAGLE-3 draft heads run unsharded: tensor parallelism applies to the target");
   RS_CHECK(!config.embedding, "tensor parallelism serves generation models; {} is an embedding model", arch);
-  RS_CHECK(config.num_layers_of(loader::LayerKind::kLinearAttention) == 0,
-           "tensor parallelism does not split gated-delta-net layers yet ({}): use --tensor-parallel-size 1", arch);
   RS_CHECK(config.quantization.method == loader::QuantMethod::kNone ||
                (config.quantization.method == loader::QuantMethod::kMxfp4 && arch == "GptOssForCausalLM"),
            "tensor parallelism splits f32/bf16/f16 checkpoints; {} weights are not split yet",
@@ -40,12 +38,17 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
     out.shared_expert_intermediate_size =
         split(config.shared_expert_intermediate_size, "shared_expert_intermediate_size");
   split(config.vocab_size, "vocab_size");  // the LM head's rows (DecoderModel::head_rows)
+  if (config.num_layers_of(loader::LayerKind::kLinearAttention) > 0) {
+    // Gated delta nets: whole key heads per rank, each with its value heads.
+    out.linear.num_key_heads = split(config.linear.num_key_heads, "linear_num_key_heads");
+    out.linear.num_value_heads = split(config.linear.num_value_heads, "linear_num_value_heads");
+  }
   return out;
 }
 
 TensorParallelModel::TensorParallelModel(const loader::ModelConfig& config, int32_t size,
                                          const BackendOptions& rank_options)
-    : rank_options_(rank_options), kv_heads_(config.num_kv_heads), head_dim_(config.head_dim) {
+    : rank_options_(rank_options), whole_(config) {
   auto comms = make_in_process_group(size);
   for (int32_t r = 0; r < size; ++r) {
     Rank rank;
@@ -71,7 +74,8 @@ void TensorParallelModel::load(loader::WeightSource& weights, Backend& backend, 
   for (int32_t r = 0; r < size(); ++r) {
     Rank& rank = ranks_[r];
     if (r > 0) rank.backend = make_backend("cpu", rank_options_);
-    rank.weights = std::make_unique<loader::WeightSource>(weights.sharded({r, size(), kv_heads_, head_dim_}));
+    rank.weights = std::make_unique<loader::WeightSource>(weights.sharded(
+        {r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(), whole_.linear.value_dim()}));
     const auto rank_progress = [&, r](const std::string& what, double fraction) {
       if (progress) progress(what, (r + fraction) / size());
     };

@@ -14,9 +14,9 @@
 namespace rs::model {
 
 // Rank `rank`'s config: its share of the attention heads (whole KV heads, replicated where there are fewer than
-// ranks), of the MLP, expert and shared-expert widths. Refuses, with the reason, what tensor parallelism does not
-// split yet (gated delta nets, quantized checkpoints other than gpt-oss's MXFP4 experts, EAGLE-3 heads, embedding
-// models).
+// ranks), of the gated delta nets' key and value heads, of the MLP, expert and shared-expert widths. Refuses, with the
+// reason, what tensor parallelism does not split yet (quantized checkpoints other than gpt-oss's MXFP4 experts, EAGLE-3
+// heads, embedding models).
 loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size);
 
 class TensorParallelModel : public Model {
@@ -49,7 +49,7 @@ class TensorParallelModel : public Model {
     std::unique_ptr<StepMemory> memory;  // ranks >= 1
   };
   BackendOptions rank_options_;
-  int32_t kv_heads_ = 0, head_dim_ = 0;  // the whole model's
+  loader::ModelConfig whole_;  // the unsplit model's
   std::vector<Rank> ranks_;
 };
 
