@@ -106,10 +106,11 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
 // qwen3_moe: experts split by their width; llama_bf16: bf16 weights; gpt_oss: windows, sinks, attention biases and
 // stacked clamped-SwiGLU experts with biases; qwen3_next (fused projections grouped per key head, gated attention,
 // MoE with a shared expert) and qwen3_5 (q | k | v sections): gated delta nets split by key heads, their recurrent
-// state in each rank's own pool (copied with rank 0's when the prefix cache snapshots it).
+// state in each rank's own pool (copied with rank 0's when the prefix cache snapshots it); qwen3_5_moe: the same with
+// MoE and a shared expert, from a nested (text_config) config.
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "qwen3_next",
-                                           "qwen3_5"));
+                                           "qwen3_5", "qwen3_5_moe"));
 
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
