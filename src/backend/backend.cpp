@@ -28,6 +28,10 @@ void Backend::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, cons
 void Backend::gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, Tensor) {
   RS_FAIL("backend {} has no gated-delta-net kernels (gated_rms_norm)", name());
 }
+void Backend::embedding_shard(const Tensor& table, const Tensor& ids, int64_t first_id, int64_t vocab, Tensor out) {
+  RS_CHECK(first_id == 0 && vocab == table.dim(0), "backend {} looks embeddings up only in whole tables", name());
+  embedding(table, ids, out);
+}
 void Backend::embedding_affine(const LinearWeight&, const Tensor&, Tensor) {
   RS_FAIL("backend {} looks embeddings up only from tables prepare_embedding made", name());
 }

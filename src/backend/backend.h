@@ -188,6 +188,9 @@ class Backend {
   virtual DType linear_input_dtype(int64_t rows) const { return DType::kF32; }
   // out[t] = table[ids[t]] (table f32/bf16 [V, H])
   virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+  // Tensor parallelism's vocabulary shard: `table` holds rows [first_id, first_id + rows) of a `vocab`-row table; ids
+  // outside it give zero rows (the ranks' lookups are then summed). The default takes only a whole table.
+  virtual void embedding_shard(const Tensor& table, const Tensor& ids, int64_t first_id, int64_t vocab, Tensor out);
   // The same from an integer (LinearWeight::kAffine) table [vocab, hidden]: rows exactly dequantized to f32 as they
   // are read (MLX checkpoints quantize the embedding); CPU and CUDA have one. A backend without it turns the table
   // into one its embedding() reads in prepare_embedding, and never gets this call.

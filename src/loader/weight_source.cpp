@@ -36,8 +36,8 @@ struct ShardCut {
 };
 
 ShardCut shard_cut(const std::string& name) {
-  for (const char* suffix :
-       {"q_proj.weight", "q_proj.bias", "gate_proj.weight", "up_proj.weight", "self_attn.sinks", "lm_head.weight"})
+  for (const char* suffix : {"q_proj.weight", "q_proj.bias", "gate_proj.weight", "up_proj.weight", "self_attn.sinks",
+                             "lm_head.weight", "embed_tokens.weight"})
     if (ends_with(name, suffix)) return {ShardCut::kBlock, 0};
   for (const char* suffix : {"k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias"})
     if (ends_with(name, suffix)) return {ShardCut::kKvHeads, 0};

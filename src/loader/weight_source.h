@@ -45,10 +45,10 @@ class WeightSource {
   bool is_dummy() const { return checkpoint_ == nullptr; }
 
   // Tensor parallelism (issue 41): rank `rank` of `size` reads its shard of each projection, by the tensor's name:
-  // q_proj, gate_proj, up_proj (experts' and shared experts' too), sinks and lm_head by output rows (block `rank` of
-  // `size`); k_proj and v_proj by whole KV heads (each rank's head, replicated when there are fewer heads than
-  // ranks); o_proj and down_proj by input columns; gpt-oss's stacked experts along their intermediate axis; the
-  // biases of o/down projections on rank 0 alone (zeros elsewhere: the all-reduce adds them once); everything else
+  // q_proj, gate_proj, up_proj (experts' and shared experts' too), sinks, lm_head and embed_tokens by output rows
+  // (block `rank` of `size`); k_proj and v_proj by whole KV heads (each rank's head, replicated when there are fewer
+  // heads than ranks); o_proj and down_proj by input columns; gpt-oss's stacked experts along their intermediate axis;
+  // the biases of o/down projections on rank 0 alone (zeros elsewhere: the all-reduce adds them once); everything else
   // whole. require() and info() take and give the rank's shape.
   // Gated delta nets split by key heads (each with its value heads): the fused projections are grouped per key head
   // (rows in blocks), Qwen3.5's in_proj_qkv and the conv's channels are q | k | v sections (each section in blocks).

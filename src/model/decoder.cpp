@@ -206,7 +206,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   RS_CHECK(config_.num_layers_of(loader::LayerKind::kLinearAttention) == 0 || backend.supports_recurrent_state(),
            "{} has gated-delta-net (linear attention) layers, which backend {} cannot run yet (use --backend cpu)",
            config_.architecture, backend.name());
-  const int64_t hidden = config_.hidden_size, vocab = config_.vocab_size;
+  const int64_t hidden = config_.hidden_size;
   // A base model saved on its own (an embedding checkpoint: Qwen3Model) names its tensors without the "model." prefix.
   std::string root = config_.weight_prefix;
   if (!weights.contains(root + "embed_tokens.weight") && weights.contains("embed_tokens.weight")) {
@@ -225,7 +225,8 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
     norms_stored_shifted_ = conv && conv->shape.size() == 3 && conv->shape[2] == 1 && conv->shape[1] > 1;
     break;
   }
-  const LinearWeight embedding_as_head = linears(weights).embedding(root + "embed_tokens", vocab, hidden);
+  // Tensor parallelism: the rank's block of the vocabulary (head_rows()), looked up by embedding_shard.
+  const LinearWeight embedding_as_head = linears(weights).embedding(root + "embed_tokens", head_rows(), hidden);
   const bool quantized_table = embedding_as_head.format != LinearWeight::Format::kDense;
   if (quantized_table)
     embed_codes_ = embedding_as_head;  // looked up from its codes (Backend::embedding_affine)
@@ -254,13 +255,7 @@ void DecoderModel::load(loader::WeightSource& weights, Backend& backend, const P
   if (config_.embedding) {
     lm_head_ = LinearWeight{};
   } else if (config_.tie_word_embeddings) {
-    lm_head_ = embedding_as_head;
-    if (head_rows() != vocab) {  // tensor parallelism: the rank's block of the table's rows
-      RS_CHECK(!quantized_table, "tensor parallelism over a quantized tied embedding is not supported");
-      const int64_t first = comm_->rank() * head_rows();
-      lm_head_.weight = lm_head_.weight.slice_rows(first, first + head_rows());
-      lm_head_.out_features = head_rows();
-    }
+    lm_head_ = embedding_as_head;  // with tensor parallelism, the rank's block of the vocabulary either way
   } else {
     lm_head_ = dense(weights, "lm_head.weight", head_rows(), hidden, /*quantizable=*/false);
   }
@@ -489,10 +484,14 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   const float eps = static_cast<float>(config_.rms_norm_eps);
 
   // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
-  if (embed_codes_.format == LinearWeight::Format::kAffine)
+  if (embed_codes_.format == LinearWeight::Format::kAffine) {
     backend_->embedding_affine(embed_codes_, inputs.token_ids, x);
-  else
+  } else if (head_rows() != config_.vocab_size) {  // tensor parallelism: each rank's rows, summed
+    backend_->embedding_shard(embed_tokens_, inputs.token_ids, comm_->rank() * head_rows(), config_.vocab_size, x);
+    comm_->all_reduce_sum(x);
+  } else {
     backend_->embedding(embed_tokens_, inputs.token_ids, x);
+  }
   backend_->rms_norm(x, layers_[0].input_norm, eps, false, h);
   for (int32_t layer = 0; layer < config_.num_layers; ++layer) {
     capture(layer, x, inputs);

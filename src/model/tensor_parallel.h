@@ -1,6 +1,7 @@
 // Tensor parallelism of one model over `size` ranks (issue 41): each rank a DecoderModel built from its share of the
 // config (rank_config) and loaded from WeightSource::sharded; column-parallel q/k/v/gate/up, row-parallel o/down
-// whose outputs the ranks sum, the LM head split by vocabulary and gathered on rank 0. Here the ranks are threads of
+// whose outputs the ranks sum, the embedding split by vocabulary (lookups summed), the LM head split by vocabulary
+// and gathered on rank 0. Here the ranks are threads of
 // this process on CPU backends of their own and the sums an in-process all-reduce (make_in_process_group): the
 // sharding math, proven on CPUs, that a multi-GPU build runs over NCCL.
 #pragma once

@@ -103,6 +103,9 @@ void CpuBackend::prepare_linear(LinearWeight& w, std::vector<Buffer>& keep_alive
 void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
   cpu::embedding(pool_, table, ids, out);
 }
+void CpuBackend::embedding_shard(const Tensor& table, const Tensor& ids, int64_t first_id, int64_t vocab, Tensor out) {
+  cpu::embedding(pool_, table, ids, out, first_id, vocab);
+}
 void CpuBackend::embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out) {
   RS_CHECK(table.format == LinearWeight::Format::kAffine && table.input_order.empty() &&
                out.numel() == ids.numel() * table.in_features,

@@ -6,7 +6,10 @@
 
 namespace rs::cpu {
 
-void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor out);
+// Rows of `table` for `ids`. A vocabulary shard (tensor parallelism): `table` holds rows [first_id, first_id + rows)
+// of a `vocab`-row table and other ids give zero rows; vocab < 0: the table is whole.
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor out, int64_t first_id = 0,
+               int64_t vocab = -1);
 void rms_norm(ThreadPool& pool, const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out);
 void add(ThreadPool& pool, const Tensor& a, const Tensor& b, Tensor out);
 void silu_mul(ThreadPool& pool, const Tensor& gate_up, Tensor out);

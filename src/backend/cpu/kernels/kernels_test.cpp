@@ -21,6 +21,21 @@ std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+// A vocabulary shard (tensor parallelism): its rows for its ids, zeros for the others' ids, errors past the vocabulary.
+TEST(CpuKernels, EmbeddingShardOfTheVocabulary) {
+  ThreadPool pool(2);
+  std::vector<float> rows = {1, 2, 3, 4, 5, 6};  // ids 2 and 3 of a 6-id vocabulary, 3 wide
+  const Tensor table(rows.data(), DType::kF32, {2, 3});
+  std::vector<int32_t> ids = {0, 2, 3, 5};
+  std::vector<float> out(12, -1.0f);
+  embedding(pool, table, Tensor(ids.data(), DType::kI32, {4}), Tensor(out.data(), DType::kF32, {4, 3}), 2, 6);
+  EXPECT_EQ(out, (std::vector<float>{0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 0, 0}));
+  ids = {6};
+  EXPECT_THROW(
+      embedding(pool, table, Tensor(ids.data(), DType::kI32, {1}), Tensor(out.data(), DType::kF32, {1, 3}), 2, 6),
+      Error);
+}
+
 TEST(CpuKernels, LinearBf16MatchesNaiveForAllBatchSizes) {
   ThreadPool pool(2);
   for (auto [in, out] : {std::pair<int64_t, int64_t>{96, 40}, {100, 43}}) {  // 100, 43: ragged inputs and row blocks

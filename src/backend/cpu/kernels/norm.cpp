@@ -8,13 +8,20 @@
 
 namespace rs::cpu {
 
-void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor out) {
-  const int64_t hidden = table.dim(1), vocab = table.dim(0);
+void embedding(ThreadPool& pool, const Tensor& table, const Tensor& ids, Tensor out, int64_t first_id, int64_t vocab) {
+  const int64_t hidden = table.dim(1), rows = table.dim(0);
+  if (vocab < 0) vocab = rows;
   const int32_t* id = ids.data_as<int32_t>();
   for (int64_t t = 0; t < ids.numel(); ++t)
     RS_CHECK(id[t] >= 0 && id[t] < vocab, "token id {} outside the vocabulary of {}", id[t], vocab);
   pool.parallel_for(ids.numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) load_row(table, id[t], out.data_as<float>() + t * hidden, hidden);
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = out.data_as<float>() + t * hidden;
+      if (id[t] >= first_id && id[t] < first_id + rows)
+        load_row(table, id[t] - first_id, row, hidden);
+      else
+        std::fill(row, row + hidden, 0.0f);
+    }
   });
 }
 
