@@ -32,6 +32,11 @@ void Backend::embedding_shard(const Tensor& table, const Tensor& ids, int64_t fi
   RS_CHECK(first_id == 0 && vocab == table.dim(0), "backend {} looks embeddings up only in whole tables", name());
   embedding(table, ids, out);
 }
+void Backend::embedding_affine_shard(const LinearWeight& table, const Tensor& ids, int64_t first_id, int64_t vocab,
+                                     Tensor out) {
+  RS_CHECK(first_id == 0 && vocab == table.out_features, "backend {} looks embeddings up only in whole tables", name());
+  embedding_affine(table, ids, out);
+}
 void Backend::embedding_affine(const LinearWeight&, const Tensor&, Tensor) {
   RS_FAIL("backend {} looks embeddings up only from tables prepare_embedding made", name());
 }

@@ -195,6 +195,10 @@ class Backend {
   // are read (MLX checkpoints quantize the embedding); CPU and CUDA have one. A backend without it turns the table
   // into one its embedding() reads in prepare_embedding, and never gets this call.
   virtual void embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out);
+  // embedding_affine over a vocabulary shard (rows [first_id, first_id + out_features) of `vocab`), as
+  // embedding_shard. The default takes only a whole table.
+  virtual void embedding_affine_shard(const LinearWeight& table, const Tensor& ids, int64_t first_id, int64_t vocab,
+                                      Tensor out);
   // Called once for an integer embedding table, on the host before upload: may replace it by a dense host table
   // (memory in keep_alive) that embedding() reads.
   virtual void prepare_embedding(LinearWeight& table, std::vector<Buffer>& keep_alive) {}

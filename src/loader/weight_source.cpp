@@ -29,19 +29,30 @@ uint64_t mix(uint64_t& state) {
 }
 
 // How a rank's shard of a tensor is cut from the whole (WeightSource::Shard): block `rank` of `size` along `axis`
-// (negative: from the end), whole KV heads along axis 0, or the whole tensor on rank 0 and zeros elsewhere.
+// (kRows: a matrix's rows, the second axis from the end, stacked experts [E, out, in] too, or a vector's one axis;
+// kColumns: the last axis; otherwise an axis from the front), whole KV heads along axis 0, or the whole tensor on
+// rank 0 and zeros elsewhere.
+constexpr int kRows = -2, kColumns = -1;
 struct ShardCut {
   enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly, kQkvSections } kind = kWhole;
   int axis = 0;
 };
 
-ShardCut shard_cut(const std::string& name) {
+int resolve_axis(int axis, int ndim) {
+  if (axis == kRows) return ndim >= 2 ? ndim - 2 : 0;
+  return axis < 0 ? ndim + axis : axis;
+}
+
+ShardCut shard_cut(std::string name) {
+  // Integer weights' (MLX, GGUF) scales and biases [out, in / group] follow their codes [out, in * bits / 32].
+  for (std::string_view companion : {".scales", ".biases"})
+    if (ends_with(name, companion)) name = name.substr(0, name.size() - companion.size()) + ".weight";
   for (const char* suffix : {"q_proj.weight", "q_proj.bias", "gate_proj.weight", "up_proj.weight", "self_attn.sinks",
                              "lm_head.weight", "embed_tokens.weight"})
-    if (ends_with(name, suffix)) return {ShardCut::kBlock, 0};
+    if (ends_with(name, suffix)) return {ShardCut::kBlock, kRows};
   for (const char* suffix : {"k_proj.weight", "k_proj.bias", "v_proj.weight", "v_proj.bias"})
     if (ends_with(name, suffix)) return {ShardCut::kKvHeads, 0};
-  if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) return {ShardCut::kBlock, 1};
+  if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) return {ShardCut::kBlock, kColumns};
   if (ends_with(name, "o_proj.bias") || ends_with(name, "down_proj.bias")) return {ShardCut::kRankZeroOnly, 0};
   // gpt-oss's stacked experts: gate_up [E, H, 2I] (gate and up interleaved, so a block keeps its pairs) or MXFP4
   // blocks [E, 2I, H/32, 16]; down [E, I, H] or MXFP4 [E, H, I/32, 16]; biases [E, 2I] and [E, H].
@@ -57,8 +68,8 @@ ShardCut shard_cut(const std::string& name) {
   for (const char* suffix :
        {"linear_attn.in_proj_qkvz.weight", "linear_attn.in_proj_ba.weight", "linear_attn.in_proj_z.weight",
         "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight", "linear_attn.A_log", "linear_attn.dt_bias"})
-    if (ends_with(name, suffix)) return {ShardCut::kBlock, 0};
-  if (ends_with(name, "linear_attn.out_proj.weight")) return {ShardCut::kBlock, 1};
+    if (ends_with(name, suffix)) return {ShardCut::kBlock, kRows};
+  if (ends_with(name, "linear_attn.out_proj.weight")) return {ShardCut::kBlock, kColumns};
   if (ends_with(name, "linear_attn.in_proj_qkv.weight") || ends_with(name, "linear_attn.conv1d.weight"))
     return {ShardCut::kQkvSections, 0};
   return {};
@@ -108,10 +119,15 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
   const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
-  const int rank_axis = cut.axis < 0 ? static_cast<int>(out.shape.size()) + cut.axis : cut.axis;
+  const int rank_axis = resolve_axis(cut.axis, static_cast<int>(out.shape.size()));
   if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections) && rank_axis >= 0 &&
-      rank_axis < static_cast<int>(out.shape.size()))
+      rank_axis < static_cast<int>(out.shape.size())) {
+    RS_CHECK(out.shape[rank_axis] % shard_.size == 0,
+             "tensor '{}' of shape {} does not split over {} ranks along axis {} (integer weights: a rank's inputs "
+             "must be whole groups)",
+             name, shape_text(out.shape), shard_.size, rank_axis);
     out.shape[rank_axis] /= shard_.size;
+  }
   if (cut.kind == ShardCut::kKvHeads && !out.shape.empty())
     out.shape[0] = shard_.num_kv_heads >= shard_.size ? out.shape[0] / shard_.size : shard_.head_dim;
   return out;
@@ -124,14 +140,13 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
   if (shard_.size > 1)
-    for (const char* suffix :
-         {".scales", ".biases", ".qweight", ".qzeros", ".g_idx", "weight_scale", "weight_scale_inv", "input_scale"})
+    for (const char* suffix : {".qweight", ".qzeros", ".g_idx", "weight_scale", "weight_scale_inv", "input_scale"})
       RS_CHECK(!ends_with(name, suffix),
                "tensor parallelism does not split quantized weights yet ('{}'): use --tensor-parallel-size 1", name);
   const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
   if (cut.kind == ShardCut::kWhole) return require_whole(name, shape, dtype);
   const int ndim = static_cast<int>(shape.size());
-  const int axis = cut.axis < 0 ? ndim + cut.axis : cut.axis;
+  const int axis = resolve_axis(cut.axis, ndim);
   RS_CHECK(axis >= 0 && axis < ndim, "tensor '{}' of shape {} cannot be sharded", name, shape_text(shape));
   const int64_t rank = shard_.rank, ranks = shard_.size;
   std::vector<int64_t> whole = shape;

@@ -484,7 +484,11 @@ void DecoderModel::forward(const StepInputs& inputs, StepMemory& memory, Tensor 
   const float eps = static_cast<float>(config_.rms_norm_eps);
 
   // Each residual add is fused with the norm that follows it: x += proj, h = norm(x).
-  if (embed_codes_.format == LinearWeight::Format::kAffine) {
+  if (embed_codes_.format == LinearWeight::Format::kAffine && head_rows() != config_.vocab_size) {
+    backend_->embedding_affine_shard(embed_codes_, inputs.token_ids, comm_->rank() * head_rows(), config_.vocab_size,
+                                     x);
+    comm_->all_reduce_sum(x);
+  } else if (embed_codes_.format == LinearWeight::Format::kAffine) {
     backend_->embedding_affine(embed_codes_, inputs.token_ids, x);
   } else if (head_rows() != config_.vocab_size) {  // tensor parallelism: each rank's rows, summed
     backend_->embedding_shard(embed_tokens_, inputs.token_ids, comm_->rank() * head_rows(), config_.vocab_size, x);

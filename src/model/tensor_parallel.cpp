@@ -15,8 +15,9 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
   RS_CHECK(!config.is_eagle3(), "EAGLE-3 draft heads run unsharded: tensor parallelism applies to the target");
   RS_CHECK(!config.embedding, "tensor parallelism serves generation models; {} is an embedding model", arch);
   RS_CHECK(config.quantization.method == loader::QuantMethod::kNone ||
+               config.quantization.method == loader::QuantMethod::kMlxAffine ||
                (config.quantization.method == loader::QuantMethod::kMxfp4 && arch == "GptOssForCausalLM"),
-           "tensor parallelism splits f32/bf16/f16 checkpoints; {} weights are not split yet",
+           "tensor parallelism splits f32/bf16/f16, MLX and GGUF checkpoints; {} weights are not split yet",
            config.quantization.method_name);
   const auto split = [&](int32_t value, const char* what) {
     RS_CHECK(value % size == 0, "{} {} does not split over {} ranks", what, value, size);

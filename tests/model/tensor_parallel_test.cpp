@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
+#include "loader/model_folder.h"
 #include "serving/driver.h"
 
 namespace rs {
@@ -21,17 +22,38 @@ using nlohmann::json;
 // f32 everywhere: the ranks' partial sums only reorder additions (seen: <= 1e-5 against the unsplit model).
 constexpr float kLogitTolerance = 5e-4f;
 
-fs::path fixture(const std::string& name) { return fs::path(RS_SOURCE_DIR) / "tests/data/models" / name; }
+// A fixture's model folder: a GGUF fixture's file turned into one (as --model FILE.gguf does).
+fs::path fixture(const std::string& name) {
+  const fs::path dir = fs::path(RS_SOURCE_DIR) / "tests/data/models" / name;
+  if (fs::exists(dir / (name + ".gguf"))) return loader::resolve_model_folder(dir / (name + ".gguf"));
+  return dir;
+}
 
 struct Outcome {
   std::vector<std::vector<int32_t>> tokens;      // per case
   std::vector<std::vector<float>> first_logits;  // per case: the last prompt position's
 };
 
-// Every case of the fixture's golden.json twice at once, prompts prefilled 7 tokens at a time, then once more.
-Outcome run_cases(const std::string& name, int32_t tp) {
+// The fixture's cases: its golden.json's (transformers' last-position logits beside them), or, for the quantized
+// fixtures (whose reference is their dequantized twin), two prompts of 16 tokens each.
+json cases_of(const std::string& name) {
   std::ifstream in(fixture(name) / "golden.json");
-  const json ref = json::parse(in);
+  if (in) return json::parse(in);
+  json ref;
+  for (int first : {1, 40}) {
+    json c;
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < (first == 1 ? 7 : 30); ++i) prompt.push_back((first + 13 * i) % 250 + 1);
+    c["prompt_ids"] = prompt;
+    c["greedy_ids"] = std::vector<int32_t>(16, 0);  // only the count is read
+    ref["cases"].push_back(c);
+  }
+  return ref;
+}
+
+// Every case twice at once, prompts prefilled 7 tokens at a time, then once more.
+Outcome run_cases(const std::string& name, int32_t tp) {
+  const json ref = cases_of(name);
   engine::EngineConfig config;
   config.num_threads = 2;
   config.exact_f32 = true;
@@ -70,7 +92,7 @@ Outcome run_cases(const std::string& name, int32_t tp) {
     run.first_logits.push_back(got.logits.empty() ? std::vector<float>{} : got.logits[0]);
   }
   // The transformers reference of the first copy of each case.
-  for (size_t i = 0; i < ref["cases"].size(); ++i) {
+  for (size_t i = 0; i < ref["cases"].size() && ref["cases"][i].contains("last_logits"); ++i) {
     const auto expected = ref["cases"][i]["last_logits"].get<std::vector<float>>();
     EXPECT_EQ(run.first_logits[i].size(), expected.size());
     float diff = 0;
@@ -85,9 +107,11 @@ class TensorParallelTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
   const Outcome whole = run_cases(GetParam(), 1);
-  // The hybrid fixtures have 2 key heads in their gated delta nets, which do not split over 4 ranks.
-  const bool hybrid = std::string(GetParam()).starts_with("qwen3_5") || std::string(GetParam()) == "qwen3_next";
-  for (int32_t tp : hybrid ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 4}) {
+  // The hybrid fixtures have 2 key heads in their gated delta nets, which do not split over 4 ranks; the MLX ones
+  // 2 groups of 64 inputs in o_proj and down_proj.
+  const std::string name = GetParam();
+  const bool two_ranks = name.starts_with("qwen3_5") || name == "qwen3_next" || name.starts_with("qwen3_mlx");
+  for (int32_t tp : two_ranks ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 4}) {
     const Outcome split = run_cases(GetParam(), tp);
     ASSERT_EQ(split.tokens.size(), whole.tokens.size());
     float diff = 0;
@@ -107,10 +131,12 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
 // stacked clamped-SwiGLU experts with biases; qwen3_next (fused projections grouped per key head, gated attention,
 // MoE with a shared expert) and qwen3_5 (q | k | v sections): gated delta nets split by key heads, their recurrent
 // state in each rank's own pool (copied with rank 0's when the prefix cache snapshots it); qwen3_5_moe: the same with
-// MoE and a shared expert, from a nested (text_config) config.
+// MoE and a shared expert, from a nested (text_config) config. Integer weights: MLX 4- and 3-bit (the quantized
+// tied embedding split by vocabulary), GGUF K-quants and Q4_0 (scales and biases follow their codes).
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "qwen3_next",
-                                           "qwen3_5", "qwen3_5_moe"));
+                                           "qwen3_5", "qwen3_5_moe", "qwen3_mlx4", "qwen3_mlx3", "qwen3_gguf_k",
+                                           "qwen3_gguf_q4", "qwen3_5_gguf"));
 
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
@@ -163,10 +189,16 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
     EXPECT_NE(std::string(e.what()).find("32-value blocks"), std::string::npos) << e.what();
   }
   try {
-    engine::Engine engine(fixture("qwen3_mlx4"), config);
-    FAIL() << "a quantized checkpoint was split";
+    engine::Engine engine(fixture("qwen3_awq"), config);
+    FAIL() << "an AWQ checkpoint was split";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not split yet"), std::string::npos) << e.what();
+  }
+  try {
+    engine::Engine engine(fixture("qwen3_moe_mlx4"), config);  // experts' down_proj: one group of 32 inputs
+    FAIL() << "a group of integer weights was split";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be whole groups"), std::string::npos) << e.what();
   }
   config.tensor_parallel_size = 4;
   try {

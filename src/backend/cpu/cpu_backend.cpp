@@ -107,17 +107,25 @@ void CpuBackend::embedding_shard(const Tensor& table, const Tensor& ids, int64_t
   cpu::embedding(pool_, table, ids, out, first_id, vocab);
 }
 void CpuBackend::embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out) {
+  embedding_affine_shard(table, ids, 0, table.out_features, out);
+}
+void CpuBackend::embedding_affine_shard(const LinearWeight& table, const Tensor& ids, int64_t first_id, int64_t vocab,
+                                        Tensor out) {
   RS_CHECK(table.format == LinearWeight::Format::kAffine && table.input_order.empty() &&
                out.numel() == ids.numel() * table.in_features,
            "embedding_affine: ids {} of a [{}, {}] table into {}", ids.shape_string(), table.out_features,
            table.in_features, out.shape_string());
   const int32_t* id = ids.data_as<int32_t>();
   for (int64_t t = 0; t < ids.numel(); ++t)
-    RS_CHECK(id[t] >= 0 && id[t] < table.out_features, "token id {} outside the vocabulary of {}", id[t],
-             table.out_features);
+    RS_CHECK(id[t] >= 0 && id[t] < vocab, "token id {} outside the vocabulary of {}", id[t], vocab);
   pool_.parallel_for(ids.numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t)
-      cpu::decode_affine_row(table, id[t], out.data_as<float>() + t * table.in_features);
+    for (int64_t t = begin; t < end; ++t) {
+      float* row = out.data_as<float>() + t * table.in_features;
+      if (id[t] >= first_id && id[t] < first_id + table.out_features)
+        cpu::decode_affine_row(table, id[t] - first_id, row);
+      else
+        std::fill(row, row + table.in_features, 0.0f);  // another rank's id (tensor parallelism)
+    }
   });
 }
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) {

@@ -29,6 +29,8 @@ class CpuBackend final : public Backend {
 
   void embedding(const Tensor& table, const Tensor& ids, Tensor out) override;
   void embedding_shard(const Tensor& table, const Tensor& ids, int64_t first_id, int64_t vocab, Tensor out) override;
+  void embedding_affine_shard(const LinearWeight& table, const Tensor& ids, int64_t first_id, int64_t vocab,
+                              Tensor out) override;
   void embedding_affine(const LinearWeight& table, const Tensor& ids, Tensor out) override;
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, bool add_one, Tensor out) override;
   void linear(const Tensor& x, const LinearWeight& w, const Tensor& bias, Tensor out) override;
