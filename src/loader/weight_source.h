@@ -48,8 +48,9 @@ class WeightSource {
   // q_proj, gate_proj, up_proj (experts' and shared experts' too), sinks, lm_head and embed_tokens by output rows
   // (block `rank` of `size`); k_proj and v_proj by whole KV heads (each rank's head, replicated when there are fewer
   // heads than ranks); o_proj and down_proj by input columns; gpt-oss's stacked experts along their intermediate axis;
-  // the biases of o/down projections on rank 0 alone (zeros elsewhere: the all-reduce adds them once); everything else
-  // whole. require() and info() take and give the rank's shape.
+  // the biases of o/down projections on rank 0 alone (zeros elsewhere: the all-reduce adds them once); integer
+  // weights' scales and biases as their codes; everything else whole. require() and info() take and give the rank's
+  // shape.
   // Gated delta nets split by key heads (each with its value heads): the fused projections are grouped per key head
   // (rows in blocks), Qwen3.5's in_proj_qkv and the conv's channels are q | k | v sections (each section in blocks).
   struct Shard {
