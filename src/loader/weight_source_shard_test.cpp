@@ -58,12 +58,60 @@ TEST(WeightSourceShard, ColumnsOfRowParallelProjectionsAndTheirBiases) {
   }
 }
 
+TEST(WeightSourceShard, StackedExpertsAlongTheirOwnAxes) {
+  WeightSource whole = WeightSource::dummy(7, DType::kBF16);
+  // mlx_lm's switch_mlp stacks [E, out, in]: gate/up rows are axis 1, down columns axis 2.
+  const Tensor gate = whole.require("m.mlp.switch_mlp.gate_proj.weight", {3, 8, kHidden});
+  const Tensor down = whole.require("m.mlp.switch_mlp.down_proj.weight", {3, kHidden, 8});
+  // gpt-oss's gate_up [E, H, 2I]: the last axis (gate and up interleaved, so a block keeps its pairs).
+  const Tensor gate_up = whole.require("m.mlp.experts.gate_up_proj", {3, kHidden, 8});
+  WeightSource part = whole.sharded(shard(1, 2, 2));
+  const Tensor gate_1 = part.require("m.mlp.switch_mlp.gate_proj.weight", {3, 4, kHidden});
+  const Tensor down_1 = part.require("m.mlp.switch_mlp.down_proj.weight", {3, kHidden, 4});
+  const Tensor gate_up_1 = part.require("m.mlp.experts.gate_up_proj", {3, kHidden, 4});
+  for (int64_t e = 0; e < 3; ++e)
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t j = 0; j < kHidden; ++j) {
+        ASSERT_EQ(at(gate_1, (e * 4 + i) * kHidden + j), at(gate, (e * 8 + 4 + i) * kHidden + j));
+        ASSERT_EQ(at(down_1, (e * kHidden + j) * 4 + i), at(down, (e * kHidden + j) * 8 + 4 + i));
+        ASSERT_EQ(at(gate_up_1, (e * kHidden + j) * 4 + i), at(gate_up, (e * kHidden + j) * 8 + 4 + i));
+      }
+}
+
+TEST(WeightSourceShard, IntegerScalesFollowTheirCodesAndGroupsMustSplit) {
+  WeightSource whole = WeightSource::dummy(7, DType::kBF16);
+  const Tensor scales = whole.require("m.o_proj.scales", {kHidden, 4});  // 4 groups of inputs
+  WeightSource part = whole.sharded(shard(1, 2, 2));
+  const Tensor scales_1 = part.require("m.o_proj.scales", {kHidden, 2});  // columns, as o_proj.weight's
+  for (int64_t row = 0; row < kHidden; ++row)
+    for (int64_t g = 0; g < 2; ++g) ASSERT_EQ(at(scales_1, row * 2 + g), at(scales, row * 4 + 2 + g));
+  EXPECT_THROW(part.require("m.q_proj.qweight", {kHidden, 2}), Error);  // AWQ/GPTQ layouts are not split
+}
+
+TEST(WeightSourceShard, GatedDeltaNetQkvSections) {
+  // q | k | v sections of 4, 4 and 8 channels: rank 1 of 2 reads channels 2-3, 6-7 and 12-15.
+  WeightSource whole = WeightSource::dummy(7, DType::kBF16);
+  const Tensor conv = whole.require("m.linear_attn.conv1d.weight", {16, 1, 3});
+  WeightSource::Shard s = shard(1, 2, 2);
+  s.linear_key_dim = 4;
+  s.linear_value_dim = 8;
+  WeightSource part = whole.sharded(s);
+  const Tensor conv_1 = part.require("m.linear_attn.conv1d.weight", {8, 1, 3});
+  const int64_t channels[] = {2, 3, 6, 7, 12, 13, 14, 15};
+  for (int64_t c = 0; c < 8; ++c)
+    for (int64_t k = 0; k < 3; ++k) ASSERT_EQ(at(conv_1, c * 3 + k), at(conv, channels[c] * 3 + k));
+}
+
 TEST(WeightSourceShard, OtherTensorsWholeAndOneRankIsTheWhole) {
   WeightSource whole = WeightSource::dummy(7, DType::kBF16);
-  const Tensor embed = whole.require("model.embed_tokens.weight", {16, kHidden});
+  const Tensor router = whole.require("model.layers.0.mlp.gate.weight", {16, kHidden});
   WeightSource part = whole.sharded(shard(1, 2, 2));
-  const Tensor embed_1 = part.require("model.embed_tokens.weight", {16, kHidden});
-  for (int64_t i = 0; i < 16 * kHidden; ++i) ASSERT_EQ(at(embed_1, i), at(embed, i));
+  const Tensor router_1 = part.require("model.layers.0.mlp.gate.weight", {16, kHidden});
+  for (int64_t i = 0; i < 16 * kHidden; ++i) ASSERT_EQ(at(router_1, i), at(router, i));
+  // The embedding table is split by vocabulary, as the LM head.
+  const Tensor embed = whole.require("model.embed_tokens.weight", {16, kHidden});
+  const Tensor embed_1 = part.require("model.embed_tokens.weight", {8, kHidden});
+  for (int64_t i = 0; i < 8 * kHidden; ++i) ASSERT_EQ(at(embed_1, i), at(embed, 8 * kHidden + i));
   WeightSource single = whole.sharded(shard(0, 1, 2));
   const Tensor q = single.require("m.q_proj.weight", {4 * kHeadDim, kHidden});
   EXPECT_EQ(q.dim(0), 4 * kHeadDim);
