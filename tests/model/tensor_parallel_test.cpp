@@ -132,11 +132,11 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
 // MoE with a shared expert) and qwen3_5 (q | k | v sections): gated delta nets split by key heads, their recurrent
 // state in each rank's own pool (copied with rank 0's when the prefix cache snapshots it); qwen3_5_moe: the same with
 // MoE and a shared expert, from a nested (text_config) config. Integer weights: MLX 4- and 3-bit (the quantized
-// tied embedding split by vocabulary), GGUF K-quants and Q4_0 (scales and biases follow their codes).
+// tied embedding split by vocabulary), GGUF K-quants and Q4_0 (scales and biases follow their codes), a GGUF MoE.
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "qwen3_next",
                                            "qwen3_5", "qwen3_5_moe", "qwen3_mlx4", "qwen3_mlx3", "qwen3_gguf_k",
-                                           "qwen3_gguf_q4", "qwen3_5_gguf"));
+                                           "qwen3_gguf_q4", "qwen3_moe_gguf_k", "qwen3_5_gguf"));
 
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
