@@ -33,8 +33,10 @@ uint64_t mix(uint64_t& state) {
 // kColumns: the last axis; otherwise an axis from the front), whole KV heads along axis 0, or the whole tensor on
 // rank 0 and zeros elsewhere.
 constexpr int kRows = -2, kColumns = -1;
+// kKvHeads: along `axis`, whole KV heads (a block when there are at least as many heads as ranks, else the rank's one
+// head, replicated). kGroupIndex: a GPTQ g_idx cut as a block whose values become the rank's own group numbers.
 struct ShardCut {
-  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly, kQkvSections } kind = kWhole;
+  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly, kQkvSections, kGroupIndex } kind = kWhole;
   int axis = 0;
 };
 
@@ -43,7 +45,24 @@ int resolve_axis(int axis, int ndim) {
   return axis < 0 ? ndim + axis : axis;
 }
 
-ShardCut shard_cut(std::string name) {
+ShardCut shard_cut(std::string name, bool in_major);
+
+// AWQ and GPTQ store a module's tensors input-major ([in, out/8], [groups, out], ...): the rows of the weight
+// [out, in] are their last axis, its columns their first.
+ShardCut in_major_cut(const std::string& module, bool group_index) {
+  const ShardCut weight = shard_cut(module + ".weight", false);
+  if (weight.kind == ShardCut::kBlock && weight.axis == kRows)
+    return group_index ? ShardCut{} : ShardCut{ShardCut::kBlock, kColumns};
+  if (weight.kind == ShardCut::kKvHeads) return group_index ? ShardCut{} : ShardCut{ShardCut::kKvHeads, kColumns};
+  if (weight.kind == ShardCut::kBlock && weight.axis == kColumns)
+    return {group_index ? ShardCut::kGroupIndex : ShardCut::kBlock, 0};
+  return {};
+}
+
+ShardCut shard_cut(std::string name, bool in_major) {
+  if (in_major)
+    for (std::string_view part : {".qweight", ".qzeros", ".scales", ".g_idx"})
+      if (ends_with(name, part)) return in_major_cut(name.substr(0, name.size() - part.size()), part == ".g_idx");
   // Integer weights' (MLX, GGUF) scales and biases [out, in / group] follow their codes [out, in * bits / 32].
   for (std::string_view companion : {".scales", ".biases"})
     if (ends_with(name, companion)) name = name.substr(0, name.size() - companion.size()) + ".weight";
@@ -118,18 +137,18 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
   const int rank_axis = resolve_axis(cut.axis, static_cast<int>(out.shape.size()));
-  if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections) && rank_axis >= 0 &&
-      rank_axis < static_cast<int>(out.shape.size())) {
+  if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections || cut.kind == ShardCut::kGroupIndex) &&
+      rank_axis >= 0 && rank_axis < static_cast<int>(out.shape.size())) {
     RS_CHECK(out.shape[rank_axis] % shard_.size == 0,
              "tensor '{}' of shape {} does not split over {} ranks along axis {} (integer weights: a rank's inputs "
              "must be whole groups)",
              name, shape_text(out.shape), shard_.size, rank_axis);
     out.shape[rank_axis] /= shard_.size;
   }
-  if (cut.kind == ShardCut::kKvHeads && !out.shape.empty())
-    out.shape[0] = shard_.num_kv_heads >= shard_.size ? out.shape[0] / shard_.size : shard_.head_dim;
+  if (cut.kind == ShardCut::kKvHeads && rank_axis >= 0 && rank_axis < static_cast<int>(out.shape.size()))
+    out.shape[rank_axis] /= std::min<int64_t>(shard_.num_kv_heads, shard_.size);
   return out;
 }
 
@@ -140,10 +159,10 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
   if (shard_.size > 1)
-    for (const char* suffix : {".qweight", ".qzeros", ".g_idx", "weight_scale", "weight_scale_inv", "input_scale"})
+    for (const char* suffix : {"weight_scale", "weight_scale_inv", "input_scale"})
       RS_CHECK(!ends_with(name, suffix),
                "tensor parallelism does not split quantized weights yet ('{}'): use --tensor-parallel-size 1", name);
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name) : ShardCut{};
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
   if (cut.kind == ShardCut::kWhole) return require_whole(name, shape, dtype);
   const int ndim = static_cast<int>(shape.size());
   const int axis = resolve_axis(cut.axis, ndim);
@@ -153,7 +172,7 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
   int64_t first = 0;  // the rank's first index along `axis`
   // kQkvSections: the rank's block of each of the q, k and v sections along axis 0, [whole start, rank rows).
   std::vector<std::pair<int64_t, int64_t>> sections;
-  if (cut.kind == ShardCut::kBlock) {
+  if (cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kGroupIndex) {
     whole[axis] = shape[axis] * ranks;
     first = shape[axis] * rank;
   } else if (cut.kind == ShardCut::kQkvSections) {
@@ -167,11 +186,10 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
       start += width;
     }
   } else if (cut.kind == ShardCut::kKvHeads) {
-    const int64_t heads = shard_.num_kv_heads, hd = shard_.head_dim;
-    whole[0] = heads * hd;
-    RS_CHECK(shape[0] * std::min(heads, ranks) == whole[0], "tensor '{}': {} rows is no rank's share of {} KV heads",
-             name, shape[0], heads);
-    first = heads >= ranks ? shape[0] * rank : rank * heads / ranks * hd;  // replicated: the rank's one head
+    // In the tensor's own units along `axis` (rows, or packed words): the rank holds min(heads, ranks)-th of it.
+    const int64_t heads = shard_.num_kv_heads;
+    whole[axis] = shape[axis] * std::min(heads, ranks);
+    first = heads >= ranks ? shape[axis] * rank : rank * heads / ranks * shape[axis];  // replicated: its one head
   }
   const size_t loaded_before = bytes_loaded_;
   const size_t owned_before = owned_buffers_.size();
@@ -183,7 +201,8 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
   for (int d = axis + 1; d < ndim; ++d) inner *= shape[d];
   const int64_t run = shape[axis] * inner, stride = whole[axis] * inner, bytes = outer * run;
   void* data = full.data();
-  if (cut.kind != ShardCut::kRankZeroOnly && cut.kind != ShardCut::kQkvSections && axis == 0 && checkpoint_) {
+  if (cut.kind != ShardCut::kRankZeroOnly && cut.kind != ShardCut::kQkvSections && cut.kind != ShardCut::kGroupIndex &&
+      axis == 0 && checkpoint_) {
     data = static_cast<char*>(full.data()) + first * inner;  // leading rows: a view of the mapped file
   } else if (cut.kind != ShardCut::kRankZeroOnly || rank != 0) {
     // Inner axes, rank-zero-only tensors elsewhere (zeros) and dummy tensors (whose whole buffer is dropped): a copy.
@@ -199,6 +218,18 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
       }
     } else {
       for (int64_t o = 0; o < outer; ++o) std::memcpy(out + o * run, in + o * stride + first * inner, run);
+    }
+    if (cut.kind == ShardCut::kGroupIndex) {
+      // The rank's inputs must be whole groups in order (not GPTQ's act-order): renumber them from 0.
+      RS_CHECK(full.dtype() == DType::kI32, "'{}': a group index of {}", name, dtype_name(full.dtype()));
+      auto* group = static_cast<int32_t*>(buffer->data());
+      const int32_t base = group[0];
+      for (int64_t i = 0; i < shape[0]; ++i) {
+        RS_CHECK(group[i] >= base && (i == 0 || group[i] >= group[i - 1]),
+                 "'{}': act-order (desc_act) GPTQ weights do not split over ranks yet: use --tensor-parallel-size 1",
+                 name);
+        group[i] -= base;
+      }
     }
     owned_buffers_.resize(std::min(owned_buffers_.size(), owned_before));  // a dummy's whole tensor goes
     owned_buffers_.push_back(buffer);

@@ -2,6 +2,9 @@
 // row-parallel projections on rank 0 alone, the rest whole; checkpoints and dummy values alike.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "loader/weight_source.h"
 
 namespace rs::loader {
@@ -40,7 +43,6 @@ TEST(WeightSourceShard, KvHeadsSplitOrReplicated) {
   WeightSource part = whole.sharded(shard(1, 2, 2));
   const Tensor k_1 = part.require("m.k_proj.weight", {kHeadDim, kHidden});
   EXPECT_EQ(at(k_1, 0), at(k, kHeadDim * kHidden));
-  EXPECT_THROW(part.require("m.k_proj.weight", {2 * kHeadDim, kHidden}), Error);
 }
 
 TEST(WeightSourceShard, ColumnsOfRowParallelProjectionsAndTheirBiases) {
@@ -85,7 +87,50 @@ TEST(WeightSourceShard, IntegerScalesFollowTheirCodesAndGroupsMustSplit) {
   const Tensor scales_1 = part.require("m.o_proj.scales", {kHidden, 2});  // columns, as o_proj.weight's
   for (int64_t row = 0; row < kHidden; ++row)
     for (int64_t g = 0; g < 2; ++g) ASSERT_EQ(at(scales_1, row * 2 + g), at(scales, row * 4 + 2 + g));
-  EXPECT_THROW(part.require("m.q_proj.qweight", {kHidden, 2}), Error);  // AWQ/GPTQ layouts are not split
+  EXPECT_THROW(part.require("m.q_proj.weight_scale_inv", {1, 1}), Error);  // FP8 is not split yet
+}
+
+TEST(WeightSourceShard, AwqAndGptqTensorsAreInputMajor) {
+  WeightSource whole = WeightSource::dummy(7, DType::kBF16);
+  WeightSource::Shard s = shard(1, 2, 2);
+  s.in_major = true;
+  WeightSource part = whole.sharded(s);
+  // q_proj's rows (outputs) are the last axis of qweight [in, out/8] and scales [groups, out].
+  const Tensor scales = whole.require("m.q_proj.scales", {2, 16});
+  const Tensor scales_1 = part.require("m.q_proj.scales", {2, 8});
+  for (int64_t g = 0; g < 2; ++g)
+    for (int64_t o = 0; o < 8; ++o) ASSERT_EQ(at(scales_1, g * 8 + o), at(scales, g * 16 + 8 + o));
+  // o_proj's columns (inputs) are their first axis.
+  const Tensor o_scales = whole.require("m.o_proj.scales", {4, 16});
+  const Tensor o_scales_1 = part.require("m.o_proj.scales", {2, 16});
+  for (int64_t i = 0; i < 2 * 16; ++i) ASSERT_EQ(at(o_scales_1, i), at(o_scales, 2 * 16 + i));
+}
+
+TEST(WeightSourceShard, GptqGroupIndexRenumberedOrRefusedForActOrder) {
+  const auto dir = std::filesystem::temp_directory_path() / "rs_shard_g_idx";
+  std::filesystem::create_directories(dir);
+  // A checkpoint of two g_idx tensors over 8 inputs in groups of 2: in order, and act-order (permuted).
+  const std::vector<int32_t> ordered = {0, 0, 1, 1, 2, 2, 3, 3}, act_order = {3, 0, 2, 1, 0, 3, 1, 2};
+  {
+    std::string header = R"({"a.o_proj.g_idx":{"dtype":"I32","shape":[8],"data_offsets":[0,32]},)"
+                         R"("b.o_proj.g_idx":{"dtype":"I32","shape":[8],"data_offsets":[32,64]}})";
+    while (header.size() % 8) header += ' ';
+    std::ofstream out(dir / "model.safetensors", std::ios::binary);
+    const uint64_t size = header.size();
+    out.write(reinterpret_cast<const char*>(&size), 8);
+    out << header;
+    out.write(reinterpret_cast<const char*>(ordered.data()), 32);
+    out.write(reinterpret_cast<const char*>(act_order.data()), 32);
+  }
+  WeightSource whole = WeightSource::checkpoint(dir);
+  WeightSource::Shard s = shard(1, 2, 2);
+  s.in_major = true;
+  WeightSource part = whole.sharded(s);
+  const Tensor g_1 = part.require("a.o_proj.g_idx", {4}, DType::kI32);
+  EXPECT_EQ(std::vector<int32_t>(g_1.data_as<int32_t>(), g_1.data_as<int32_t>() + 4),
+            (std::vector<int32_t>{0, 0, 1, 1}));
+  EXPECT_THROW(part.require("b.o_proj.g_idx", {4}, DType::kI32), Error);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(WeightSourceShard, GatedDeltaNetQkvSections) {

@@ -16,8 +16,10 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
   RS_CHECK(!config.embedding, "tensor parallelism serves generation models; {} is an embedding model", arch);
   RS_CHECK(config.quantization.method == loader::QuantMethod::kNone ||
                config.quantization.method == loader::QuantMethod::kMlxAffine ||
+               config.quantization.method == loader::QuantMethod::kAwq ||
+               config.quantization.method == loader::QuantMethod::kGptq ||
                (config.quantization.method == loader::QuantMethod::kMxfp4 && arch == "GptOssForCausalLM"),
-           "tensor parallelism splits f32/bf16/f16, MLX and GGUF checkpoints; {} weights are not split yet",
+           "tensor parallelism splits f32/bf16/f16, MLX, GGUF, AWQ and GPTQ checkpoints; {} weights are not split yet",
            config.quantization.method_name);
   const auto split = [&](int32_t value, const char* what) {
     RS_CHECK(value % size == 0, "{} {} does not split over {} ranks", what, value, size);
@@ -75,8 +77,11 @@ void TensorParallelModel::load(loader::WeightSource& weights, Backend& backend, 
   for (int32_t r = 0; r < size(); ++r) {
     Rank& rank = ranks_[r];
     if (r > 0) rank.backend = make_backend("cpu", rank_options_);
-    rank.weights = std::make_unique<loader::WeightSource>(weights.sharded(
-        {r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(), whole_.linear.value_dim()}));
+    const bool in_major = whole_.quantization.method == loader::QuantMethod::kAwq ||
+                          whole_.quantization.method == loader::QuantMethod::kGptq;
+    rank.weights = std::make_unique<loader::WeightSource>(
+        weights.sharded({r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(),
+                         whole_.linear.value_dim(), in_major}));
     const auto rank_progress = [&, r](const std::string& what, double fraction) {
       if (progress) progress(what, (r + fraction) / size());
     };

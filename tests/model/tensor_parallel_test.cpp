@@ -110,7 +110,8 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
   // The hybrid fixtures have 2 key heads in their gated delta nets, which do not split over 4 ranks; the MLX ones
   // 2 groups of 64 inputs in o_proj and down_proj.
   const std::string name = GetParam();
-  const bool two_ranks = name.starts_with("qwen3_5") || name == "qwen3_next" || name.starts_with("qwen3_mlx");
+  const bool two_ranks =
+      name.starts_with("qwen3_5") || name == "qwen3_next" || name.starts_with("qwen3_mlx") || name == "qwen3_gptq8";
   for (int32_t tp : two_ranks ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 4}) {
     const Outcome split = run_cases(GetParam(), tp);
     ASSERT_EQ(split.tokens.size(), whole.tokens.size());
@@ -132,11 +133,13 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
 // MoE with a shared expert) and qwen3_5 (q | k | v sections): gated delta nets split by key heads, their recurrent
 // state in each rank's own pool (copied with rank 0's when the prefix cache snapshots it); qwen3_5_moe: the same with
 // MoE and a shared expert, from a nested (text_config) config. Integer weights: MLX 4- and 3-bit (the quantized
-// tied embedding split by vocabulary), GGUF K-quants and Q4_0 (scales and biases follow their codes), a GGUF MoE.
+// tied embedding split by vocabulary), GGUF K-quants and Q4_0 (scales and biases follow their codes), a GGUF MoE;
+// AWQ and GPTQ 4- and 8-bit (input-major tensors; GPTQ's g_idx renumbered per rank).
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "qwen3_next",
                                            "qwen3_5", "qwen3_5_moe", "qwen3_mlx4", "qwen3_mlx3", "qwen3_gguf_k",
-                                           "qwen3_gguf_q4", "qwen3_moe_gguf_k", "qwen3_5_gguf"));
+                                           "qwen3_gguf_q4", "qwen3_moe_gguf_k", "qwen3_5_gguf", "qwen3_awq",
+                                           "qwen3_gptq", "qwen3_gptq8"));
 
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
@@ -189,10 +192,16 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
     EXPECT_NE(std::string(e.what()).find("32-value blocks"), std::string::npos) << e.what();
   }
   try {
-    engine::Engine engine(fixture("qwen3_awq"), config);
-    FAIL() << "an AWQ checkpoint was split";
+    engine::Engine engine(fixture("qwen3_fp8"), config);
+    FAIL() << "an FP8 checkpoint was split";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("not split yet"), std::string::npos) << e.what();
+  }
+  try {
+    engine::Engine engine(fixture("qwen3_gptq_actorder"), config);
+    FAIL() << "act-order GPTQ was split";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("act-order"), std::string::npos) << e.what();
   }
   try {
     engine::Engine engine(fixture("qwen3_moe_mlx4"), config);  // experts' down_proj: one group of 32 inputs
