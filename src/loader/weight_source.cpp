@@ -63,8 +63,9 @@ ShardCut shard_cut(std::string name, bool in_major) {
   if (in_major)
     for (std::string_view part : {".qweight", ".qzeros", ".scales", ".g_idx"})
       if (ends_with(name, part)) return in_major_cut(name.substr(0, name.size() - part.size()), part == ".g_idx");
-  // Integer weights' (MLX, GGUF) scales and biases [out, in / group] follow their codes [out, in * bits / 32].
-  for (std::string_view companion : {".scales", ".biases"})
+  // Integer weights' (MLX, GGUF) scales and biases [out, in / group] follow their codes [out, in * bits / 32], and
+  // FP8 scales theirs (blocks, channels; a per-tensor scale, or a channel scale under a column cut, stays whole).
+  for (std::string_view companion : {".scales", ".biases", ".weight_scale_inv", ".weight_scale"})
     if (ends_with(name, companion)) name = name.substr(0, name.size() - companion.size()) + ".weight";
   for (const char* suffix : {"q_proj.weight", "q_proj.bias", "gate_proj.weight", "up_proj.weight", "self_attn.sinks",
                              "lm_head.weight", "embed_tokens.weight"})
@@ -92,6 +93,24 @@ ShardCut shard_cut(std::string name, bool in_major) {
   if (ends_with(name, "linear_attn.in_proj_qkv.weight") || ends_with(name, "linear_attn.conv1d.weight"))
     return {ShardCut::kQkvSections, 0};
   return {};
+}
+
+bool is_fp8_scale(const std::string& name) {
+  return ends_with(name, ".weight_scale_inv") || ends_with(name, ".weight_scale");
+}
+
+// An FP8 scale that a cut of its weight leaves whole: one for the whole tensor, or one per output channel under a
+// column cut (the checkpoint's shape decides; dummy values take what the rank asks for).
+bool scale_stays_whole(const Checkpoint* checkpoint, const std::string& name, const ShardCut& cut,
+                       const std::vector<int64_t>& shape) {
+  if (!is_fp8_scale(name)) return false;
+  const int axis = resolve_axis(cut.axis, static_cast<int>(shape.size()));
+  if (axis < 0 || axis >= static_cast<int>(shape.size())) return true;
+  if (checkpoint && checkpoint->contains(name)) {
+    const Tensor whole = checkpoint->tensor(name);
+    return axis >= whole.ndim() || whole.dim(axis) == 1;
+  }
+  return shape[axis] == 1;
 }
 
 }  // namespace
@@ -137,8 +156,11 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
+  ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
   const int rank_axis = resolve_axis(cut.axis, static_cast<int>(out.shape.size()));
+  if (is_fp8_scale(name) &&
+      (rank_axis < 0 || rank_axis >= static_cast<int>(out.shape.size()) || out.shape[rank_axis] == 1))
+    cut = ShardCut{};  // one scale for the whole tensor, or per channel under a column cut
   if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections || cut.kind == ShardCut::kGroupIndex) &&
       rank_axis >= 0 && rank_axis < static_cast<int>(out.shape.size())) {
     RS_CHECK(out.shape[rank_axis] % shard_.size == 0,
@@ -158,12 +180,9 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 }
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
-  if (shard_.size > 1)
-    for (const char* suffix : {"weight_scale", "weight_scale_inv", "input_scale"})
-      RS_CHECK(!ends_with(name, suffix),
-               "tensor parallelism does not split quantized weights yet ('{}'): use --tensor-parallel-size 1", name);
   const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
-  if (cut.kind == ShardCut::kWhole) return require_whole(name, shape, dtype);
+  if (cut.kind == ShardCut::kWhole || scale_stays_whole(checkpoint_.get(), name, cut, shape))
+    return require_whole(name, shape, dtype);
   const int ndim = static_cast<int>(shape.size());
   const int axis = resolve_axis(cut.axis, ndim);
   RS_CHECK(axis >= 0 && axis < ndim, "tensor '{}' of shape {} cannot be sharded", name, shape_text(shape));

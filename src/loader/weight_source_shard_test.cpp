@@ -87,7 +87,11 @@ TEST(WeightSourceShard, IntegerScalesFollowTheirCodesAndGroupsMustSplit) {
   const Tensor scales_1 = part.require("m.o_proj.scales", {kHidden, 2});  // columns, as o_proj.weight's
   for (int64_t row = 0; row < kHidden; ++row)
     for (int64_t g = 0; g < 2; ++g) ASSERT_EQ(at(scales_1, row * 2 + g), at(scales, row * 4 + 2 + g));
-  EXPECT_THROW(part.require("m.q_proj.weight_scale_inv", {1, 1}), Error);  // FP8 is not split yet
+  // FP8 block scales follow their weight; a per-channel scale under a column cut stays whole (dummy: as asked).
+  const Tensor blocks = whole.require("m.q_proj.weight_scale_inv", {4, 2});
+  const Tensor blocks_1 = part.require("m.q_proj.weight_scale_inv", {2, 2});
+  for (int64_t i = 0; i < 4; ++i) ASSERT_EQ(at(blocks_1, i), at(blocks, 4 + i));
+  EXPECT_EQ(part.require("m.o_proj.weight_scale", {kHidden, 1}).dim(0), kHidden);
 }
 
 TEST(WeightSourceShard, AwqAndGptqTensorsAreInputMajor) {

@@ -18,8 +18,11 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
                config.quantization.method == loader::QuantMethod::kMlxAffine ||
                config.quantization.method == loader::QuantMethod::kAwq ||
                config.quantization.method == loader::QuantMethod::kGptq ||
+               config.quantization.method == loader::QuantMethod::kFp8 ||
+               config.quantization.method == loader::QuantMethod::kCompressedTensors ||
                (config.quantization.method == loader::QuantMethod::kMxfp4 && arch == "GptOssForCausalLM"),
-           "tensor parallelism splits f32/bf16/f16, MLX, GGUF, AWQ and GPTQ checkpoints; {} weights are not split yet",
+           "tensor parallelism splits f32/bf16/f16, MLX, GGUF, AWQ, GPTQ and FP8 checkpoints; {} weights are not split "
+           "yet",
            config.quantization.method_name);
   const auto split = [&](int32_t value, const char* what) {
     RS_CHECK(value % size == 0, "{} {} does not split over {} ranks", what, value, size);

@@ -16,7 +16,8 @@ namespace rs::model {
 
 // Rank `rank`'s config: its share of the attention heads (whole KV heads, replicated where there are fewer than
 // ranks), of the gated delta nets' key and value heads, of the MLP, expert and shared-expert widths. Refuses, with the
-// reason, what tensor parallelism does not split yet (FP8 checkpoints, EAGLE-3 heads, embedding models).
+// reason, what tensor parallelism does not split yet (EAGLE-3 heads, embedding models; the loader refuses act-order
+// GPTQ and groups or blocks a rank would cut).
 loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size);
 
 class TensorParallelModel : public Model {

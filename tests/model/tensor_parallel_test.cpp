@@ -134,12 +134,14 @@ TEST_P(TensorParallelTest, GreedyTokensOfTheUnsplitModel) {
 // state in each rank's own pool (copied with rank 0's when the prefix cache snapshots it); qwen3_5_moe: the same with
 // MoE and a shared expert, from a nested (text_config) config. Integer weights: MLX 4- and 3-bit (the quantized
 // tied embedding split by vocabulary), GGUF K-quants and Q4_0 (scales and biases follow their codes), a GGUF MoE;
-// AWQ and GPTQ 4- and 8-bit (input-major tensors; GPTQ's g_idx renumbered per rank).
+// AWQ and GPTQ 4- and 8-bit (input-major tensors; GPTQ's g_idx renumbered per rank); FP8 in 32 x 32 blocks, per
+// channel (compressed-tensors), and per tensor for o_proj beside per-channel experts.
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                          ::testing::Values("llama", "llama_bf16", "qwen3", "qwen3_moe", "gpt_oss", "qwen3_next",
                                            "qwen3_5", "qwen3_5_moe", "qwen3_mlx4", "qwen3_mlx3", "qwen3_gguf_k",
                                            "qwen3_gguf_q4", "qwen3_moe_gguf_k", "qwen3_5_gguf", "qwen3_awq",
-                                           "qwen3_gptq", "qwen3_gptq8"));
+                                           "qwen3_gptq", "qwen3_gptq8", "qwen3_fp8", "qwen3_fp8_channel",
+                                           "qwen3_moe_fp8_ct"));
 
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
@@ -190,12 +192,6 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
     FAIL() << "MXFP4 experts were split inside a block";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("32-value blocks"), std::string::npos) << e.what();
-  }
-  try {
-    engine::Engine engine(fixture("qwen3_fp8"), config);
-    FAIL() << "an FP8 checkpoint was split";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not split yet"), std::string::npos) << e.what();
   }
   try {
     engine::Engine engine(fixture("qwen3_gptq_actorder"), config);
