@@ -36,7 +36,8 @@ constexpr int kRows = -2, kColumns = -1;
 // kKvHeads: along `axis`, whole KV heads (a block when there are at least as many heads as ranks, else the rank's one
 // head, replicated). kGroupIndex: a GPTQ g_idx cut as a block whose values become the rank's own group numbers.
 struct ShardCut {
-  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly, kQkvSections, kGroupIndex } kind = kWhole;
+  // kHalves: along `axis`, the rank's block of each half (Qwen3.5's fused experts: gate rows, then up rows).
+  enum Kind { kWhole, kBlock, kKvHeads, kRankZeroOnly, kQkvSections, kGroupIndex, kHalves } kind = kWhole;
   int axis = 0;
 };
 
@@ -45,12 +46,12 @@ int resolve_axis(int axis, int ndim) {
   return axis < 0 ? ndim + axis : axis;
 }
 
-ShardCut shard_cut(std::string name, bool in_major);
+ShardCut shard_cut(std::string name, bool in_major, bool gpt_oss = false);
 
 // AWQ and GPTQ store a module's tensors input-major ([in, out/8], [groups, out], ...): the rows of the weight
 // [out, in] are their last axis, its columns their first.
 ShardCut in_major_cut(const std::string& module, bool group_index) {
-  const ShardCut weight = shard_cut(module + ".weight", false);
+  const ShardCut weight = shard_cut(module + ".weight", false, false);
   if (weight.kind == ShardCut::kBlock && weight.axis == kRows)
     return group_index ? ShardCut{} : ShardCut{ShardCut::kBlock, kColumns};
   if (weight.kind == ShardCut::kKvHeads) return group_index ? ShardCut{} : ShardCut{ShardCut::kKvHeads, kColumns};
@@ -59,7 +60,7 @@ ShardCut in_major_cut(const std::string& module, bool group_index) {
   return {};
 }
 
-ShardCut shard_cut(std::string name, bool in_major) {
+ShardCut shard_cut(std::string name, bool in_major, bool gpt_oss) {
   if (in_major)
     for (std::string_view part : {".qweight", ".qzeros", ".scales", ".g_idx"})
       if (ends_with(name, part)) return in_major_cut(name.substr(0, name.size() - part.size()), part == ".g_idx");
@@ -74,6 +75,9 @@ ShardCut shard_cut(std::string name, bool in_major) {
     if (ends_with(name, suffix)) return {ShardCut::kKvHeads, 0};
   if (ends_with(name, "o_proj.weight") || ends_with(name, "down_proj.weight")) return {ShardCut::kBlock, kColumns};
   if (ends_with(name, "o_proj.bias") || ends_with(name, "down_proj.bias")) return {ShardCut::kRankZeroOnly, 0};
+  // Qwen3.5-MoE's fused experts: gate_up [E, 2I, H] (gate rows, then up rows), down [E, H, I].
+  if (!gpt_oss && ends_with(name, "experts.gate_up_proj")) return {ShardCut::kHalves, 1};
+  if (!gpt_oss && ends_with(name, "experts.down_proj")) return {ShardCut::kBlock, kColumns};
   // gpt-oss's stacked experts: gate_up [E, H, 2I] (gate and up interleaved, so a block keeps its pairs) or MXFP4
   // blocks [E, 2I, H/32, 16]; down [E, I, H] or MXFP4 [E, H, I/32, 16]; biases [E, 2I] and [E, H].
   if (ends_with(name, "experts.gate_up_proj") || ends_with(name, "experts.gate_up_proj_bias"))
@@ -156,12 +160,13 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
-  ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
+  ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major, shard_.gpt_oss_experts) : ShardCut{};
   const int rank_axis = resolve_axis(cut.axis, static_cast<int>(out.shape.size()));
   if (is_fp8_scale(name) &&
       (rank_axis < 0 || rank_axis >= static_cast<int>(out.shape.size()) || out.shape[rank_axis] == 1))
     cut = ShardCut{};  // one scale for the whole tensor, or per channel under a column cut
-  if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections || cut.kind == ShardCut::kGroupIndex) &&
+  if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kQkvSections || cut.kind == ShardCut::kGroupIndex ||
+       cut.kind == ShardCut::kHalves) &&
       rank_axis >= 0 && rank_axis < static_cast<int>(out.shape.size())) {
     RS_CHECK(out.shape[rank_axis] % shard_.size == 0,
              "tensor '{}' of shape {} does not split over {} ranks along axis {} (integer weights: a rank's inputs "
@@ -180,7 +185,7 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 }
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major) : ShardCut{};
+  const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major, shard_.gpt_oss_experts) : ShardCut{};
   if (cut.kind == ShardCut::kWhole || scale_stays_whole(checkpoint_.get(), name, cut, shape))
     return require_whole(name, shape, dtype);
   const int ndim = static_cast<int>(shape.size());
@@ -204,6 +209,12 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
       sections.emplace_back(start + width / ranks * rank, width / ranks);
       start += width;
     }
+  } else if (cut.kind == ShardCut::kHalves) {
+    whole[axis] = shape[axis] * ranks;
+    RS_CHECK(whole[axis] % (2 * ranks) == 0, "tensor '{}': halves of {} do not split over {} ranks", name, whole[axis],
+             ranks);
+    const int64_t half = whole[axis] / 2;
+    sections = {{half / ranks * rank, half / ranks}, {half + half / ranks * rank, half / ranks}};
   } else if (cut.kind == ShardCut::kKvHeads) {
     // In the tensor's own units along `axis` (rows, or packed words): the rank holds min(heads, ranks)-th of it.
     const int64_t heads = shard_.num_kv_heads;
@@ -220,8 +231,7 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
   for (int d = axis + 1; d < ndim; ++d) inner *= shape[d];
   const int64_t run = shape[axis] * inner, stride = whole[axis] * inner, bytes = outer * run;
   void* data = full.data();
-  if (cut.kind != ShardCut::kRankZeroOnly && cut.kind != ShardCut::kQkvSections && cut.kind != ShardCut::kGroupIndex &&
-      axis == 0 && checkpoint_) {
+  if ((cut.kind == ShardCut::kBlock || cut.kind == ShardCut::kKvHeads) && axis == 0 && checkpoint_) {
     data = static_cast<char*>(full.data()) + first * inner;  // leading rows: a view of the mapped file
   } else if (cut.kind != ShardCut::kRankZeroOnly || rank != 0) {
     // Inner axes, rank-zero-only tensors elsewhere (zeros) and dummy tensors (whose whole buffer is dropped): a copy.
@@ -230,11 +240,12 @@ Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>
     const auto* in = static_cast<const char*>(full.data());
     if (cut.kind == ShardCut::kRankZeroOnly) {
       std::memset(out, 0, bytes);
-    } else if (cut.kind == ShardCut::kQkvSections) {
-      for (const auto& [start, rows] : sections) {
-        std::memcpy(out, in + start * inner, rows * inner);
-        out += rows * inner;
-      }
+    } else if (!sections.empty()) {  // q | k | v sections, halves: each one's block, for every outer index
+      for (int64_t o = 0; o < outer; ++o)
+        for (const auto& [start, rows] : sections) {
+          std::memcpy(out, in + o * stride + start * inner, rows * inner);
+          out += rows * inner;
+        }
     } else {
       for (int64_t o = 0; o < outer; ++o) std::memcpy(out + o * run, in + o * stride + first * inner, run);
     }

@@ -68,9 +68,12 @@ TEST(WeightSourceShard, StackedExpertsAlongTheirOwnAxes) {
   // gpt-oss's gate_up [E, H, 2I]: the last axis (gate and up interleaved, so a block keeps its pairs).
   const Tensor gate_up = whole.require("m.mlp.experts.gate_up_proj", {3, kHidden, 8});
   WeightSource part = whole.sharded(shard(1, 2, 2));
+  WeightSource::Shard gpt_oss = shard(1, 2, 2);
+  gpt_oss.gpt_oss_experts = true;
   const Tensor gate_1 = part.require("m.mlp.switch_mlp.gate_proj.weight", {3, 4, kHidden});
   const Tensor down_1 = part.require("m.mlp.switch_mlp.down_proj.weight", {3, kHidden, 4});
-  const Tensor gate_up_1 = part.require("m.mlp.experts.gate_up_proj", {3, kHidden, 4});
+  WeightSource gpt_oss_part = whole.sharded(gpt_oss);  // owns the shard it hands out
+  const Tensor gate_up_1 = gpt_oss_part.require("m.mlp.experts.gate_up_proj", {3, kHidden, 4});
   for (int64_t e = 0; e < 3; ++e)
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t j = 0; j < kHidden; ++j) {
@@ -78,6 +81,19 @@ TEST(WeightSourceShard, StackedExpertsAlongTheirOwnAxes) {
         ASSERT_EQ(at(down_1, (e * kHidden + j) * 4 + i), at(down, (e * kHidden + j) * 8 + 4 + i));
         ASSERT_EQ(at(gate_up_1, (e * kHidden + j) * 4 + i), at(gate_up, (e * kHidden + j) * 8 + 4 + i));
       }
+}
+
+TEST(WeightSourceShard, Qwen35FusedExpertsSplitEachHalf) {
+  // gate_up [E, 2I, H]: gate rows 0-7, up rows 8-15; rank 1 of 2 reads gate rows 4-7 and up rows 12-15.
+  WeightSource whole = WeightSource::dummy(7, DType::kBF16);
+  const Tensor gate_up = whole.require("m.mlp.experts.gate_up_proj", {2, 16, kHidden});
+  WeightSource source = whole.sharded(shard(1, 2, 2));  // owns the shard it hands out
+  const Tensor part = source.require("m.mlp.experts.gate_up_proj", {2, 8, kHidden});
+  const int64_t rows[] = {4, 5, 6, 7, 12, 13, 14, 15};
+  for (int64_t e = 0; e < 2; ++e)
+    for (int64_t r = 0; r < 8; ++r)
+      for (int64_t j = 0; j < kHidden; ++j)
+        ASSERT_EQ(at(part, (e * 8 + r) * kHidden + j), at(gate_up, (e * 16 + rows[r]) * kHidden + j));
 }
 
 TEST(WeightSourceShard, IntegerScalesFollowTheirCodesAndGroupsMustSplit) {

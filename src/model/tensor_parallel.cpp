@@ -84,7 +84,7 @@ void TensorParallelModel::load(loader::WeightSource& weights, Backend& backend, 
                           whole_.quantization.method == loader::QuantMethod::kGptq;
     rank.weights = std::make_unique<loader::WeightSource>(
         weights.sharded({r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(),
-                         whole_.linear.value_dim(), in_major}));
+                         whole_.linear.value_dim(), in_major, whole_.architecture == "GptOssForCausalLM"}));
     const auto rank_progress = [&, r](const std::string& what, double fraction) {
       if (progress) progress(what, (r + fraction) / size());
     };

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "engine/engine.h"
@@ -143,20 +144,21 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallelTest,
                                            "qwen3_gptq", "qwen3_gptq8", "qwen3_fp8", "qwen3_fp8_channel",
                                            "qwen3_moe_fp8_ct"));
 
-// gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
-// its config with 128 and dummy weights (the same values at every size), 2 and 4 ranks against 1.
-TEST(TensorParallel, GptOssMxfp4ExpertsSplitByBlocks) {
-  const fs::path dir = fs::temp_directory_path() / "rs_tp_gpt_oss_mxfp4";
+// A fixture's config, edited, with dummy weights (the same values at every size): greedy tokens at each of `sizes`
+// against 1 rank.
+void expect_dummy_split(const std::string& name, const std::function<void(json&)>& edit,
+                        std::initializer_list<int32_t> sizes) {
+  const fs::path dir = fs::temp_directory_path() / ("rs_tp_dummy_" + name);
   fs::create_directories(dir);
   {
-    std::ifstream in(fixture("gpt_oss_mxfp4") / "config.json");
+    std::ifstream in(fixture(name) / "config.json");
     json config = json::parse(in);
-    config["intermediate_size"] = 128;
+    edit(config);
     std::ofstream(dir / "config.json") << config.dump();
   }
   const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   std::vector<int32_t> whole;
-  for (int32_t tp : {1, 2, 4}) {
+  for (int32_t tp : sizes) {
     engine::EngineConfig config;
     config.num_threads = 2;
     config.exact_f32 = true;
@@ -170,9 +172,20 @@ TEST(TensorParallel, GptOssMxfp4ExpertsSplitByBlocks) {
     if (tp == 1)
       whole = tokens;
     else
-      EXPECT_EQ(tokens, whole) << "tp " << tp;
+      EXPECT_EQ(tokens, whole) << name << " tp " << tp;
   }
   fs::remove_all(dir);
+}
+
+// gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
+// its config with 128.
+TEST(TensorParallel, GptOssMxfp4ExpertsSplitByBlocks) {
+  expect_dummy_split("gpt_oss_mxfp4", [](json& config) { config["intermediate_size"] = 128; }, {1, 2, 4});
+}
+
+// Qwen3.5-MoE's fused experts (gate_up [E, 2I, H], the layout its dummy weights take): each half split.
+TEST(TensorParallel, Qwen35FusedExpertsSplitEachHalf) {
+  expect_dummy_split("qwen3_5_moe", [](json&) {}, {1, 2});
 }
 
 TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
