@@ -17,6 +17,9 @@ void add_engine_options(CLI::App& command, engine::EngineConfig& config) {
                   "this process for now, each with its share of --threads)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  command.add_flag("--expert-parallel,--enable-expert-parallel", config.expert_parallel,
+                   "With --tensor-parallel-size: keep MoE experts whole and give each rank a block of them (vLLM's "
+                   "expert parallelism) instead of a share of every expert's width");
   command.add_flag("--exact-f32", config.exact_f32,
                    "Compute bf16-weight products in exact f32 instead of bf16 x bf16 (reference numerics; slower)");
   command

@@ -132,6 +132,10 @@ struct MoeWeights {
   Tensor down_bias;                                   // [E, H] or empty
   float swiglu_alpha = 1.702f;
   float swiglu_limit = 7.0f;
+  // Expert parallelism: the lists hold experts [first_expert, first_expert + size) of total_experts (0: the lists'
+  // size); tokens routed to the others contribute nothing here (another rank adds them).
+  int32_t first_expert = 0;
+  int32_t total_experts = 0;
 };
 
 // A recorded sequence of ops that can be re-run as one unit (a CUDA graph). It reads and writes the very buffers it

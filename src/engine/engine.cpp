@@ -113,6 +113,9 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
                                  config_.programmatic_launch, config_.deterministic};
   const int32_t tp = config_.tensor_parallel_size;
   RS_CHECK(tp >= 1, "--tensor-parallel-size must be at least 1, got {}", tp);
+  RS_CHECK(!config_.expert_parallel || tp > 1,
+           "--expert-parallel spreads experts over the ranks of "
+           "--tensor-parallel-size, which is 1");
   if (tp > 1) {
     RS_CHECK(config_.backend == "cpu",
              "--tensor-parallel-size {} runs on the CPU backend for now (CUDA ranks need a multi-GPU build)", tp);
@@ -123,7 +126,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
     // The ranks share the cores: each gets its part of them.
     backend_options.num_threads =
         std::max(1, (config_.num_threads > 0 ? config_.num_threads : hardware_threads()) / tp);
-    model_ = std::make_unique<model::TensorParallelModel>(model_config_, tp, backend_options);
+    model_ = std::make_unique<model::TensorParallelModel>(model_config_, tp, backend_options, config_.expert_parallel);
   } else {
     model_ = model::create_model(model_config_);  // fails early, listing supported architectures
   }
@@ -158,7 +161,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
       config_.capture_hidden_layers.size() * static_cast<size_t>(model_config_.hidden_size) * sizeof(float);
   // Each rank holds the state of its own gated-delta-net heads.
   const state::StateGeometry state_geometry =
-      state_geometry_of(tp > 1 ? model::rank_config(model_config_, 0, tp) : model_config_);
+      state_geometry_of(tp > 1 ? model::rank_config(model_config_, 0, tp, config_.expert_parallel) : model_config_);
   // On a device, scratch reaches its final size before the KV pool takes what is left (memory_profile.cpp). A host's
   // budget is a fifth of free RAM, and a largest step on the CPU would cost minutes of start-up for a large model.
   if (!backend_->device().is_cpu() && !model_config_.is_eagle3()) profile_memory(kv_config, state_geometry);

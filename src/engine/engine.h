@@ -59,6 +59,8 @@ struct EngineConfig {
   // --tensor-parallel-size: the model split over this many ranks (model/tensor_parallel.h; CPU ranks in this process
   // for now, each with num_threads / N threads and a KV pool of its own share of the KV heads).
   int32_t tensor_parallel_size = 1;
+  // --expert-parallel: MoE experts stay whole, a block of them per rank (attention and dense layers still split).
+  bool expert_parallel = false;
   std::string attention_backend = "auto";  // CUDA attention kernel: auto | flash | cuda-core (BackendOptions)
   bool programmatic_launch = true;         // CUDA: BackendOptions::programmatic_launch
   bool deterministic = false;              // batch-invariant numerics (BackendOptions::deterministic)

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <functional>
 
@@ -46,7 +47,7 @@ int resolve_axis(int axis, int ndim) {
   return axis < 0 ? ndim + axis : axis;
 }
 
-ShardCut shard_cut(std::string name, bool in_major, bool gpt_oss = false);
+ShardCut shard_cut(std::string name, bool in_major, bool gpt_oss = false, bool expert_parallel = false);
 
 // AWQ and GPTQ store a module's tensors input-major ([in, out/8], [groups, out], ...): the rows of the weight
 // [out, in] are their last axis, its columns their first.
@@ -60,7 +61,15 @@ ShardCut in_major_cut(const std::string& module, bool group_index) {
   return {};
 }
 
-ShardCut shard_cut(std::string name, bool in_major, bool gpt_oss) {
+ShardCut shard_cut(std::string name, bool in_major, bool gpt_oss, bool expert_parallel) {
+  if (expert_parallel) {
+    // Whole experts per rank: per-expert modules (experts.{e}.) are a rank's or not (the model asks for its own);
+    // stacked ones ([E, ...]: switch_mlp., gpt-oss's and Qwen3.5's experts.) are a block of experts.
+    if (name.find(".switch_mlp.") != std::string::npos) return {ShardCut::kBlock, 0};
+    const size_t at = name.find(".experts.");
+    if (at != std::string::npos)
+      return std::isdigit(static_cast<unsigned char>(name[at + 9])) ? ShardCut{} : ShardCut{ShardCut::kBlock, 0};
+  }
   if (in_major)
     for (std::string_view part : {".qweight", ".qzeros", ".scales", ".g_idx"})
       if (ends_with(name, part)) return in_major_cut(name.substr(0, name.size() - part.size()), part == ".g_idx");
@@ -160,7 +169,8 @@ std::optional<WeightSource::TensorInfo> WeightSource::info(const std::string& na
   const Tensor tensor = checkpoint_->tensor(name);
   TensorInfo out{tensor.dtype(), {}};
   for (int i = 0; i < tensor.ndim(); ++i) out.shape.push_back(tensor.dim(i));
-  ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major, shard_.gpt_oss_experts) : ShardCut{};
+  ShardCut cut =
+      shard_.size > 1 ? shard_cut(name, shard_.in_major, shard_.gpt_oss_experts, shard_.expert_parallel) : ShardCut{};
   const int rank_axis = resolve_axis(cut.axis, static_cast<int>(out.shape.size()));
   if (is_fp8_scale(name) &&
       (rank_axis < 0 || rank_axis >= static_cast<int>(out.shape.size()) || out.shape[rank_axis] == 1))
@@ -185,7 +195,8 @@ Tensor WeightSource::require(const std::string& name, std::initializer_list<int6
 }
 
 Tensor WeightSource::require(const std::string& name, const std::vector<int64_t>& shape, std::optional<DType> dtype) {
-  const ShardCut cut = shard_.size > 1 ? shard_cut(name, shard_.in_major, shard_.gpt_oss_experts) : ShardCut{};
+  const ShardCut cut =
+      shard_.size > 1 ? shard_cut(name, shard_.in_major, shard_.gpt_oss_experts, shard_.expert_parallel) : ShardCut{};
   if (cut.kind == ShardCut::kWhole || scale_stays_whole(checkpoint_.get(), name, cut, shape))
     return require_whole(name, shape, dtype);
   const int ndim = static_cast<int>(shape.size());

@@ -59,6 +59,7 @@ class WeightSource {
     int64_t linear_key_dim = 0, linear_value_dim = 0;  // the whole model's gated-delta-net q/k and v widths
     bool in_major = false;         // AWQ / GPTQ: qweight, qzeros, scales and g_idx are stored input-major
     bool gpt_oss_experts = false;  // stacked experts.* in gpt-oss's layout (else Qwen3.5-MoE's)
+    bool expert_parallel = false;  // MoE experts whole, a block of them per rank (else each split by width)
   };
   // A source reading the same checkpoint (or dummy values: the same ones at every size) as rank `shard.rank`.
   WeightSource sharded(const Shard& shard) const;

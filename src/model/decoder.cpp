@@ -55,8 +55,21 @@ LinearWeight DecoderModel::dense(loader::WeightSource& weights, const std::strin
   return linears(weights).load(name.substr(0, name.size() - kSuffix.size()), out, in, quantizable);
 }
 
+DecoderModel::ExpertRange DecoderModel::local_experts(int32_t count) const {
+  if (!expert_parallel_ || !comm_ || comm_->size() == 1) return {0, count};
+  RS_CHECK(count % comm_->size() == 0, "{} experts do not split over {} ranks", count, comm_->size());
+  const int32_t per_rank = count / comm_->size();
+  return {comm_->rank() * per_rank, per_rank};
+}
+
 LinearWeight DecoderModel::expert(loader::WeightSource& weights, const std::string& mlp, int64_t e, int64_t count,
                                   const std::string& proj, int64_t out, int64_t in) {
+  // Expert parallelism: a stacked [E, ...] module holds the rank's block of experts (WeightSource::sharded).
+  if (const ExpertRange local = local_experts(static_cast<int32_t>(count)); local.count != count) {
+    if (auto stacked = linears(weights).load_expert(mlp + "switch_mlp." + proj, e - local.first, local.count, out, in))
+      return *stacked;
+    return dense(weights, mlp + "experts." + std::to_string(e) + "." + proj + ".weight", out, in);
+  }
   if (auto stacked = linears(weights).load_expert(mlp + "switch_mlp." + proj, e, count, out, in)) return *stacked;
   return dense(weights, mlp + "experts." + std::to_string(e) + "." + proj + ".weight", out, in);
 }

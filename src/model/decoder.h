@@ -74,9 +74,20 @@ class DecoderModel : public Model {
   // config (its share of the heads and of the MLP width) and loaded from WeightSource::sharded. After the token
   // mixer and after the feed-forward block the ranks' partial outputs are summed (comm->all_reduce_sum); the LM head
   // holds the rank's block of the vocabulary and rank 0 gathers the logits. Set before load().
-  void set_communicator(Communicator* comm) { comm_ = comm; }
+  // expert_parallel: MoE layers hold whole experts, a block of them per rank (local_experts), instead of a share of
+  // every expert's width.
+  void set_communicator(Communicator* comm, bool expert_parallel = false) {
+    comm_ = comm;
+    expert_parallel_ = expert_parallel;
+  }
 
  protected:
+  // The experts of `count` this model holds: all, or with expert parallelism the rank's block. MoE loaders load
+  // these (expert() takes global indices) and record them in MoeWeights::first_expert / total_experts.
+  struct ExpertRange {
+    int32_t first = 0, count = 0;
+  };
+  ExpertRange local_experts(int32_t count) const;
   // Loads the feed-forward block of `layer` (prefix "{weight_prefix}layers.{layer}."). The default is the dense SiLU
   // MLP of intermediate_size.
   virtual void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
@@ -147,8 +158,9 @@ class DecoderModel : public Model {
   bool typed_layer_inputs_ = false;
   bool typed_head_input_ = false;
   Communicator* comm_ = nullptr;  // tensor parallelism: the rank's group, or null
-  int64_t head_rows() const;      // LM head rows: the vocabulary, or the rank's block of it
-  Buffer head_buffer_;            // tensor parallelism: the rank's logits before the gather
+  bool expert_parallel_ = false;
+  int64_t head_rows() const;  // LM head rows: the vocabulary, or the rank's block of it
+  Buffer head_buffer_;        // tensor parallelism: the rank's logits before the gather
   // Activations, sized for the largest step seen.
   int64_t workspace_tokens_ = 0;
   Buffer workspace_;

@@ -18,12 +18,16 @@ class GptOssModel final : public DecoderModel {
   void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
                 FeedForwardWeights& ffn) override {
     const int64_t hidden = config_.hidden_size, inter = config_.intermediate_size;
-    const int64_t experts = config_.num_experts;
     const std::string p = prefix + "mlp.";
     ffn.is_moe = true;
-    ffn.router = dense(weights, p + "router.weight", experts, hidden, /*quantizable=*/false);
-    ffn.router_bias = weights.require(p + "router.bias", {experts});
+    ffn.router = dense(weights, p + "router.weight", config_.num_experts, hidden, /*quantizable=*/false);
+    ffn.router_bias = weights.require(p + "router.bias", {config_.num_experts});
     MoeWeights& moe = ffn.experts;
+    // Expert parallelism: the stacked tensors below hold the rank's block of experts.
+    const ExpertRange local = local_experts(config_.num_experts);
+    moe.first_expert = local.first;
+    moe.total_experts = config_.num_experts;
+    const int64_t experts = local.count;
     moe.activation = MoeActivation::kClampedSwiGlu;
     moe.swiglu_limit = static_cast<float>(config_.swiglu_limit);
     moe.gate_up_bias = weights.require(p + "experts.gate_up_proj_bias", {experts, 2 * inter});

@@ -20,7 +20,10 @@ class Qwen3MoeModel final : public DecoderModel {
     ffn.is_moe = true;
     ffn.router = dense(weights, prefix + "mlp.gate.weight", experts, hidden, /*quantizable=*/false);
     ffn.experts.activation = MoeActivation::kSwiGlu;
-    for (int32_t e = 0; e < experts; ++e) {
+    const ExpertRange local = local_experts(experts);
+    ffn.experts.first_expert = local.first;
+    ffn.experts.total_experts = experts;
+    for (int32_t e = local.first; e < local.first + local.count; ++e) {
       const std::string mlp = prefix + "mlp.";
       ffn.experts.gate.push_back(expert(weights, mlp, e, experts, "gate_proj", inter, hidden));
       ffn.experts.up.push_back(expert(weights, mlp, e, experts, "up_proj", inter, hidden));

@@ -24,22 +24,26 @@ class HybridQwenModel final : public DecoderModel {
     ffn.is_moe = true;
     ffn.router = dense(weights, p + "gate.weight", experts, hidden, /*quantizable=*/false);
     ffn.experts.activation = MoeActivation::kSwiGlu;
+    const ExpertRange local = local_experts(experts);
+    ffn.experts.first_expert = local.first;
+    ffn.experts.total_experts = experts;
     const bool fused = weights.contains(p + "experts.gate_up_proj");
     if (fused) {
-      // Qwen3.5-MoE releases: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I].
-      const Tensor gate_up = weights.require(p + "experts.gate_up_proj", {experts, 2 * inter, hidden});
-      const Tensor down = weights.require(p + "experts.down_proj", {experts, hidden, inter});
+      // Qwen3.5-MoE releases: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I] (expert parallelism:
+      // the rank's block of experts).
+      const Tensor gate_up = weights.require(p + "experts.gate_up_proj", {local.count, 2 * inter, hidden});
+      const Tensor down = weights.require(p + "experts.down_proj", {local.count, hidden, inter});
       const auto rows_of = [](const Tensor& t, int64_t first_element, int64_t rows, int64_t cols) {
         char* base = static_cast<char*>(t.data()) + first_element * dtype_size(t.dtype());
         return LinearWeight{LinearWeight::Format::kDense, Tensor(base, t.dtype(), {rows, cols}), Tensor(), rows, cols};
       };
-      for (int64_t e = 0; e < experts; ++e) {
+      for (int64_t e = 0; e < local.count; ++e) {
         ffn.experts.gate.push_back(rows_of(gate_up, e * 2 * inter * hidden, inter, hidden));
         ffn.experts.up.push_back(rows_of(gate_up, (e * 2 + 1) * inter * hidden, inter, hidden));
         ffn.experts.down.push_back(rows_of(down, e * hidden * inter, hidden, inter));
       }
     } else {
-      for (int32_t e = 0; e < experts; ++e) {
+      for (int32_t e = local.first; e < local.first + local.count; ++e) {
         ffn.experts.gate.push_back(expert(weights, p, e, experts, "gate_proj", inter, hidden));
         ffn.experts.up.push_back(expert(weights, p, e, experts, "up_proj", inter, hidden));
         ffn.experts.down.push_back(expert(weights, p, e, experts, "down_proj", hidden, inter));

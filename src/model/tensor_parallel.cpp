@@ -8,7 +8,7 @@
 
 namespace rs::model {
 
-loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size) {
+loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size, bool expert_parallel) {
   RS_CHECK(size >= 1 && rank >= 0 && rank < size, "rank {} of {}", rank, size);
   if (size == 1) return config;
   const std::string& arch = config.architecture;
@@ -33,12 +33,19 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
   RS_CHECK(config.num_kv_heads % size == 0 || size % config.num_kv_heads == 0,
            "{} KV heads cannot be split over {} ranks (one must divide the other)", config.num_kv_heads, size);
   out.num_kv_heads = std::max(config.num_kv_heads / size, 1);
-  if (config.intermediate_size > 0) out.intermediate_size = split(config.intermediate_size, "intermediate_size");
+  // Expert parallelism keeps the experts' width: a rank holds whole experts (gpt-oss's are intermediate_size wide).
+  const bool gpt_oss = arch == "GptOssForCausalLM";
+  if (expert_parallel) {
+    RS_CHECK(config.num_experts > 0, "--expert-parallel: {} has no experts", arch);
+    split(config.num_experts, "num_experts");
+  }
+  if (config.intermediate_size > 0 && !(expert_parallel && gpt_oss))
+    out.intermediate_size = split(config.intermediate_size, "intermediate_size");
   // gpt-oss's MXFP4 experts: a rank's share of down_proj's inputs must be whole 32-value blocks.
-  RS_CHECK(config.quant_method != "mxfp4" || out.intermediate_size % 32 == 0,
+  RS_CHECK(config.quant_method != "mxfp4" || expert_parallel || out.intermediate_size % 32 == 0,
            "{}'s MXFP4 experts split over {} ranks leave {} intermediate values per rank, not whole 32-value blocks",
            arch, size, out.intermediate_size);
-  if (config.moe_intermediate_size > 0)
+  if (config.moe_intermediate_size > 0 && !expert_parallel)
     out.moe_intermediate_size = split(config.moe_intermediate_size, "moe_intermediate_size");
   if (config.shared_expert_intermediate_size > 0)
     out.shared_expert_intermediate_size =
@@ -53,16 +60,16 @@ loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank,
 }
 
 TensorParallelModel::TensorParallelModel(const loader::ModelConfig& config, int32_t size,
-                                         const BackendOptions& rank_options)
-    : rank_options_(rank_options), whole_(config) {
+                                         const BackendOptions& rank_options, bool expert_parallel)
+    : rank_options_(rank_options), whole_(config), expert_parallel_(expert_parallel) {
   auto comms = make_in_process_group(size);
   for (int32_t r = 0; r < size; ++r) {
     Rank rank;
     rank.comm = std::move(comms[r]);
-    rank.model = create_model(rank_config(config, r, size));
+    rank.model = create_model(rank_config(config, r, size, expert_parallel));
     auto* decoder = dynamic_cast<DecoderModel*>(rank.model.get());
     RS_CHECK(decoder != nullptr, "{} cannot be split over ranks", config.architecture);
-    decoder->set_communicator(rank.comm.get());
+    decoder->set_communicator(rank.comm.get(), expert_parallel);
     ranks_.push_back(std::move(rank));
   }
 }
@@ -82,9 +89,9 @@ void TensorParallelModel::load(loader::WeightSource& weights, Backend& backend, 
     if (r > 0) rank.backend = make_backend("cpu", rank_options_);
     const bool in_major = whole_.quantization.method == loader::QuantMethod::kAwq ||
                           whole_.quantization.method == loader::QuantMethod::kGptq;
-    rank.weights = std::make_unique<loader::WeightSource>(
-        weights.sharded({r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(),
-                         whole_.linear.value_dim(), in_major, whole_.architecture == "GptOssForCausalLM"}));
+    rank.weights = std::make_unique<loader::WeightSource>(weights.sharded(
+        {r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(), whole_.linear.value_dim(), in_major,
+         whole_.architecture == "GptOssForCausalLM", expert_parallel_}));
     const auto rank_progress = [&, r](const std::string& what, double fraction) {
       if (progress) progress(what, (r + fraction) / size());
     };

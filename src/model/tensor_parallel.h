@@ -18,12 +18,15 @@ namespace rs::model {
 // ranks), of the gated delta nets' key and value heads, of the MLP, expert and shared-expert widths. Refuses, with the
 // reason, what tensor parallelism does not split yet (EAGLE-3 heads, embedding models; the loader refuses act-order
 // GPTQ and groups or blocks a rank would cut).
-loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size);
+// expert_parallel: MoE experts stay whole, a block of them per rank (their width unsplit).
+loader::ModelConfig rank_config(const loader::ModelConfig& config, int32_t rank, int32_t size,
+                                bool expert_parallel = false);
 
 class TensorParallelModel : public Model {
  public:
   // Rank 0 runs on the backend load() is given; ranks 1..size-1 on CPU backends of their own (`rank_options`).
-  TensorParallelModel(const loader::ModelConfig& config, int32_t size, const BackendOptions& rank_options);
+  TensorParallelModel(const loader::ModelConfig& config, int32_t size, const BackendOptions& rank_options,
+                      bool expert_parallel = false);
   ~TensorParallelModel() override;
 
   int32_t size() const { return static_cast<int32_t>(ranks_.size()); }
@@ -51,6 +54,7 @@ class TensorParallelModel : public Model {
   };
   BackendOptions rank_options_;
   loader::ModelConfig whole_;  // the unsplit model's
+  bool expert_parallel_ = false;
   std::vector<Rank> ranks_;
 };
 

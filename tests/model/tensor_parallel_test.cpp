@@ -53,7 +53,7 @@ json cases_of(const std::string& name) {
 }
 
 // Every case twice at once, prompts prefilled 7 tokens at a time, then once more.
-Outcome run_cases(const std::string& name, int32_t tp) {
+Outcome run_cases(const std::string& name, int32_t tp, bool expert_parallel = false) {
   const json ref = cases_of(name);
   engine::EngineConfig config;
   config.num_threads = 2;
@@ -61,6 +61,7 @@ Outcome run_cases(const std::string& name, int32_t tp) {
   config.kv_cache_gb = 0.04;
   config.context_length = 1024;
   config.tensor_parallel_size = tp;
+  config.expert_parallel = expert_parallel;
   config.num_state_slots = static_cast<int32_t>(8 * ref["cases"].size());  // hybrid models: every prompt's snapshot
   sched::SchedulerConfig scheduler;
   scheduler.max_running_requests = static_cast<int32_t>(2 * ref["cases"].size());
@@ -177,6 +178,26 @@ void expect_dummy_split(const std::string& name, const std::function<void(json&)
   fs::remove_all(dir);
 }
 
+// Expert parallelism: whole experts, a block per rank (gpt_oss_mxfp4's 96-wide MXFP4 experts need no split of
+// their width; qwen3_moe_mlx4's experts no split of their groups).
+class ExpertParallelTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ExpertParallelTest, GreedyTokensOfTheUnsplitModel) {
+  const std::string name = GetParam();
+  const Outcome whole = run_cases(name, 1);
+  const bool hybrid = name.starts_with("qwen3_5") || name == "qwen3_next";  // 2 key heads: 2 ranks at most
+  for (int32_t tp : hybrid ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 4}) {
+    const Outcome split = run_cases(name, tp, /*expert_parallel=*/true);
+    ASSERT_EQ(split.tokens.size(), whole.tokens.size());
+    for (size_t i = 0; i < whole.tokens.size(); ++i)
+      EXPECT_EQ(split.tokens[i], whole.tokens[i]) << name << " tp " << tp << " (experts) request " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParallelTest,
+                         ::testing::Values("qwen3_moe", "gpt_oss", "gpt_oss_mxfp4", "qwen3_next", "qwen3_5_moe",
+                                           "qwen3_moe_mlx4", "qwen3_moe_gguf_k", "qwen3_moe_fp8_ct"));
+
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128.
 TEST(TensorParallel, GptOssMxfp4ExpertsSplitByBlocks) {
@@ -218,6 +239,15 @@ TEST(TensorParallel, RefusesWhatItCannotSplitWithTheReason) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("must be whole groups"), std::string::npos) << e.what();
   }
+  config.tensor_parallel_size = 1;
+  config.expert_parallel = true;
+  try {
+    engine::Engine engine(fixture("qwen3_moe"), config);
+    FAIL() << "--expert-parallel without ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--expert-parallel"), std::string::npos) << e.what();
+  }
+  config.expert_parallel = false;
   config.tensor_parallel_size = 4;
   try {
     engine::Engine engine(fixture("qwen3_next"), config);

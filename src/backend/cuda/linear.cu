@@ -336,6 +336,9 @@ void run_moe_experts(DeviceContext& ctx, const Tensor& x, const Tensor& ids, con
                      const MoeWeights& experts, Tensor out, const MoeRouter* router) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), top_k = ids.dim(1);
   const size_t num_experts = experts.down.size();
+  RS_CHECK(experts.first_expert == 0 &&
+               (experts.total_experts == 0 || experts.total_experts == static_cast<int32_t>(num_experts)),
+           "expert parallelism runs on CPU ranks only for now");
   RS_CHECK(num_experts > 0 && ids.dim(0) == tokens && weights.dim(0) == tokens && weights.dim(1) == top_k &&
                out.dim(0) == tokens && out.dim(1) == hidden,
            "moe_experts: x {} ids {} weights {} out {}", x.shape_string(), ids.shape_string(), weights.shape_string(),

@@ -65,14 +65,16 @@ void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Ten
                  Tensor out, bool bf16_activations, bool row_invariant) {
   const int64_t tokens = x.dim(0), hidden = x.dim(1), k = ids.dim(1);
   const int32_t num_experts = static_cast<int32_t>(experts.down.size());
+  const int32_t total = experts.total_experts > 0 ? experts.total_experts : num_experts;
   const int32_t* id = ids.data_as<int32_t>();
   const float* w = weights.data_as<float>();
-  // Token slots per expert, ascending token order.
+  // Token slots per local expert, ascending token order (expert parallelism: other ranks' experts are skipped).
   std::vector<std::vector<int64_t>> assigned(num_experts);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t i = 0; i < k; ++i) {
-      RS_CHECK(id[t * k + i] >= 0 && id[t * k + i] < num_experts, "expert id {} out of range", id[t * k + i]);
-      assigned[id[t * k + i]].push_back(t * k + i);
+      RS_CHECK(id[t * k + i] >= 0 && id[t * k + i] < total, "expert id {} out of range", id[t * k + i]);
+      const int32_t local = id[t * k + i] - experts.first_expert;
+      if (local >= 0 && local < num_experts) assigned[local].push_back(t * k + i);
     }
   std::fill_n(out.data_as<float>(), out.numel(), 0.0f);
   std::vector<float> xs, hidden_act, act, ys;
@@ -88,7 +90,7 @@ void moe_experts(ThreadPool& pool, const Tensor& x, const Tensor& ids, const Ten
     if (experts.activation == MoeActivation::kClampedSwiGlu) {
       inter = experts.gate_up[e].out_features / 2;
       hidden_act.resize(n * 2 * inter);
-      linear(pool, xt, experts.gate_up[e], bias_row(experts.gate_up_bias, e),
+      linear(pool, xt, experts.gate_up[e], bias_row(experts.gate_up_bias, e),  // e: the local index
              Tensor(hidden_act.data(), DType::kF32, {n, 2 * inter}), bf16_activations, row_invariant);
       act.resize(n * inter);
       clamped_swiglu(hidden_act.data(), n, inter, experts.swiglu_alpha, experts.swiglu_limit, act.data());
