@@ -185,7 +185,7 @@ class ExpertParallelTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(ExpertParallelTest, GreedyTokensOfTheUnsplitModel) {
   const std::string name = GetParam();
   const Outcome whole = run_cases(name, 1);
-  const bool hybrid = name.starts_with("qwen3_5") || name == "qwen3_next";  // 2 key heads: 2 ranks at most
+  const bool hybrid = name.starts_with("qwen3_5") || name.starts_with("qwen3_next");  // 2 key heads: 2 ranks
   for (int32_t tp : hybrid ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 4}) {
     const Outcome split = run_cases(name, tp, /*expert_parallel=*/true);
     ASSERT_EQ(split.tokens.size(), whole.tokens.size());
@@ -196,7 +196,8 @@ TEST_P(ExpertParallelTest, GreedyTokensOfTheUnsplitModel) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExpertParallelTest,
                          ::testing::Values("qwen3_moe", "gpt_oss", "gpt_oss_mxfp4", "qwen3_next", "qwen3_5_moe",
-                                           "qwen3_moe_mlx4", "qwen3_moe_gguf_k", "qwen3_moe_fp8_ct"));
+                                           "qwen3_moe_mlx4", "qwen3_moe_gguf_k", "qwen3_moe_fp8_ct", "gpt_oss_gguf",
+                                           "qwen3_next_gguf"));
 
 // gpt-oss's MXFP4 experts split along whole 32-value blocks: the fixture's 96 intermediate values do not split, so
 // its config with 128.
