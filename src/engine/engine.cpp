@@ -384,11 +384,11 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
     graphs_.clear();
     capture_decode_graphs();
   }
+  auto* split = rank_state_pools_.empty() ? nullptr : dynamic_cast<model::TensorParallelModel*>(model_.get());
   for (const auto& [from, to] : batch.state_copies) {
     state_pool_->copy_slot(*backend_, from, to);
-    for (size_t rank = 1; rank <= rank_state_pools_.size(); ++rank)
-      rank_state_pools_[rank - 1]->copy_slot(
-          dynamic_cast<model::TensorParallelModel&>(*model_).rank_backend(static_cast<int32_t>(rank)), from, to);
+    for (size_t rank = 1; rank <= rank_state_pools_.size(); ++rank)  // every rank's state moves alike
+      rank_state_pools_[rank - 1]->copy_slot(split->rank_backend(static_cast<int32_t>(rank)), from, to);
   }
   Tensor logits(logits_.data(), DType::kF32, {std::max(rows, graph_size), vocab}, backend_->device());
   // Graphs (and the memory profile) plan attention for the context length, so its split scratch takes its final size.

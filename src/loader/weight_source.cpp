@@ -130,7 +130,7 @@ bool scale_stays_whole(const Checkpoint* checkpoint, const std::string& name, co
 
 WeightSource WeightSource::sharded(const Shard& shard) const {
   RS_CHECK(shard.size >= 1 && shard.rank >= 0 && shard.rank < shard.size, "rank {} of {}", shard.rank, shard.size);
-  RS_CHECK(shard.size == 1 || (shard.num_kv_heads > 0 && shard.head_dim > 0 &&
+  RS_CHECK(shard.size == 1 || (shard.num_kv_heads > 0 &&
                                (shard.num_kv_heads % shard.size == 0 || shard.size % shard.num_kv_heads == 0)),
            "{} KV heads cannot be split over {} ranks (one must divide the other)", shard.num_kv_heads, shard.size);
   WeightSource source;

@@ -55,7 +55,7 @@ class WeightSource {
   // (rows in blocks), Qwen3.5's in_proj_qkv and the conv's channels are q | k | v sections (each section in blocks).
   struct Shard {
     int32_t rank = 0, size = 1;
-    int32_t num_kv_heads = 0, head_dim = 0;            // the whole model's
+    int32_t num_kv_heads = 0;                          // the whole model's
     int64_t linear_key_dim = 0, linear_value_dim = 0;  // the whole model's gated-delta-net q/k and v widths
     bool in_major = false;         // AWQ / GPTQ: qweight, qzeros, scales and g_idx are stored input-major
     bool gpt_oss_experts = false;  // stacked experts.* in gpt-oss's layout (else Qwen3.5-MoE's)

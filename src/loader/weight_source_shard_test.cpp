@@ -15,7 +15,7 @@ constexpr int64_t kHidden = 8, kHeadDim = 4;
 // Element (i) of a bf16 tensor as a float.
 float at(const Tensor& t, int64_t i) { return bf16_to_f32(t.data_as<uint16_t>()[i]); }
 
-WeightSource::Shard shard(int32_t rank, int32_t size, int32_t kv_heads) { return {rank, size, kv_heads, kHeadDim}; }
+WeightSource::Shard shard(int32_t rank, int32_t size, int32_t kv_heads) { return {rank, size, kv_heads}; }
 
 TEST(WeightSourceShard, RowsAreTheRanksBlock) {
   WeightSource whole = WeightSource::dummy(7, DType::kBF16);

@@ -89,9 +89,9 @@ void TensorParallelModel::load(loader::WeightSource& weights, Backend& backend, 
     if (r > 0) rank.backend = make_backend("cpu", rank_options_);
     const bool in_major = whole_.quantization.method == loader::QuantMethod::kAwq ||
                           whole_.quantization.method == loader::QuantMethod::kGptq;
-    rank.weights = std::make_unique<loader::WeightSource>(weights.sharded(
-        {r, size(), whole_.num_kv_heads, whole_.head_dim, whole_.linear.key_dim(), whole_.linear.value_dim(), in_major,
-         whole_.architecture == "GptOssForCausalLM", expert_parallel_}));
+    rank.weights = std::make_unique<loader::WeightSource>(
+        weights.sharded({r, size(), whole_.num_kv_heads, whole_.linear.key_dim(), whole_.linear.value_dim(), in_major,
+                         whole_.architecture == "GptOssForCausalLM", expert_parallel_}));
     const auto rank_progress = [&, r](const std::string& what, double fraction) {
       if (progress) progress(what, (r + fraction) / size());
     };
