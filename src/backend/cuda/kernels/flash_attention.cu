@@ -117,10 +117,8 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   __syncthreads();
   const int key_lo = range[0], key_hi = range[1], all_first = range[2], all_pos = range[3];
 
-  // This split's K/V tiles (64-key tiles aligned to multiples of 64).
-  const int tile0 = key_lo / kKeys, tiles = key_hi / kKeys - tile0 + 1;
-  const int per_split = (tiles + a.splits - 1) / a.splits;
-  const int kt_begin = tile0 + min(tiles, split * per_split), kt_end = tile0 + min(tiles, (split + 1) * per_split);
+  const KeyTiles key_tiles = split_key_tiles(key_lo, key_hi, a.splits, split);  // this split's K/V tiles
+  const int kt_begin = key_tiles.begin, kt_end = key_tiles.end;
 
   const int32_t* pages = a.page_table + static_cast<int64_t>(tile.seq) * a.max_pages;
   using CacheT = std::conditional_t<kFp8, uint8_t, uint16_t>;
@@ -128,17 +126,14 @@ __global__ void __launch_bounds__(kWarps * 32, 8 / kWarps) flash_attention_kerne
   const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * D;
   const CacheT* k_cache = static_cast<const CacheT*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
   const CacheT* v_cache = static_cast<const CacheT*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
-  const int page_shift = a.page_shift, page_mask = a.page_size - 1;
   const auto load_kv = [&](int kt, int buf) {
     for (int idx = threadIdx.x; idx < kKeys * kCacheChunks; idx += blockDim.x) {
       const int r = idx / kCacheChunks, c = idx % kCacheChunks, j = kt * kKeys + r;
       const CacheT *k_src = k_cache, *v_src = v_cache;
       int bytes = 0;
       if (j >= key_lo && j <= key_hi) {
-        const int32_t page = pages[page_shift >= 0 ? j >> page_shift : j / a.page_size];
-        if (page >= 0) {
-          const int64_t cache_row = page_shift >= 0 ? (static_cast<int64_t>(page) << page_shift) + (j & page_mask)
-                                                    : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
+        const int64_t cache_row = cache_row_of(a, pages, j);
+        if (cache_row >= 0) {
           const int64_t offset = cache_row * row_stride + c * (16 / sizeof(CacheT));
           k_src += offset;
           v_src += offset;

@@ -19,6 +19,25 @@ constexpr int kKeys = 64;  // keys per K/V tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// The 64-key tiles [begin, end) that split `split` of `splits` reads for keys [key_lo, key_hi] (tiles aligned to
+// multiples of 64). Kernels and the decode step's own K/V store (prepare_decode_token) must agree on it.
+struct KeyTiles {
+  int begin, end;
+};
+__device__ __forceinline__ KeyTiles split_key_tiles(int key_lo, int key_hi, int splits, int split) {
+  const int tile0 = key_lo / kKeys, tiles = key_hi / kKeys - tile0 + 1;
+  const int per_split = (tiles + splits - 1) / splits;
+  return {tile0 + min(tiles, split * per_split), tile0 + min(tiles, (split + 1) * per_split)};
+}
+
+// The cache row holding key j of a sequence whose page table is `pages`, or -1 when its page is absent.
+__device__ __forceinline__ int64_t cache_row_of(const AttentionArgs& a, const int32_t* pages, int j) {
+  const int32_t page = pages[a.page_shift >= 0 ? j >> a.page_shift : j / a.page_size];
+  if (page < 0) return -1;
+  return a.page_shift >= 0 ? (static_cast<int64_t>(page) << a.page_shift) + (j & (a.page_size - 1))
+                           : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
+}
+
 // The tile of this block: which sequence, which of its tokens. Tiles are numbered sequence after sequence; every warp
 // finds it (no shared memory, no barrier) with a scan over the sequences 32 at a time.
 struct TileSlot {
@@ -171,10 +190,8 @@ __device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh,
   }
   bool writer = false;  // the split arithmetic of the kernel for a tile of this one token
   if (slot >= 0 && slot < p.cache_rows && pos >= 0) {
-    const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
-    const int tile0 = first / kKeys, tiles = pos / kKeys - tile0 + 1, per = (tiles + a.splits - 1) / a.splits;
-    const int own = pos / kKeys;
-    writer = own >= tile0 + min(tiles, split * per) && own < tile0 + min(tiles, (split + 1) * per);
+    const KeyTiles mine = split_key_tiles(a.window > 0 ? max(0, pos - a.window + 1) : 0, pos, a.splits, split);
+    writer = pos / kKeys >= mine.begin && pos / kKeys < mine.end;
   }
   const int total_heads = a.num_heads + 2 * a.num_kv_heads;
   const float* row = p.qkv + static_cast<int64_t>(token) * total_heads * D;

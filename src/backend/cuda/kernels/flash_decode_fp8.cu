@@ -94,26 +94,21 @@ __global__ void __launch_bounds__(kWarps * 32, kMinBlocks) flash_decode_fp8_kern
   }
   __syncthreads();
 
-  // This split's K/V tiles (64-key tiles aligned to multiples of 64).
-  const int tile0 = first / kKeys, tiles = pos / kKeys - tile0 + 1;
-  const int per_split = (tiles + a.splits - 1) / a.splits;
-  const int kt_begin = tile0 + min(tiles, split * per_split), kt_end = tile0 + min(tiles, (split + 1) * per_split);
+  const KeyTiles key_tiles = split_key_tiles(first, pos, a.splits, split);  // this split's K/V tiles
+  const int kt_begin = key_tiles.begin, kt_end = key_tiles.end;
 
   const int32_t* pages = a.page_table + static_cast<int64_t>(tile.seq) * a.max_pages;
   const int64_t row_stride = static_cast<int64_t>(a.num_kv_heads) * D;
   const uint8_t* k_cache = static_cast<const uint8_t*>(a.k_cache) + static_cast<int64_t>(kvh) * D;
   const uint8_t* v_cache = static_cast<const uint8_t*>(a.v_cache) + static_cast<int64_t>(kvh) * D;
-  const int page_shift = a.page_shift, page_mask = a.page_size - 1;
   const auto load_kv = [&](int kt, int buf) {
     for (int idx = threadIdx.x; idx < kKeys * kChunks; idx += blockDim.x) {
       const int r = idx / kChunks, c = idx % kChunks, j = kt * kKeys + r;
       const uint8_t *k_src = k_cache, *v_src = v_cache;
       int bytes = 0;
       if (j >= first && j <= pos) {
-        const int32_t page = pages[page_shift >= 0 ? j >> page_shift : j / a.page_size];
-        if (page >= 0) {
-          const int64_t cache_row = page_shift >= 0 ? (static_cast<int64_t>(page) << page_shift) + (j & page_mask)
-                                                    : static_cast<int64_t>(page) * a.page_size + j % a.page_size;
+        const int64_t cache_row = cache_row_of(a, pages, j);
+        if (cache_row >= 0) {
           const int64_t offset = cache_row * row_stride + c * 16;
           k_src += offset;
           v_src += offset;
