@@ -4,7 +4,7 @@
 # with THROUGHPUT=N, `bench throughput` N x (1000 + 1000) for each, in the same binary on the same card.
 #
 #   device run, carry [".devdeps"]:  tools/device_fp8_decode_ab.sh
-#   env: MODES ("default lean widen": RS_FP8_DECODE values; "default" leaves it unset), BATCHES (64,256),
+#   env: MODES ("default registers widen": RS_FP8_DECODE values; "default" leaves it unset), BATCHES (64,256),
 #        INPUT_LEN (1024), THROUGHPUT (unset: none), SKIP_BUILD=1 (a warm machine), OUT (logs; /tmp/rs-fp8-decode)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -17,7 +17,7 @@ if [[ -z "${SKIP_BUILD:-}" ]]; then
 fi
 export LD_LIBRARY_PATH="/tmp/rs-devdeps/usr/lib/x86_64-linux-gnu:/tmp/rs-devdeps/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 nvidia-smi --query-gpu=name --format=csv,noheader
-for mode in ${MODES:-default lean widen}; do
+for mode in ${MODES:-default registers widen}; do
   env_mode=()
   [[ "$mode" == default ]] || env_mode=(RS_FP8_DECODE="$mode")
   echo "== $mode: attention parity"

@@ -222,10 +222,10 @@ __device__ void prepare_decode_token(const AttentionArgs& a, int token, int kvh,
 }  // namespace rs::cuda::flash
 
 namespace rs::cuda {
-// How decode steps over an fp8 cache run, from RS_FP8_DECODE (read once; for A/B timings in one binary): in
-// registers (flash_decode_fp8.cu, the default), `lean` (the same with Q re-read from shared memory: 4 blocks per SM
-// instead of 3), or `widen` (flash_attention.cu's widening path, as prefill tiles).
-enum class Fp8DecodeMode { kRegisters, kLean, kWiden };
+// How decode steps over an fp8 cache run, from RS_FP8_DECODE (read once; for A/B timings in one binary): lean
+// (flash_decode_fp8.cu, the default: Q re-read from shared memory, 4 blocks per SM), `registers` (the same with Q's
+// fragments in registers: 3 blocks per SM), or `widen` (flash_attention.cu's widening path, as prefill tiles).
+enum class Fp8DecodeMode { kLean, kRegisters, kWiden };
 Fp8DecodeMode fp8_decode_mode();
 // Decode steps (one token per sequence, groups of at most 16 query heads per KV head) over an fp8 cache
 // (flash_decode_fp8.cu); launch_flash_attention routes them here.
