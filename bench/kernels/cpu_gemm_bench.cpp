@@ -1,5 +1,6 @@
 // CPU linear-layer kernels: prefill-shaped bf16 GEMMs (GFLOP/s) and decode GEMVs (GB/s of weights streamed), for
 // row-major bf16 weights and for the VNNI-packed copy CpuBackend::prepare_linear makes. Threads: the args' last value.
+// RS_CPU_KERNELS=avx2 measures the kernels of CPUs without AVX512-BF16 (kernels/gemv_avx2.h) on one with them.
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -49,7 +50,9 @@ void BM_Linear(benchmark::State& state) {
   const int64_t copies = tokens <= 4 ? (int64_t{64} << 20) / weight_bytes + 1 : 1;
   std::vector<Problem> problems;
   for (int64_t c = 0; c < copies; ++c) problems.push_back(make_problem(tokens, out, in, packed));
-  const bool bf16 = tokens > 4;  // prefill rounds activations to bf16; decode keeps f32 (as CpuBackend does)
+  // The fast path's flag, as CpuBackend passes it: prefill rounds activations to bf16, decode GEMVs keep them f32. A
+  // CPU without AVX512-BF16 (or RS_CPU_KERNELS=avx2) runs decode on kernels/gemv_avx2 and prefill on sgemm.
+  const bool bf16 = true;
   int64_t next = 0;
   for (auto _ : state) {
     Problem& p = problems[next];

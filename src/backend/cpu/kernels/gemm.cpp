@@ -9,6 +9,7 @@
 #include "backend/cpu/kernels/affine_parts.h"
 #include "backend/cpu/kernels/gemm_affine.h"
 #include "backend/cpu/kernels/gemm_bf16.h"
+#include "backend/cpu/kernels/gemv_avx2.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/vec.h"
 
@@ -20,6 +21,7 @@ constexpr int64_t kGemvMaxTokens = 4;  // up to this many tokens, bf16 rows are 
 
 // Decodes MXFP4 row `row` ([in/32 groups of 16 bytes] + one E8M0 scale per group) into f32.
 void decode_mxfp4_row(const LinearWeight& w, int64_t row, float* out) {
+  if (avx2_decode_mxfp4_row(w, row, out)) return;  // the same values, a block at a time
   const int64_t groups = w.in_features / 32;
   const uint8_t* blocks = w.weight.data_as<uint8_t>() + row * groups * 16;
   const uint8_t* scales = w.scales.data_as<uint8_t>() + row * groups;
@@ -127,6 +129,7 @@ void decode_affine_row(const LinearWeight& w, int64_t row, float* out) {
   // K-quant's f16 super-scale times its sub-scale times the type's code (Q6_K: 11 + 7 + 6 bits, the widest) - at most
   // 24 significant bits for every type we load. The bias is added with one rounding: the exactly dequantized weight.
   // (kernels/gemm_affine's panel decode relies on this to give the same bits with one fma.)
+  if (avx2_decode_affine_row(w, row, out)) return;  // the same values, 16 at a time
   const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
   const int bits = w.bits;
   const uint32_t mask = (1u << bits) - 1;
@@ -228,6 +231,20 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
     else  // narrowed row ranges (CpuBackend::prepare_linear)
       affine_parts_linear(pool, x.data_as<float>(), tokens, w, stored_parts(w.packed_rows), b, out.data_as<float>(),
                           row_invariant);
+    return;
+  }
+  // CPUs without AVX512-BF16 (kernels/gemv_avx2.h): decode reads bf16 and integer weights as stored.
+  if (bf16_activations && !row_invariant && tokens > 0 && tokens <= kAvx2GemvTokens && avx2_gemv_supports(w)) {
+    pool.parallel_for(
+        w.out_features,
+        [&](int64_t begin, int64_t end) {
+          float* o = out.data_as<float>();
+          avx2_gemv(x.data_as<float>(), tokens, w, o, w.out_features, begin, end);
+          if (!bias_f32.empty())
+            for (int64_t t = 0; t < tokens; ++t)
+              for (int64_t r = begin; r < end; ++r) o[t * w.out_features + r] += bias_f32[r];
+        },
+        16);
     return;
   }
   if (!w.packed.empty()) {

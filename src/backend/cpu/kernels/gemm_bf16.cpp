@@ -1,5 +1,7 @@
 #include "backend/cpu/kernels/gemm_bf16.h"
 
+#include "backend/cpu/kernels/gemv_avx2.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -21,7 +23,8 @@ void pack_bf16_weight(const uint16_t* w, int64_t out, int64_t in, uint16_t* pack
 
 #if defined(__AVX512BF16__)
 
-bool has_bf16_gemm() { return true; }
+// RS_CPU_KERNELS=avx2 runs a machine with these kernels as one without (tests and benchmarks of kernels/gemv_avx2).
+bool has_bf16_gemm() { return !avx2_kernels_forced(); }
 
 namespace {
 

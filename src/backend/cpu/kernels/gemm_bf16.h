@@ -6,7 +6,7 @@
 
 namespace rs::cpu {
 
-// True when this build can run gemm_bf16 (compiled with AVX512-BF16).
+// True when this build can run gemm_bf16 (compiled with AVX512-BF16) and RS_CPU_KERNELS=avx2 does not switch it off.
 bool has_bf16_gemm();
 // out[t * out_stride + r] = sum_k x[t, k] * w[r, k] for rows [row_begin, row_end), all num_tokens tokens.
 // x and w are bf16 bit patterns, row-major with row length `in`.
