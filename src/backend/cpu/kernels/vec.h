@@ -1,5 +1,5 @@
 // Small vector helpers shared by the CPU kernels: dtype-converting row loads and dot products (AVX-512 when built for
-// it).
+// it, else AVX2 + FMA for the ones the fallback attention runs per key).
 #pragma once
 
 #include <array>
@@ -42,6 +42,22 @@ inline float dot_f32(const float* a, const float* b, int64_t n) {
   float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
+#elif defined(__AVX2__) && defined(__FMA__)
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  const __m256 acc = _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  float sum = _mm_cvtss_f32(_mm_add_ss(s4, _mm_movehdup_ps(s4)));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
 #else
   float sum = 0.0f;
   for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
@@ -69,6 +85,27 @@ inline __m512 exp_f32x16(__m512 x) {
 }
 #endif
 
+#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+// exp_f32x16 for 8 lanes: the same reduction and polynomial, 2^n built in the exponent bits (n >= -126 after the
+// clamp, so 2^n is normal; n = 128 gives inf, as it should).
+inline __m256 exp_f32x8(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+#endif
+
 #if defined(__AVX512F__)
 // 16 bf16 values widened to f32 (exact).
 inline __m512 load_bf16x16(const uint16_t* p) {
@@ -82,6 +119,11 @@ inline void bf16_row_to_f32(const uint16_t* x, int64_t n, float* out) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load_bf16x16(x + i));
+#elif defined(__AVX2__)
+  for (; i + 8 <= n; i += 8) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
+  }
 #endif
   for (; i < n; ++i) out[i] = bf16_to_f32(x[i]);
 }
@@ -161,6 +203,9 @@ inline void exp_shifted_f32(const float* x, float shift, float* y, int64_t n) {
     _mm512_mask_storeu_ps(y + i, m, exp_f32x16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vs)));
     return;
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 vs = _mm256_set1_ps(shift);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_f32x8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vs)));
 #endif
   for (; i < n; ++i) y[i] = std::exp(x[i] - shift);
 }
@@ -172,6 +217,12 @@ inline void axpy_f32(float alpha, const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16)
     _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += alpha * x[i];
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
   for (; i < n; ++i) y[i] += alpha * x[i];
 #else
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
