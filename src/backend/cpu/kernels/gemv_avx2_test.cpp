@@ -17,8 +17,10 @@
 namespace rs::cpu {
 namespace {
 
+constexpr int kFp8 = 80;
+
 struct Case {
-  int bits;  // 16: bf16 dense; 4 or 8: integer codes; 0: MXFP4 (blocks of 32)
+  int bits;  // 16: bf16 dense; 4 or 8: integer codes; 0: MXFP4 (blocks of 32); kFp8: FP8 blocks of `group`
   int64_t group, out, in;
 };
 
@@ -44,6 +46,25 @@ Weight make_weight(const Case& c, uint32_t seed) {
       a.values[i] = bf16_to_f32(a.bf16[i]);
     }
     a.w.weight = Tensor(a.bf16.data(), DType::kBF16, {c.out, c.in});
+    return a;
+  }
+  if (c.bits == kFp8) {  // E4M3 codes (no NaN) x an f32 scale per group x group block (group >= in: per channel)
+    const int64_t block_cols = c.group, block_rows = c.group >= c.in ? 1 : c.group;
+    const int64_t scale_cols = (c.in + block_cols - 1) / block_cols, scale_rows = (c.out + block_rows - 1) / block_rows;
+    a.codes.resize(c.out * c.in);
+    for (auto& b : a.codes) b = static_cast<uint8_t>(rng() % 127 + (rng() % 2) * 128);
+    std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+    a.pairs.resize(scale_rows * scale_cols);
+    for (auto& v : a.pairs) v = scale(rng);
+    for (int64_t r = 0; r < c.out; ++r)
+      for (int64_t i = 0; i < c.in; ++i)
+        a.values[r * c.in + i] = static_cast<double>(fp8_e4m3_to_f32(a.codes[r * c.in + i])) *
+                                 a.pairs[(r / block_rows) * scale_cols + i / block_cols];
+    a.w.format = LinearWeight::Format::kFp8;
+    a.w.weight = Tensor(a.codes.data(), DType::kF8E4M3, {c.out, c.in});
+    a.w.scales = Tensor(a.pairs.data(), DType::kF32, {scale_rows, scale_cols});
+    a.w.scale_block_rows = block_rows;
+    a.w.scale_block_cols = block_cols;
     return a;
   }
   if (c.bits == 0) {  // MXFP4: 16 bytes of E2M1 pairs and one E8M0 exponent per 32 inputs
@@ -128,7 +149,7 @@ TEST_P(Avx2Gemv, MatchesTheExactProductOverARowRange) {
 
 TEST_P(Avx2Gemv, DecodedRowsAreTheExactValuesBitForBit) {
   const Case c = GetParam();
-  if (c.bits == 16) GTEST_SKIP() << "bf16 rows are widened by a shift";
+  if (c.bits == 16 || c.bits == kFp8) GTEST_SKIP() << "bf16 and FP8 rows have their own widening";
   const Weight a = make_weight(c, 5);
   std::vector<float> row(c.in);
   if (c.bits == 0) {  // MXFP4: the exact values
@@ -153,12 +174,13 @@ TEST_P(Avx2Gemv, DecodedRowsAreTheExactValuesBitForBit) {
 }
 
 // bf16 rows of a multiple of 8 inputs; codes in groups of 16 (GGUF Q6_K widened to 8 bits), 32, 64 and 128; MXFP4
-// (2,880: gpt-oss's hidden size).
+// (2,880: gpt-oss's hidden size); FP8 in 32 x 32 and 128 x 128 blocks and per channel.
 INSTANTIATE_TEST_SUITE_P(Shapes, Avx2Gemv,
                          ::testing::Values(Case{16, 0, 37, 200}, Case{16, 0, 64, 1024}, Case{4, 32, 41, 256},
                                            Case{4, 64, 38, 384}, Case{4, 128, 9, 1024}, Case{4, 16, 12, 128},
                                            Case{8, 16, 21, 256}, Case{8, 32, 40, 96}, Case{8, 128, 7, 512},
-                                           Case{0, 32, 19, 256}, Case{0, 32, 36, 2880}),
+                                           Case{0, 32, 19, 256}, Case{0, 32, 36, 2880}, Case{kFp8, 32, 70, 96},
+                                           Case{kFp8, 128, 9, 256}, Case{kFp8, 200, 13, 200}),
                          [](const auto& info) {
                            const Case& c = info.param;
                            return fmt::format("bits{}_group{}_{}x{}", c.bits, c.group, c.out, c.in);
