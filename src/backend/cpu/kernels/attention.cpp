@@ -8,6 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/kernels/attention_avx2.h"
+#include "backend/cpu/kernels/gemv_avx2.h"
 #include "backend/cpu/kernels/kernels.h"
 #include "backend/cpu/kernels/vec.h"
 
@@ -116,9 +118,14 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const KvCache& cache, 
   });
 }
 
+constexpr int64_t kItemRows = 32;  // query rows (tokens x heads sharing one KV head) per work item
+
+// A work item's kernel: query rows of tokens [t0, t1) of one sequence x the heads of KV head `kvh`.
+using ItemFn = void (*)(const Tensor&, const KvCache&, const BatchView&, const AttentionParams&, const float*, int64_t,
+                        int64_t, int32_t, float*);
+
 #if defined(__AVX512F__)
 constexpr int32_t kKeyBlock = 32;  // keys per online-softmax step; their K/V rows stay in L1 while the item's rows pass
-constexpr int64_t kItemRows = 32;  // query rows (tokens x heads sharing one KV head) per work item
 
 // Lane j of the result = sum of the 16 lanes of v[j] (a transposing reduction: 45 ops for 16 sums).
 inline __m512 reduce16(const __m512 v[16]) {
@@ -405,9 +412,6 @@ void attend_item_bf16(const Tensor& q, const KvCache& cache, const BatchView& ba
 }
 #endif
 
-using ItemFn = void (*)(const Tensor&, const KvCache&, const BatchView&, const AttentionParams&, const float*, int64_t,
-                        int64_t, int32_t, float*);
-
 template <typename CacheT>
 ItemFn item_kernel_for(int32_t head_dim) {
   switch (head_dim) {
@@ -444,8 +448,12 @@ ItemFn item_kernel(DType cache_dtype, int32_t head_dim) {
 void attention(ThreadPool& pool, const Tensor& q, const KvCache& cache, const BatchView& batch,
                const AttentionParams& params, Tensor out) {
   check_kv_cache(cache, "CPU");
+  ItemFn kernel = nullptr;
 #if defined(__AVX512F__)
-  const ItemFn kernel = item_kernel(cache.k.dtype(), params.head_dim);
+  if (!avx2_kernels_forced()) kernel = item_kernel(cache.k.dtype(), params.head_dim);
+#endif
+  // CPUs without AVX-512 (kernels/attention_avx2.h), and head sizes the AVX-512 kernels lack.
+  if (kernel == nullptr && avx2_attention_supports(params.head_dim)) kernel = avx2_attend_item;
   if (kernel != nullptr) {
     std::vector<float> sinks;
     if (!params.sinks.empty()) {
@@ -492,7 +500,6 @@ void attention(ThreadPool& pool, const Tensor& q, const KvCache& cache, const Ba
     });
     return;
   }
-#endif
   attention_rowwise(pool, q, cache, batch, params, out);
 }
 

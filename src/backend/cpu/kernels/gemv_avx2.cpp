@@ -9,15 +9,7 @@
 
 #include "backend/cpu/kernels/gemm_bf16.h"
 
-#if defined(__x86_64__)
-// GCC 12's AVX headers trip -Wuninitialized inside their intrinsics (simd.h says why); the header's lines only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#define RS_AVX2 __attribute__((target("avx2,fma")))
-#endif
+#include "backend/cpu/kernels/simd.h"
 
 namespace rs::cpu {
 
@@ -53,21 +45,22 @@ bool avx2_gemv_supports(const LinearWeight& w) {
 #if defined(__x86_64__)
 namespace {
 
-RS_AVX2 inline float horizontal_sum(__m256 v) {
+RS_TARGET_AVX2 inline float horizontal_sum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
 // Eight bf16 values -> f32 (a bf16 is the top half of its f32).
-RS_AVX2 inline __m256 bf16x8(const uint16_t* p) {
+RS_TARGET_AVX2 inline __m256 bf16x8(const uint16_t* p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
 // kRows rows at a time (independent FMA chains for one token), each with kTokens sums of 8 lanes.
 template <int kTokens, int kRows>
-RS_AVX2 void bf16_rows(const float* x, const uint16_t* w, int64_t in, float* out, int64_t out_stride, int64_t row) {
+RS_TARGET_AVX2 void bf16_rows(const float* x, const uint16_t* w, int64_t in, float* out, int64_t out_stride,
+                              int64_t row) {
   __m256 acc[kTokens][kRows];
   for (int t = 0; t < kTokens; ++t)
     for (int r = 0; r < kRows; ++r) acc[t][r] = _mm256_setzero_ps();
@@ -88,7 +81,7 @@ RS_AVX2 void bf16_rows(const float* x, const uint16_t* w, int64_t in, float* out
 
 // 16 codes of a row starting at input i, widened to f32 in two halves (elements i..i+7, i+8..i+15).
 template <int kBits>
-RS_AVX2 inline void codes16(const uint8_t* row_codes, int64_t i, __m256& lo, __m256& hi) {
+RS_TARGET_AVX2 inline void codes16(const uint8_t* row_codes, int64_t i, __m256& lo, __m256& hi) {
   __m128i q;
   if constexpr (kBits == 4) {
     // 8 bytes, element j in the low nibble of byte j / 2 when j is even, the high one when odd.
@@ -105,7 +98,7 @@ RS_AVX2 inline void codes16(const uint8_t* row_codes, int64_t i, __m256& lo, __m
 // The GEMV's form of codes16: 4-bit codes as the even elements (low nibbles) and the odd ones (high nibbles) of the 16,
 // one widening instead of an interleave and two (x comes deinterleaved to match); 8-bit as codes16.
 template <int kBits>
-RS_AVX2 inline void codes16_split(const uint8_t* row_codes, int64_t i, __m256& lo, __m256& hi) {
+RS_TARGET_AVX2 inline void codes16_split(const uint8_t* row_codes, int64_t i, __m256& lo, __m256& hi) {
   if constexpr (kBits == 4) {
     const __m256i bytes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row_codes + i / 2)));
     lo = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, _mm256_set1_epi32(0x0f)));
@@ -128,8 +121,8 @@ void deinterleave(const float* x, int64_t tokens, int64_t in, float* out) {
 // and then scaled: acc += scale x sum. The biases' part, bias x (sum of x over the group), is added per group from
 // x_sums ([kTokens][groups]) in scalar code.
 template <int kBits, int kTokens, int kRows>
-RS_AVX2 void affine_rows(const float* x, const LinearWeight& w, const float* x_sums, float* out, int64_t out_stride,
-                         int64_t row) {
+RS_TARGET_AVX2 void affine_rows(const float* x, const LinearWeight& w, const float* x_sums, float* out,
+                                int64_t out_stride, int64_t row) {
   const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
   const int64_t row_bytes = in * kBits / 8;
   const uint8_t* codes = w.weight.data_as<uint8_t>() + row * row_bytes;
@@ -170,7 +163,7 @@ RS_AVX2 void affine_rows(const float* x, const LinearWeight& w, const float* x_s
 }
 
 template <int kBits>
-RS_AVX2 void decode_codes(const LinearWeight& w, int64_t row, float* out) {
+RS_TARGET_AVX2 void decode_codes(const LinearWeight& w, int64_t row, float* out) {
   const int64_t in = w.in_features, group = w.scale_block_cols, groups = in / group;
   const uint8_t* codes = w.weight.data_as<uint8_t>() + row * (in * kBits / 8);
   const float* pairs = w.scales.data_as<float>() + row * groups * 2;
@@ -188,7 +181,7 @@ RS_AVX2 void decode_codes(const LinearWeight& w, int64_t row, float* out) {
 // MXFP4 (gpt-oss experts): blocks of 32 inputs, 16 bytes of FP4 E2M1 codes (element 2k in the low nibble of byte k,
 // 2k + 1 in the high one) and an E8M0 scale 2^(e - 127). Twice an E2M1 value is a small integer, so a byte table
 // (pshufb) gives 2v exactly and the block's scale carries the half: 2^(e - 128), from a table of all 256.
-RS_AVX2 inline __m128i fp4_doubled_table() {
+RS_TARGET_AVX2 inline __m128i fp4_doubled_table() {
   return _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
 }
 
@@ -203,7 +196,7 @@ const float* e8m0_half_scales() {
 
 // kRows rows of MXFP4 blocks against x deinterleaved per 32 inputs (even inputs, then odd ones).
 template <int kTokens, int kRows>
-RS_AVX2 void mxfp4_rows(const float* x, const LinearWeight& w, float* out, int64_t out_stride, int64_t row) {
+RS_TARGET_AVX2 void mxfp4_rows(const float* x, const LinearWeight& w, float* out, int64_t out_stride, int64_t row) {
   const int64_t in = w.in_features, blocks = in / 32;
   const uint8_t* codes = w.weight.data_as<uint8_t>() + row * blocks * 16;
   const uint8_t* exponents = w.scales.data_as<uint8_t>() + row * blocks;
@@ -241,7 +234,7 @@ RS_AVX2 void mxfp4_rows(const float* x, const LinearWeight& w, float* out, int64
     for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = horizontal_sum(acc[t][r]);
 }
 
-RS_AVX2 void decode_mxfp4(const LinearWeight& w, int64_t row, float* out) {
+RS_TARGET_AVX2 void decode_mxfp4(const LinearWeight& w, int64_t row, float* out) {
   const int64_t blocks = w.in_features / 32;
   const uint8_t* codes = w.weight.data_as<uint8_t>() + row * blocks * 16;
   const uint8_t* exponents = w.scales.data_as<uint8_t>() + row * blocks;
@@ -260,7 +253,7 @@ RS_AVX2 void decode_mxfp4(const LinearWeight& w, int64_t row, float* out) {
 
 // Eight E4M3 codes (never NaN: weights) as f32, exactly: a normal code's exponent and mantissa moved into an f32's
 // (exponent + 120), a subnormal one (exponent 0) as m x 2^-9, then the sign. Arithmetic, not a gather: 3x faster.
-RS_AVX2 inline __m256 e4m3x8(const uint8_t* p) {
+RS_TARGET_AVX2 inline __m256 e4m3x8(const uint8_t* p) {
   const __m256i codes = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   const __m256i magnitude = _mm256_and_si256(codes, _mm256_set1_epi32(0x7f));
   const __m256 normal =
@@ -274,7 +267,7 @@ RS_AVX2 inline __m256 e4m3x8(const uint8_t* p) {
 // kRows rows of FP8 E4M3 codes (Qwen's 128 x 128 blocks, per-channel or per-tensor scales): values summed per scale
 // block, then scaled.
 template <int kTokens, int kRows>
-RS_AVX2 void fp8_rows(const float* x, const LinearWeight& w, float* out, int64_t out_stride, int64_t row) {
+RS_TARGET_AVX2 void fp8_rows(const float* x, const LinearWeight& w, float* out, int64_t out_stride, int64_t row) {
   const int64_t in = w.in_features, block = std::min(w.scale_block_cols, in);
   const uint8_t* codes = w.weight.data_as<uint8_t>() + row * in;
   const float* scale_rows[kRows];
@@ -308,7 +301,7 @@ RS_AVX2 void fp8_rows(const float* x, const LinearWeight& w, float* out, int64_t
 }
 
 // Sums of x over each group of every token: [tokens][groups].
-RS_AVX2 void group_sums(const float* x, int64_t tokens, int64_t in, int64_t group, float* sums) {
+RS_TARGET_AVX2 void group_sums(const float* x, int64_t tokens, int64_t in, int64_t group, float* sums) {
   const int64_t groups = in / group;
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t g = 0; g < groups; ++g) {

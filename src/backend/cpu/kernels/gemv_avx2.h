@@ -40,8 +40,8 @@ bool avx2_decode_mxfp4_row(const LinearWeight& w, int64_t row, float* out);
 
 // The CPU's feature test alone (tests call the kernel directly where it holds).
 bool cpu_has_avx2_fma();
-// RS_CPU_KERNELS=avx2: the AVX512-BF16 kernels stay unused (has_bf16_gemm() is false), so that a machine with them
-// runs the paths of one without.
+// RS_CPU_KERNELS=avx2: the AVX-512 kernels stay unused (has_bf16_gemm() is false; attention runs attention_avx2), so
+// that a machine with them runs the paths of one without.
 bool avx2_kernels_forced();
 
 }  // namespace rs::cpu

@@ -85,10 +85,11 @@ inline __m512 exp_f32x16(__m512 x) {
 }
 #endif
 
-#if !defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+#if defined(RS_TARGET_AVX2)
 // exp_f32x16 for 8 lanes: the same reduction and polynomial, 2^n built in the exponent bits (n >= -126 after the
-// clamp, so 2^n is normal; n = 128 gives inf, as it should).
-inline __m256 exp_f32x8(__m256 x) {
+// clamp, so 2^n is normal; n = 128 gives inf, as it should). Compiled for AVX2 + FMA in every x86 build (the kernels
+// that carry RS_TARGET_AVX2 call it).
+RS_TARGET_AVX2 inline __m256 exp_f32x8(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
