@@ -20,22 +20,13 @@ namespace {
 
 constexpr int32_t kKeys = 32;  // keys per block (aligned to multiples of 32 positions)
 
-RS_TARGET_AVX2 inline float horizontal_sum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
 // Cache row `row` of `t` (hd values) as f32 into `out`.
 RS_TARGET_AVX2 void widen_row(const Tensor& t, float scale, int64_t row, int32_t hd, float* out) {
   if (t.dtype() == DType::kF32) {
     std::memcpy(out, t.data_as<float>() + row * hd, hd * sizeof(float));
   } else if (t.dtype() == DType::kBF16) {
     const uint16_t* in = t.data_as<uint16_t>() + row * hd;
-    for (int32_t i = 0; i < hd; i += 8) {
-      const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
-      _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
-    }
+    for (int32_t i = 0; i < hd; i += 8) _mm256_storeu_ps(out + i, load_bf16x8(in + i));
   } else {
     fp8_row_to_f32(t.data_as<uint8_t>() + row * hd, hd, scale, out);  // the table's values, NaN codes included
   }
@@ -49,7 +40,7 @@ RS_TARGET_AVX2 float dot(const float* a, const float* b, int32_t hd) {
     acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
   }
   if (i < hd) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  return horizontal_sum(_mm256_add_ps(acc0, acc1));
+  return sum_f32x8(_mm256_add_ps(acc0, acc1));
 }
 
 struct ItemState {
@@ -124,7 +115,7 @@ RS_TARGET_AVX2 void avx2_attend_item(const Tensor& q, const KvCache& cache, cons
         sum = _mm256_add_ps(sum, e);
       }
       st.m[r] = m_new;
-      st.l[r] = st.l[r] * correction + horizontal_sum(sum);
+      st.l[r] = st.l[r] * correction + sum_f32x8(sum);
       float* a = st.acc.data() + r * hd;
       const __m256 corr = _mm256_set1_ps(correction);
       for (int32_t c = 0; c < hd; c += 8) {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "backend/cpu/kernels/gemm_bf16.h"
-
 #include "backend/cpu/kernels/simd.h"
+#include "backend/cpu/kernels/vec.h"
 
 namespace rs::cpu {
 
@@ -45,18 +45,6 @@ bool avx2_gemv_supports(const LinearWeight& w) {
 #if defined(__x86_64__)
 namespace {
 
-RS_TARGET_AVX2 inline float horizontal_sum(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
-
-// Eight bf16 values -> f32 (a bf16 is the top half of its f32).
-RS_TARGET_AVX2 inline __m256 bf16x8(const uint16_t* p) {
-  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
-}
-
 // kRows rows at a time (independent FMA chains for one token), each with kTokens sums of 8 lanes.
 template <int kTokens, int kRows>
 RS_TARGET_AVX2 void bf16_rows(const float* x, const uint16_t* w, int64_t in, float* out, int64_t out_stride,
@@ -68,7 +56,7 @@ RS_TARGET_AVX2 void bf16_rows(const float* x, const uint16_t* w, int64_t in, flo
     __m256 wv[kRows];
     for (int r = 0; r < kRows; ++r) {
       _mm_prefetch(reinterpret_cast<const char*>(w + (row + r) * in + i + 512), _MM_HINT_T0);
-      wv[r] = bf16x8(w + (row + r) * in + i);
+      wv[r] = load_bf16x8(w + (row + r) * in + i);
     }
     for (int t = 0; t < kTokens; ++t) {
       const __m256 xv = _mm256_loadu_ps(x + t * in + i);
@@ -76,7 +64,7 @@ RS_TARGET_AVX2 void bf16_rows(const float* x, const uint16_t* w, int64_t in, flo
     }
   }
   for (int t = 0; t < kTokens; ++t)
-    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = horizontal_sum(acc[t][r]);
+    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = sum_f32x8(acc[t][r]);
 }
 
 // 16 codes of a row starting at input i, widened to f32 in two halves (elements i..i+7, i+8..i+15).
@@ -159,7 +147,7 @@ RS_TARGET_AVX2 void affine_rows(const float* x, const LinearWeight& w, const flo
     }
   }
   for (int t = 0; t < kTokens; ++t)
-    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = horizontal_sum(acc[t][r]) + bias_part[t][r];
+    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = sum_f32x8(acc[t][r]) + bias_part[t][r];
 }
 
 template <int kBits>
@@ -231,7 +219,7 @@ RS_TARGET_AVX2 void mxfp4_rows(const float* x, const LinearWeight& w, float* out
     }
   }
   for (int t = 0; t < kTokens; ++t)
-    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = horizontal_sum(acc[t][r]);
+    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = sum_f32x8(acc[t][r]);
 }
 
 RS_TARGET_AVX2 void decode_mxfp4(const LinearWeight& w, int64_t row, float* out) {
@@ -297,7 +285,7 @@ RS_TARGET_AVX2 void fp8_rows(const float* x, const LinearWeight& w, float* out, 
     }
   }
   for (int t = 0; t < kTokens; ++t)
-    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = horizontal_sum(acc[t][r]);
+    for (int r = 0; r < kRows; ++r) out[t * out_stride + row + r] = sum_f32x8(acc[t][r]);
 }
 
 // Sums of x over each group of every token: [tokens][groups].
@@ -307,7 +295,7 @@ RS_TARGET_AVX2 void group_sums(const float* x, int64_t tokens, int64_t in, int64
     for (int64_t g = 0; g < groups; ++g) {
       __m256 s = _mm256_setzero_ps();
       for (int64_t i = g * group; i < (g + 1) * group; i += 8) s = _mm256_add_ps(s, _mm256_loadu_ps(x + t * in + i));
-      sums[t * groups + g] = horizontal_sum(s);
+      sums[t * groups + g] = sum_f32x8(s);
     }
 }
 
