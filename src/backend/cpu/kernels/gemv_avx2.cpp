@@ -33,7 +33,12 @@ bool avx2_kernels_forced() {
 bool avx2_gemv_supports(const LinearWeight& w) {
   if (!cpu_has_avx2_fma() || has_bf16_gemm() || !w.packed.empty() || !w.input_order.empty() || w.in_features % 8 != 0)
     return false;
-  if (w.format == LinearWeight::Format::kDense) return w.weight.dtype() == DType::kBF16;
+  if (w.format == LinearWeight::Format::kDense) {
+#if defined(__AVX512F__)
+    if (!avx2_kernels_forced()) return false;  // AVX-512F without BF16 (Skylake-SP, Ice Lake): gemm.cpp's gemv_bf16
+#endif
+    return w.weight.dtype() == DType::kBF16;
+  }
   if (w.format == LinearWeight::Format::kMxfp4) return w.in_features % 32 == 0;
   if (w.format == LinearWeight::Format::kFp8)
     return w.scale_block_rows > 0 && (w.scale_block_cols % 8 == 0 || w.scale_block_cols >= w.in_features);
