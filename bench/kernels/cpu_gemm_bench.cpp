@@ -77,7 +77,8 @@ void decode_args(benchmark::internal::Benchmark* b) {
   // 6144 x 1024 and 1024 x 3072 bf16 are 12 MiB and 6 MiB: larger than L2, like a decoder layer's weights.
   for (int packed : {0, 1})
     for (auto [out, in] : {std::pair<int64_t, int64_t>{6144, 1024}, {1024, 3072}})
-      for (int threads : {1, 2}) b->Args({1, out, in, packed, threads});
+      for (int threads : {1, 2})
+        for (int64_t tokens : {1, 8}) b->Args({tokens, out, in, packed, threads});
   b->ArgNames({"T", "N", "K", "packed", "threads"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
@@ -134,7 +135,7 @@ void BM_AffineLinear(benchmark::State& state) {
 
 void affine_args(benchmark::internal::Benchmark* b) {
   // Qwen3-0.6B's gate|up and down at GGUF Q4_K (4-bit g32), Q6_K / Q8_0 (8-bit g16 / g32) and MLX 4-bit g64.
-  for (int64_t tokens : {1, 128})
+  for (int64_t tokens : {1, 8, 128})
     for (auto [bits, group] : {std::pair<int, int64_t>{4, 32}, {4, 64}, {8, 16}, {8, 32}})
       for (auto [out, in] : {std::pair<int64_t, int64_t>{6144, 1024}, {1024, 3072}})
         b->Args({tokens, out, in, bits, group, 2});

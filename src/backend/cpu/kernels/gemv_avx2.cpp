@@ -312,50 +312,63 @@ void over_rows(int64_t row_begin, int64_t row_end, Block block, Single single) {
   for (; r < row_end; ++r) single(r);
 }
 
+// x as the row kernels read it, made once per call: [tokens][in], each 16 (4-bit codes) or 32 (MXFP4) inputs
+// deinterleaved into even and odd ones; and for integer codes the group sums of x, [tokens][groups].
+struct PreparedX {
+  const float* x = nullptr;
+  const float* sums = nullptr;
+  int64_t groups = 0;
+};
+
+PreparedX prepare_x(const float* x, int64_t tokens, const LinearWeight& w) {
+  thread_local std::vector<float> sums, x_split;
+  const int64_t in = w.in_features;
+  PreparedX p{x};
+  const bool affine = w.format == LinearWeight::Format::kAffine;
+  if (affine) {
+    p.groups = in / w.scale_block_cols;
+    sums.resize(tokens * p.groups);
+    group_sums(x, tokens, in, w.scale_block_cols, sums.data());
+    p.sums = sums.data();
+  }
+  if ((affine && w.bits == 4) || w.format == LinearWeight::Format::kMxfp4) {
+    x_split.resize(tokens * in);
+    affine ? deinterleave<16>(x, tokens, in, x_split.data()) : deinterleave<32>(x, tokens, in, x_split.data());
+    p.x = x_split.data();
+  }
+  return p;
+}
+
+// Rows [row_begin, row_end) for kTokens tokens of the prepared x.
 template <int kTokens>
-void gemv_tokens(const float* x, const LinearWeight& w, float* out, int64_t out_stride, int64_t row_begin,
-                 int64_t row_end) {
+void rows_for_tokens(const float* x, const float* sums, const LinearWeight& w, float* out, int64_t out_stride,
+                     int64_t row_begin, int64_t row_end) {
   // One token has the fewest independent chains: it takes two rows at a time.
   constexpr int kRows = kTokens == 1 ? 2 : 1;
-  const int64_t in = w.in_features;
   if (w.format == LinearWeight::Format::kDense) {
     // bf16 rows need one FMA per 8 weights against the codes' two: more rows at once keep more sums in flight.
     constexpr int kBf16Rows = 4 / kTokens > 0 ? 4 / kTokens : 1;
     const uint16_t* weight = w.weight.data_as<uint16_t>();
+    const int64_t in = w.in_features;
     over_rows<kTokens, kBf16Rows>(
         row_begin, row_end, [&](int64_t r) { bf16_rows<kTokens, kBf16Rows>(x, weight, in, out, out_stride, r); },
         [&](int64_t r) { bf16_rows<kTokens, 1>(x, weight, in, out, out_stride, r); });
-    return;
-  }
-  thread_local std::vector<float> sums, x_split;
-  if (w.format == LinearWeight::Format::kFp8) {
+  } else if (w.format == LinearWeight::Format::kFp8) {
     over_rows<kTokens, kRows>(
         row_begin, row_end, [&](int64_t r) { fp8_rows<kTokens, kRows>(x, w, out, out_stride, r); },
         [&](int64_t r) { fp8_rows<kTokens, 1>(x, w, out, out_stride, r); });
-    return;
-  }
-  if (w.format == LinearWeight::Format::kMxfp4) {
-    x_split.resize(kTokens * in);
-    deinterleave<32>(x, kTokens, in, x_split.data());
-    x = x_split.data();
+  } else if (w.format == LinearWeight::Format::kMxfp4) {
     over_rows<kTokens, kRows>(
         row_begin, row_end, [&](int64_t r) { mxfp4_rows<kTokens, kRows>(x, w, out, out_stride, r); },
         [&](int64_t r) { mxfp4_rows<kTokens, 1>(x, w, out, out_stride, r); });
-    return;
-  }
-  sums.resize(kTokens * (in / w.scale_block_cols));
-  group_sums(x, kTokens, in, w.scale_block_cols, sums.data());
-  if (w.bits == 4) {
-    x_split.resize(kTokens * in);
-    deinterleave<16>(x, kTokens, in, x_split.data());
-    x = x_split.data();
+  } else if (w.bits == 4) {
     over_rows<kTokens, kRows>(
-        row_begin, row_end, [&](int64_t r) { affine_rows<4, kTokens, kRows>(x, w, sums.data(), out, out_stride, r); },
-        [&](int64_t r) { affine_rows<4, kTokens, 1>(x, w, sums.data(), out, out_stride, r); });
+        row_begin, row_end, [&](int64_t r) { affine_rows<4, kTokens, kRows>(x, w, sums, out, out_stride, r); },
+        [&](int64_t r) { affine_rows<4, kTokens, 1>(x, w, sums, out, out_stride, r); });
   } else {
     over_rows<kTokens, kRows>(
-        row_begin, row_end, [&](int64_t r) { affine_rows<8, kTokens, kRows>(x, w, sums.data(), out, out_stride, r); },
-        [&](int64_t r) { affine_rows<8, kTokens, 1>(x, w, sums.data(), out, out_stride, r); });
+        row_begin, row_end, [&](int64_t r) { affine_rows<8, kTokens, kRows>(x, w, sums, out, out_stride, r); },
+        [&](int64_t r) { affine_rows<8, kTokens, 1>(x, w, sums, out, out_stride, r); });
   }
 }
 
@@ -364,11 +377,24 @@ void gemv_tokens(const float* x, const LinearWeight& w, float* out, int64_t out_
 void avx2_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride, int64_t row_begin,
                int64_t row_end) {
   RS_CHECK(cpu_has_avx2_fma() && tokens >= 1 && tokens <= kAvx2GemvTokens, "avx2_gemv: {} tokens on this CPU", tokens);
-  switch (tokens) {
-    case 1: return gemv_tokens<1>(x, w, out, out_stride, row_begin, row_end);
-    case 2: return gemv_tokens<2>(x, w, out, out_stride, row_begin, row_end);
-    case 3: return gemv_tokens<3>(x, w, out, out_stride, row_begin, row_end);
-    default: return gemv_tokens<4>(x, w, out, out_stride, row_begin, row_end);
+  const PreparedX p = prepare_x(x, tokens, w);
+  const int64_t in = w.in_features;
+  // At most 4 tokens per pass (more sums would not fit the 16 registers); with more, each block of 16 rows takes
+  // the passes in turn, so the later ones read its weights from cache, not memory.
+  constexpr int64_t kBlockRows = 16;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kBlockRows) {
+    const int64_t r1 = std::min(row_end, r0 + kBlockRows);
+    for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
+      const float* xt = p.x + t0 * in;
+      const float* sums = p.sums ? p.sums + t0 * p.groups : nullptr;
+      float* ot = out + t0 * out_stride;
+      switch (std::min<int64_t>(4, tokens - t0)) {
+        case 1: rows_for_tokens<1>(xt, sums, w, ot, out_stride, r0, r1); break;
+        case 2: rows_for_tokens<2>(xt, sums, w, ot, out_stride, r0, r1); break;
+        case 3: rows_for_tokens<3>(xt, sums, w, ot, out_stride, r0, r1); break;
+        default: rows_for_tokens<4>(xt, sums, w, ot, out_stride, r0, r1); break;
+      }
+    }
   }
 }
 

@@ -19,7 +19,7 @@
 
 namespace rs::cpu {
 
-constexpr int64_t kAvx2GemvTokens = 4;  // most tokens (rows of x) one call takes
+constexpr int64_t kAvx2GemvTokens = 8;  // most tokens (rows of x) one call takes
 
 // Whether this machine runs the AVX2 GEMV and it applies to `w` on the fast path: the CPU has AVX2 and FMA, the
 // AVX512-BF16 kernels are absent (or switched off with RS_CPU_KERNELS=avx2, for tests and benchmarks), and `w` is a
@@ -28,6 +28,7 @@ constexpr int64_t kAvx2GemvTokens = 4;  // most tokens (rows of x) one call take
 bool avx2_gemv_supports(const LinearWeight& w);
 
 // out[t * out_stride + r] = x[t] . W[r] for tokens t < `tokens` (<= kAvx2GemvTokens) and rows [row_begin, row_end).
+// Up to 4 tokens per pass; 5-8 take two passes over each block of 16 rows (the second from cache).
 void avx2_gemv(const float* x, int64_t tokens, const LinearWeight& w, float* out, int64_t out_stride, int64_t row_begin,
                int64_t row_end);
 
