@@ -70,6 +70,13 @@ void gemv_bf16(const float* x, int64_t num_tokens, const uint16_t* weight, int64
 }
 #endif
 
+// out[t * stride + c] += bias[c] for tokens t and columns [c0, c1) (no-op without a bias).
+void add_bias(float* out, int64_t stride, int64_t tokens, const std::vector<float>& bias, int64_t c0, int64_t c1) {
+  if (bias.empty()) return;
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t c = c0; c < c1; ++c) out[t * stride + c] += bias[c];
+}
+
 // Weights repacked by CpuBackend::prepare_linear: decode (<= kGemvMaxTokens) keeps f32 activations, prefill rounds
 // them to bf16 once. Threads split the 64-column panels, so each streams its own contiguous part of the weight.
 void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const std::vector<float>& bias, Tensor out,
@@ -103,11 +110,7 @@ void linear_packed(ThreadPool& pool, const Tensor& x, const LinearWeight& w, con
     } else {
       gemv_bf16_packed(xf, tokens, packed, in, cols, o, cols, begin, end);
     }
-    if (!bias.empty()) {
-      const int64_t c0 = begin * kPackedPanelCols, c1 = std::min(cols, end * kPackedPanelCols);
-      for (int64_t t = 0; t < tokens; ++t)
-        for (int64_t c = c0; c < c1; ++c) o[t * cols + c] += bias[c];
-    }
+    add_bias(o, cols, tokens, bias, begin * kPackedPanelCols, std::min(cols, end * kPackedPanelCols));
   });
 }
 
@@ -240,9 +243,7 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
         [&](int64_t begin, int64_t end) {
           float* o = out.data_as<float>();
           avx2_gemv(x.data_as<float>(), tokens, w, o, w.out_features, begin, end);
-          if (!bias_f32.empty())
-            for (int64_t t = 0; t < tokens; ++t)
-              for (int64_t r = begin; r < end; ++r) o[t * w.out_features + r] += bias_f32[r];
+          add_bias(o, w.out_features, tokens, bias_f32, begin, end);
         },
         16);
     return;
@@ -263,9 +264,7 @@ void linear(ThreadPool& pool, const Tensor& x, const LinearWeight& w, const Tens
         [&](int64_t begin, int64_t end) {
           float* o = out.data_as<float>();
           gemm_bf16(x_bf16.data(), tokens, w.weight.data_as<uint16_t>(), w.in_features, o, w.out_features, begin, end);
-          if (!bias_f32.empty())
-            for (int64_t t = 0; t < tokens; ++t)
-              for (int64_t r = begin; r < end; ++r) o[t * w.out_features + r] += bias_f32[r];
+          add_bias(o, w.out_features, tokens, bias_f32, begin, end);
         },
         16);
     return;

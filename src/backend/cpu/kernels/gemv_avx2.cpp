@@ -305,7 +305,7 @@ RS_TARGET_AVX2 void group_sums(const float* x, int64_t tokens, int64_t in, int64
 }
 
 // Rows [row_begin, row_end): blocks of kRows, the rest one by one.
-template <int kTokens, int kRows, typename Block, typename Single>
+template <int kRows, typename Block, typename Single>
 void over_rows(int64_t row_begin, int64_t row_end, Block block, Single single) {
   int64_t r = row_begin;
   for (; r + kRows <= row_end; r += kRows) block(r);
@@ -350,23 +350,23 @@ void rows_for_tokens(const float* x, const float* sums, const LinearWeight& w, f
     constexpr int kBf16Rows = 4 / kTokens > 0 ? 4 / kTokens : 1;
     const uint16_t* weight = w.weight.data_as<uint16_t>();
     const int64_t in = w.in_features;
-    over_rows<kTokens, kBf16Rows>(
+    over_rows<kBf16Rows>(
         row_begin, row_end, [&](int64_t r) { bf16_rows<kTokens, kBf16Rows>(x, weight, in, out, out_stride, r); },
         [&](int64_t r) { bf16_rows<kTokens, 1>(x, weight, in, out, out_stride, r); });
   } else if (w.format == LinearWeight::Format::kFp8) {
-    over_rows<kTokens, kRows>(
+    over_rows<kRows>(
         row_begin, row_end, [&](int64_t r) { fp8_rows<kTokens, kRows>(x, w, out, out_stride, r); },
         [&](int64_t r) { fp8_rows<kTokens, 1>(x, w, out, out_stride, r); });
   } else if (w.format == LinearWeight::Format::kMxfp4) {
-    over_rows<kTokens, kRows>(
+    over_rows<kRows>(
         row_begin, row_end, [&](int64_t r) { mxfp4_rows<kTokens, kRows>(x, w, out, out_stride, r); },
         [&](int64_t r) { mxfp4_rows<kTokens, 1>(x, w, out, out_stride, r); });
   } else if (w.bits == 4) {
-    over_rows<kTokens, kRows>(
+    over_rows<kRows>(
         row_begin, row_end, [&](int64_t r) { affine_rows<4, kTokens, kRows>(x, w, sums, out, out_stride, r); },
         [&](int64_t r) { affine_rows<4, kTokens, 1>(x, w, sums, out, out_stride, r); });
   } else {
-    over_rows<kTokens, kRows>(
+    over_rows<kRows>(
         row_begin, row_end, [&](int64_t r) { affine_rows<8, kTokens, kRows>(x, w, sums, out, out_stride, r); },
         [&](int64_t r) { affine_rows<8, kTokens, 1>(x, w, sums, out, out_stride, r); });
   }
