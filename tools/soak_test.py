@@ -14,7 +14,15 @@ Afterwards it checks that the server lost nothing and leaks nothing:
 
   tools/soak_test.py RADIXSERVE MODEL_DIR [--clients 1000] [--requests 10000] [serve flags after --]
 
-A CTest (soak_small) runs it with 64 clients and 600 requests on the tiny-chat fixture."""
+A CTest (soak_small) runs it with 64 clients and 600 requests on the tiny-chat fixture.
+
+The GPU soak (issue 42 item 5): a fixed time instead of a request count, longer prompts and outputs, only streams of
+which a third leave mid-stream, and a time series of host RSS, device memory (nvidia-smi), running requests and KV
+pages, drawn as a PNG:
+
+  tools/soak_test.py build/bin/radixserve configs/Qwen3-8B --duration 300 --clients 256 --mix disconnects \
+      --prompt-tokens 64-1024 --max-tokens 32-512 --series soak.csv --plot soak.png -- --load-format dummy \
+      --backend cuda --max-running-requests 256"""
 import argparse
 import asyncio
 import json
@@ -22,6 +30,7 @@ import os
 import pathlib
 import random
 import re
+import subprocess
 import sys
 import time
 import urllib.request
@@ -29,16 +38,25 @@ import urllib.request
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 from radixserve_server import Server  # noqa: E402
 
-KINDS = [  # (kind, weight)
-    ("stream", 40), ("plain", 12), ("drop_stream", 12), ("drop_headers", 6), ("drop_body", 6), ("invalid", 6),
-    ("oversized", 3), ("slow", 8), ("drop_nonstream", 7)]
+MIXES = {  # name: [(kind, weight)]
+    "default": [("stream", 40), ("plain", 12), ("drop_stream", 12), ("drop_headers", 6), ("drop_body", 6),
+                ("invalid", 6), ("oversized", 3), ("slow", 8), ("drop_nonstream", 7)],
+    # Streams only, a third of them left mid-stream by their client (issue 42's GPU soak).
+    "disconnects": [("stream", 2), ("drop_stream", 1)],
+}
+
+
+def token_range(text: str) -> tuple:
+    low, _, high = text.partition("-")
+    return int(low), int(high or low)
 
 
 class Soak:
     def __init__(self, args, port: int, model: str):
         self.args, self.port, self.model = args, port, model
         self.rng = random.Random(args.seed)
-        self.counts = {kind: 0 for kind, _ in KINDS}
+        self.kinds = MIXES[args.mix]
+        self.counts = {kind: 0 for kind, _ in self.kinds}
         self.failures = []
         self.num_failures = 0
         self.statuses = {}
@@ -51,7 +69,8 @@ class Soak:
             self.failures.append(message)
 
     def body(self, stream: bool, max_tokens: int) -> bytes:
-        prompt = [self.rng.randrange(1, 500) for _ in range(self.rng.randrange(4, 96))]
+        low, high = token_range(self.args.prompt_tokens)
+        prompt = [self.rng.randrange(1, 500) for _ in range(self.rng.randint(low, high))]
         return json.dumps({"model": self.model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.7,
                            "seed": self.rng.randrange(1 << 30), "ignore_eos": True, "stream": stream}).encode()
 
@@ -108,7 +127,11 @@ class Soak:
                     self.fail(f"{kind} body answered {status}")
                 return
             stream = kind in ("stream", "drop_stream", "slow")
-            max_tokens = self.rng.randrange(4, 64) if kind != "drop_stream" else 2000
+            max_tokens = self.rng.randint(*token_range(self.args.max_tokens))
+            # The default mix leaves long streams after a few chunks; the disconnects mix anywhere in the first half.
+            leave_after = self.rng.randrange(1, 6) if self.args.mix == "default" else self.rng.randint(1, max(1, max_tokens // 2))
+            if kind == "drop_stream" and self.args.mix == "default":
+                max_tokens = 2000
             body = self.body(stream, max_tokens)
             writer.write(self.head(body) + body)
             await writer.drain()
@@ -129,7 +152,7 @@ class Soak:
                 self.completed += 1
                 self.tokens += tokens
                 return
-            chunks, finish, leave_after = 0, None, self.rng.randrange(1, 6)
+            chunks, finish = 0, None
             while True:
                 if kind == "slow":
                     await asyncio.sleep(0.02)
@@ -144,6 +167,7 @@ class Soak:
                 for choice in event.get("choices", []):
                     finish = choice.get("finish_reason") or finish
                 chunks += 1
+                self.tokens += 1
                 if kind == "drop_stream" and chunks >= leave_after:
                     return
             if kind == "drop_stream":
@@ -162,15 +186,17 @@ class Soak:
             except (ConnectionError, OSError):
                 pass
 
-    async def run(self, requests: int) -> float:
-        kinds = [kind for kind, weight in KINDS for _ in range(weight)]
+    async def run(self, requests: int, duration: float = 0) -> float:
+        """`requests` requests in all, or with `duration` as many as the clients start in that many seconds."""
+        kinds = [kind for kind, weight in self.kinds for _ in range(weight)]
         plan = [self.rng.choice(kinds) for _ in range(requests)]
         next_index = 0
+        deadline = time.time() + duration
 
         async def client():
             nonlocal next_index
-            while next_index < len(plan):
-                kind = plan[next_index]
+            while time.time() < deadline if duration else next_index < len(plan):
+                kind = self.rng.choice(kinds) if duration else plan[next_index]
                 next_index += 1
                 try:
                     await asyncio.wait_for(self.one(kind), timeout=self.args.request_timeout)
@@ -179,6 +205,7 @@ class Soak:
 
         start = time.time()
         await asyncio.gather(*(client() for _ in range(self.args.clients)))
+        self.requests = next_index
         return time.time() - start
 
 
@@ -207,6 +234,70 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def device_memory_mib(pid: int):
+    """The server's device memory in MiB (nvidia-smi's per-process figure, else the whole GPU's when the container
+    hides other PIDs), or None without nvidia-smi."""
+    try:
+        apps = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10).stdout
+        for line in apps.splitlines():
+            fields = [f.strip() for f in line.split(",")]
+            if len(fields) == 2 and fields[0] == str(pid):
+                return float(fields[1])
+        used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                              capture_output=True, text=True, timeout=10).stdout.split()
+        return float(used[0]) if used else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+
+
+SERIES = ["seconds", "rss_mib", "device_mib", "running", "waiting", "kv_pages_used", "kv_pages_cached", "tokens"]
+
+
+async def sample_series(url: str, pid: int, soak, stop: asyncio.Event, every: float, rows: list) -> None:
+    """Every `every` seconds: host RSS, device memory, running and waiting requests, KV pages, tokens streamed."""
+    loop = asyncio.get_running_loop()
+    start = time.time()
+    while not stop.is_set():
+        values = await loop.run_in_executor(None, metrics, url)
+        device = await loop.run_in_executor(None, device_memory_mib, pid)
+        rows.append([round(time.time() - start, 1), round(process_rss_kib(pid) / 1024, 1), device,
+                     values.get("radixserve_num_requests_running", 0), values.get("radixserve_num_requests_waiting", 0),
+                     grouped(values, "radixserve_kv_pages_used"), grouped(values, "radixserve_kv_pages_cached"),
+                     soak.tokens])
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=every)
+        except asyncio.TimeoutError:
+            pass
+
+
+def plot_series(rows: list, path: str, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t = [r[0] for r in rows]
+    figure, (memory, load, rate) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    memory.plot(t, [r[1] for r in rows], label="host RSS (MiB)")
+    if any(r[2] is not None for r in rows):
+        memory.plot(t, [r[2] for r in rows], label="device memory (MiB)")
+    memory.set_ylim(bottom=0)
+    memory.legend()
+    load.plot(t, [r[3] for r in rows], label="running")
+    load.plot(t, [r[4] for r in rows], label="waiting")
+    pages = load.twinx()
+    pages.plot(t, [r[5] for r in rows], color="tab:red", label="KV pages used")
+    pages.plot(t, [r[5] - r[6] for r in rows], color="tab:purple", label="held by requests (not cache)")
+    pages.set_ylabel("KV pages")
+    load.legend(loc="upper left")
+    pages.legend(loc="upper right")
+    rate.plot(t[1:], [(b[7] - a[7]) / max(b[0] - a[0], 1e-9) for a, b in zip(rows, rows[1:])], label="streamed tok/s")
+    rate.set_xlabel("seconds")
+    rate.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
 async def watch_health(url: str, stop: asyncio.Event, worst: list) -> None:
     loop = asyncio.get_running_loop()
     while not stop.is_set():
@@ -219,14 +310,17 @@ async def watch_health(url: str, stop: asyncio.Event, worst: list) -> None:
         await asyncio.sleep(0.1)
 
 
-async def soak_pass(args, port, model, url, requests) -> tuple:
+async def soak_pass(args, port, model, url, requests, duration=0, pid=None, rows=None) -> tuple:
     soak = Soak(args, port, model)
     stop = asyncio.Event()
     health = [0.0]
     watcher = asyncio.create_task(watch_health(url, stop, health))
-    seconds = await soak.run(requests)
+    sampler = asyncio.create_task(sample_series(url, pid, soak, stop, args.sample_s, rows)) if rows is not None else None
+    seconds = await soak.run(requests, duration)
     stop.set()
     await watcher
+    if sampler:
+        await sampler
     return soak, seconds, health
 
 
@@ -255,6 +349,15 @@ def main() -> int:
     parser.add_argument("--allow-503", action="store_true")
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--server-log", default=os.devnull, help="write the server's log here")
+    parser.add_argument("--duration", type=float, default=0, help="seconds of the measured pass (replaces --requests)")
+    parser.add_argument("--mix", choices=sorted(MIXES), default="default", help="the kinds of clients")
+    parser.add_argument("--prompt-tokens", default="4-96", help="prompt length range LOW-HIGH")
+    parser.add_argument("--max-tokens", default="4-64", help="max_tokens range LOW-HIGH")
+    parser.add_argument("--series", help="write the time series (CSV) here")
+    parser.add_argument("--plot", help="draw the time series here (PNG, matplotlib)")
+    parser.add_argument("--sample-s", type=float, default=5, help="seconds between series samples")
+    parser.add_argument("--device-tolerance-mib", type=float, default=256,
+                        help="device memory may end at most this far above its level after the warm-up")
     args, serve_flags = parser.parse_known_args()
     serve_flags = [flag for flag in serve_flags if flag != "--"]
     try:
@@ -270,14 +373,32 @@ def main() -> int:
         with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
             model = json.loads(response.read())["data"][0]["id"]
         idle_fds = open_fds(server.pid)
-        warmup = args.warmup or max(args.clients, args.requests // 4)
+        warmup = args.warmup or (args.clients if args.duration else max(args.clients, args.requests // 4))
         asyncio.run(soak_pass(args, port, model, url, warmup))
         wait_idle(url)
         rss_warm = process_rss_kib(server.pid)
+        device_warm = device_memory_mib(server.pid)
         before = metrics(url)
-        soak, seconds, health = asyncio.run(soak_pass(args, port, model, url, args.requests))
+        rows = [] if (args.series or args.plot) else None
+        soak, seconds, health = asyncio.run(
+            soak_pass(args, port, model, url, args.requests, args.duration, server.pid, rows))
+        requests = soak.requests
         after = wait_idle(url)
         rss_end = process_rss_kib(server.pid)
+        device_end = device_memory_mib(server.pid)
+        if rows is not None:
+            rows.append([round(seconds, 1), round(rss_end / 1024, 1), device_end, 0, 0,
+                         grouped(after, "radixserve_kv_pages_used"), grouped(after, "radixserve_kv_pages_cached"),
+                         soak.tokens])
+            if args.series:
+                with open(args.series, "w") as out:
+                    out.write(",".join(SERIES) + "\n")
+                    out.writelines(",".join("" if v is None else str(v) for v in row) + "\n" for row in rows)
+            if args.plot:
+                try:
+                    plot_series(rows, args.plot, f"soak: {model}, {args.clients} clients ({args.mix})")
+                except ImportError as error:  # the series is in --series; draw it elsewhere
+                    print(f"no plot: {error}")
         time.sleep(0.5)  # sockets of the last clients close
         fds_end = open_fds(server.pid)
         delta = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -306,26 +427,34 @@ def main() -> int:
             problems.append(f"RSS grew from {rss_warm} KiB after warm-up to {rss_end} KiB")
         if fds_end > idle_fds:
             problems.append(f"{fds_end - idle_fds} file descriptors more than at idle ({idle_fds})")
+        if device_warm is not None and device_end is not None and device_end > device_warm + args.device_tolerance_mib:
+            problems.append(f"device memory grew from {device_warm:.0f} MiB after warm-up to {device_end:.0f} MiB")
         if health[0] > args.health_ms:
             problems.append(f"/health took {health[0]:.0f} ms at worst")
         calls = ok + aborted + client_errors
-        figures = {"clients": args.clients, "requests": args.requests, "seconds": round(seconds, 1),
+        figures = {"clients": args.clients, "requests": requests, "seconds": round(seconds, 1),
                    "kinds": soak.counts, "statuses": {str(k): v for k, v in sorted(soak.statuses.items())},
                    "completed_checked": soak.completed, "failed": soak.num_failures, "metrics_ok": ok, "metrics_aborted": aborted,
                    "metrics_client_errors": client_errors, "rss_warm_kib": rss_warm, "rss_end_kib": rss_end,
-                   "fds_idle": idle_fds, "fds_end": fds_end, "health_worst_ms": round(health[0], 1)}
+                   "fds_idle": idle_fds, "fds_end": fds_end, "health_worst_ms": round(health[0], 1),
+                   "device_warm_mib": device_warm, "device_end_mib": device_end, "streamed_tokens": soak.tokens}
+        if rows:
+            figures["rss_mib_min_max"] = [min(r[1] for r in rows), max(r[1] for r in rows)]
+            device = [r[2] for r in rows if r[2] is not None]
+            if device:
+                figures["device_mib_min_max"] = [min(device), max(device)]
         print(json.dumps(figures, indent=1))
         if args.json:
             with open(args.json, "w") as out:
                 json.dump(figures, out, indent=1)
         # Every call the server saw ends as ok, aborted or a 4xx. Uploads cut short end (as 4xx) only at the server's
         # read timeout, so some of the warm-up's may land in this pass's counts.
-        if calls > args.requests + warmup:
-            problems.append(f"/metrics counts {calls:.0f} calls for {args.requests} requests")
+        if calls > requests + warmup:
+            problems.append(f"/metrics counts {calls:.0f} calls for {requests} requests")
         if problems:
             print("FAIL:\n  " + "\n  ".join(problems))
             return 1
-        print(f"soak: ok ({args.requests} requests from {args.clients} clients in {seconds:.1f} s)")
+        print(f"soak: ok ({requests} requests from {args.clients} clients in {seconds:.1f} s)")
         return 0
     finally:
         server.kill()
