@@ -14,28 +14,28 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-size_t kv_bytes_for_batch(const kv::KvPoolConfig& config, int32_t max_batch, int64_t max_context,
+size_t kv_bytes_for_batch(const memory::KvPoolConfig& config, int32_t max_batch, int64_t max_context,
                           int64_t max_step_tokens) {
   const int64_t step_pages = ceil_div(max_step_tokens, config.page_size);
   size_t total = 0;
-  for (const kv::KvGroup& group : config.groups) {
+  for (const memory::KvGroup& group : config.groups) {
     // Full attention: every sequence's pages plus one of slack (the budget travels as GiB in a double).
-    const int64_t pages = group.window == 0
-                              ? max_batch * ceil_div(max_context, config.page_size) + 1
-                              : 2 * (max_batch * kv::pages_needed(group, config.page_size, group.window) + step_pages);
-    total += pages * kv::page_bytes(config, group);
+    const int64_t pages =
+        group.window == 0 ? max_batch * ceil_div(max_context, config.page_size) + 1
+                          : 2 * (max_batch * memory::pages_needed(group, config.page_size, group.window) + step_pages);
+    total += pages * memory::page_bytes(config, group);
   }
   return total;
 }
 
-double kv_bytes_read_per_decode_step(const kv::KvPoolConfig& config, int32_t batch, int32_t input_len,
+double kv_bytes_read_per_decode_step(const memory::KvPoolConfig& config, int32_t batch, int32_t input_len,
                                      int32_t output_len) {
   double total = 0;
   for (int32_t step = 0; step < output_len; ++step) {
     const int64_t context = input_len + step + 1;  // the decoded token included
-    for (const kv::KvGroup& group : config.groups) {
+    for (const memory::KvGroup& group : config.groups) {
       const int64_t tokens = group.window > 0 ? std::min<int64_t>(context, group.window) : context;
-      total += static_cast<double>(tokens) * kv::page_bytes(config, group) / config.page_size;
+      total += static_cast<double>(tokens) * memory::page_bytes(config, group) / config.page_size;
     }
   }
   return output_len > 0 ? batch * total / output_len : 0.0;
@@ -43,13 +43,13 @@ double kv_bytes_read_per_decode_step(const kv::KvPoolConfig& config, int32_t bat
 
 BatchBench::BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_context, int64_t max_step_tokens)
     : engine_(engine), max_batch_(max_batch), max_context_(max_context), max_step_tokens_(max_step_tokens) {
-  const kv::KvPool& pool = engine.kv_pool();
+  const memory::KvPool& pool = engine.kv_pool();
   page_size_ = pool.page_size();
   max_pages_ = static_cast<int32_t>(ceil_div(max_context, page_size_));
   RS_CHECK(engine.context_length() >= max_context, "sequences of {} tokens exceed the engine's context length {}",
            max_context, engine.context_length());
   for (int g = 0; g < pool.num_groups(); ++g) {
-    const kv::KvGroup& group = pool.group(g);
+    const memory::KvGroup& group = pool.group(g);
     const int64_t needed =
         group.window == 0 ? int64_t{max_batch} * max_pages_ : max_batch * (ceil_div(group.window, page_size_) + 1);
     RS_CHECK(group.num_pages >= needed,
@@ -64,7 +64,7 @@ BatchBench::BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_co
 int32_t BatchBench::max_chunk(int32_t length, int32_t batch_size) const {
   int64_t limit = max_context_ - length;
   for (int g = 0; g < engine_.kv_pool().num_groups(); ++g) {
-    const kv::KvGroup& group = engine_.kv_pool().group(g);
+    const memory::KvGroup& group = engine_.kv_pool().group(g);
     if (group.window == 0) continue;
     // The step touches pages [length/page_size - window_pages, ceil((length + n)/page_size)); all must be distinct in
     // the ring of this sequence.
@@ -77,7 +77,7 @@ int32_t BatchBench::max_chunk(int32_t length, int32_t batch_size) const {
 }
 
 engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32_t batch_size) const {
-  const kv::KvPool& pool = engine_.kv_pool();
+  const memory::KvPool& pool = engine_.kv_pool();
   const bool recurrent = engine_.state_pool().num_slots() > 0;  // hybrid models: sequence s owns state slot s
   // Full attention: sequence s owns pages [s * max_pages, (s + 1) * max_pages); a window group: its ring of
   // num_pages / batch_size pages, holding page p at p % ring (pages out of every token's reach stay absent).
@@ -87,7 +87,7 @@ engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32
     const int32_t kv_len = chunk.begin + static_cast<int32_t>(chunk.ids.size());
     const int32_t first_new_page = chunk.begin / page_size_;
     for (int g = 0; g < pool.num_groups(); ++g) {
-      const kv::KvGroup& group = pool.group(g);
+      const memory::KvGroup& group = pool.group(g);
       const int32_t window_pages = static_cast<int32_t>(ceil_div(group.window, page_size_));
       const int64_t stride = group.window == 0 ? max_pages_ : group.num_pages / batch_size;
       std::vector<int32_t>& table = tables[i].emplace_back(ceil_div(kv_len, page_size_), -1);
@@ -165,9 +165,10 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     }
     if (chunks.empty()) break;
     if (grammar) bind_masks(chunks, *grammar);
-    engine::ForwardBatch batch = build_step(chunks, batch_size);
-    if (grammar) batch.prepare_sampling = [&] { fill_masks(chunks, *grammar); };
-    const engine::StepOutput out = engine_.forward(batch);
+    const engine::ForwardBatch batch = build_step(chunks, batch_size);
+    const engine::StepHandle launched = engine_.launch(batch);
+    if (grammar) fill_masks(chunks, *grammar);  // while the device runs the forward, as serve does
+    const engine::StepOutput out = engine_.sample(launched);
     size_t row = 0;
     for (const Chunk& chunk : chunks) {
       length[chunk.seq] += static_cast<int32_t>(chunk.ids.size());
@@ -186,15 +187,14 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     chunks.clear();
     for (int32_t s = 0; s < batch_size; ++s) chunks.push_back(Chunk{s, length[s], std::span(&next[s], 1), true});
     if (grammar) timings.all_constrained.push_back(bind_masks(chunks, *grammar));
-    engine::ForwardBatch batch = build_step(chunks, batch_size);
+    const engine::ForwardBatch batch = build_step(chunks, batch_size);
+    const engine::StepHandle launched = engine_.launch(batch);
     if (grammar) {
-      batch.prepare_sampling = [&] {
-        const auto fill_start = Clock::now();
-        fill_masks(chunks, *grammar);
-        timings.mask_fill_seconds.push_back(seconds_since(fill_start));
-      };
+      const auto fill_start = Clock::now();
+      fill_masks(chunks, *grammar);
+      timings.mask_fill_seconds.push_back(seconds_since(fill_start));
     }
-    const engine::StepOutput out = engine_.forward(batch);
+    const engine::StepOutput out = engine_.sample(launched);
     const auto accept_start = Clock::now();
     for (int32_t s = 0; s < batch_size; ++s) {
       next[s] = out.tokens.at(s).token_id;

@@ -29,13 +29,13 @@ struct BatchTimings {
 class BatchGrammar;
 
 // KV bytes a pool needs for `max_batch` sequences of `max_context` tokens: the full-attention pages of every sequence
-// plus the window groups as kv::plan_kv_pool sizes them for that batch and step budget (plus slack for rounding).
-size_t kv_bytes_for_batch(const kv::KvPoolConfig& config, int32_t max_batch, int64_t max_context,
+// plus the window groups as memory::plan_kv_pool sizes them for that batch and step budget (plus slack for rounding).
+size_t kv_bytes_for_batch(const memory::KvPoolConfig& config, int32_t max_batch, int64_t max_context,
                           int64_t max_step_tokens);
 
 // KV bytes one decode step of `batch` sequences reads, averaged over `output_len` steps after an `input_len` prompt:
 // per sequence its context length (at most the window in a windowed layer) times the K+V bytes of a token.
-double kv_bytes_read_per_decode_step(const kv::KvPoolConfig& config, int32_t batch, int32_t input_len,
+double kv_bytes_read_per_decode_step(const memory::KvPoolConfig& config, int32_t batch, int32_t input_len,
                                      int32_t output_len);
 
 class BatchBench {
@@ -63,7 +63,7 @@ class BatchBench {
   engine::ForwardBatch build_step(std::span<const Chunk> chunks, int32_t batch_size) const;
   // Points the sampling chunks of active sequences at their masks; true when every sampling chunk got one.
   static bool bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar);
-  // Fills those masks: the step's ForwardBatch::prepare_sampling, run while the device computes (as serve does).
+  // Fills those masks: between Engine::launch and Engine::sample, while the device computes (as serve does).
   static void fill_masks(std::span<const Chunk> chunks, BatchGrammar& grammar);
   // Most new tokens a sequence of `length` tokens may take in one step without its window rings overwriting a page
   // the step still reads.

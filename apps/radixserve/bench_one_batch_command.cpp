@@ -83,19 +83,19 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
   const loader::ModelConfig model = loader::load_model_config(options.model_dir);
   // Hybrid models: a recurrent-state slot per sequence (sequence s owns slot s), and with --verify-drafts one more
   // per draft token for the verify pass's checkpoints.
-  const state::StateGeometry geometry = engine::state_geometry_of(model);
+  const memory::StateGeometry geometry = engine::state_geometry_of(model);
   if (!geometry.empty() && config.num_state_slots == 0)
     config.num_state_slots = max_batch * (1 + std::max(options.verify_room() - 1, 0));
   if (config.kv_cache_gb == 0) {
-    kv::KvPoolConfig kv;
+    memory::KvPoolConfig kv;
     kv.page_size = config.page_size;
     kv.num_kv_heads = model.num_kv_heads;
     kv.head_dim = model.head_dim;
     kv.dtype = engine::kv_cache_dtype(config, model);
-    kv.groups = kv::group_layers_by_window(model.layer_windows);
+    kv.groups = memory::group_layers_by_window(model.layer_windows);
     // The state slots come out of the same budget as the KV pages.
     const size_t bytes = kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens) +
-                         static_cast<size_t>(config.num_state_slots) * state::slot_bytes(geometry);
+                         static_cast<size_t>(config.num_state_slots) * memory::slot_bytes(geometry);
     config.kv_cache_gb = static_cast<double>(bytes) / (1ull << 30);
   }
   config.progress = make_progress_reporter();
@@ -109,7 +109,7 @@ void run_one_batch(const OneBatchOptions& options) {
   const std::unique_ptr<BatchGrammar> grammar = make_grammar(options, loader::load_model_config(options.model_dir));
   engine::Engine engine(options.model_dir, engine_config_for(options, max_batch));
   const auto& mc = engine.model_config();
-  const kv::KvPoolConfig& kv_config = engine.kv_pool().config();
+  const memory::KvPoolConfig& kv_config = engine.kv_pool().config();
   BatchBench bench(engine, max_batch, context, options.max_step_tokens);
   std::mt19937 rng(options.seed);
   std::uniform_int_distribution<int32_t> token(0, mc.vocab_size - 1);
@@ -151,7 +151,7 @@ void run_one_batch(const OneBatchOptions& options) {
                                  "select ({} of {} per token, uniform routing)",
                                  weights.experts / double(1 << 20), weights.top_k, weights.num_experts);
 
-  const double state_slot_bytes = static_cast<double>(state::slot_bytes(engine.state_pool().geometry()));
+  const double state_slot_bytes = static_cast<double>(memory::slot_bytes(engine.state_pool().geometry()));
   const std::string state_text = state_slot_bytes == 0
                                      ? std::string()
                                      : fmt::format(", {:.1f} MiB of recurrent state per sequence (read and written)",

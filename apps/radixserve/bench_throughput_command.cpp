@@ -175,7 +175,7 @@ void run_throughput(ThroughputOptions options) {
   const uint64_t accepted = after.spec_accepted_tokens - before.spec_accepted_tokens;
   const double accept_length = verifies ? 1.0 + static_cast<double>(accepted) / verifies : 0.0;
   // How full the batch stayed: the cache's capacity, retractions under its pressure, and the host's share of a step.
-  const kv::KvPoolConfig& pool = engine.kv_pool().config();
+  const memory::KvPoolConfig& pool = engine.kv_pool().config();
   const int64_t kv_tokens = pool.groups.empty() ? 0 : pool.groups.front().num_pages * pool.page_size;
   const uint64_t preemptions = after.preemptions - before.preemptions;
   const double step_seconds = after.step_seconds - before.step_seconds;

@@ -21,7 +21,7 @@ class ZmqKvEvents final : public KvEventsSetup {
       : publisher_(config, std::move(wire)),
         recorder_(kv_events::BlockHasher(seed),
                   [this](kv_events::EventBatch batch) { publisher_.publish(std::move(batch)); }) {}
-  kv::CacheEventSink* sink() override { return &recorder_; }
+  memory::CacheEventSink* sink() override { return &recorder_; }
   server::KvEventCounts counts() const override { return {publisher_.published(), publisher_.dropped()}; }
   const kv_events::ZmqPublisher& publisher() const { return publisher_; }
 

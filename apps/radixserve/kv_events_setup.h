@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "kv/cache_events.h"
+#include "memory/cache_events.h"
 #include "server/metrics.h"
 
 namespace rs::app {
@@ -19,7 +19,7 @@ struct KvEventsOptions {
 class KvEventsSetup {
  public:
   virtual ~KvEventsSetup() = default;
-  virtual kv::CacheEventSink* sink() = 0;  // for SchedulerConfig::kv_events
+  virtual memory::CacheEventSink* sink() = 0;  // for SchedulerConfig::kv_events
   virtual server::KvEventCounts counts() const = 0;
 };
 

@@ -21,8 +21,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "grammar/compiler.h"
-#include "kv/kv_footprint.h"
 #include "loader/model_folder.h"
+#include "memory/kv_footprint.h"
 #include "sched/scheduler.h"
 #include "server/http_server.h"
 #include "server/openai_request.h"
@@ -219,9 +219,9 @@ std::string served_name(const ServeOptions& options) {
   return folder.filename().string();
 }
 
-void log_kv_plan(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
+void log_kv_plan(const engine::Engine& engine, const memory::KvPoolConfig& pool) {
   const int64_t context = engine.context_length();
-  const kv::KvFootprint footprint = kv::request_kv_footprint(pool, context);
+  const memory::KvFootprint footprint = memory::request_kv_footprint(pool, context);
   RS_LOG_INFO(
       "KV per request at {} tokens: {:.1f} MiB with sliding-window pages reclaimed, {:.1f} MiB keeping every "
       "page",
@@ -257,7 +257,7 @@ void run_serve(ServeOptions options) {
   options.engine.progress = make_progress_reporter();
   serving::ServingStack stack(options.model_dir, options.engine, options.scheduler);
   engine::Engine& engine = stack.engine();
-  const kv::KvPoolConfig& pool = engine.kv_pool().config();
+  const memory::KvPoolConfig& pool = engine.kv_pool().config();
   log_kv_plan(engine, pool);
   // The KV pool, not the model, would bound a request: refuse rather than cut contexts silently, unless the user set
   // the context (then it is their limit, and a warning says what the pool holds).
@@ -267,7 +267,7 @@ void run_serve(ServeOptions options) {
         "({:.2f} GiB of KV for one such request): give more memory with --kv-cache-gb / --mem-fraction-static, or "
         "set --context-length {} (or less) to serve shorter requests",
         stack.max_request_tokens(), engine.context_length(),
-        static_cast<double>(kv::request_kv_footprint(pool, engine.context_length()).windowed_bytes) / (1 << 30),
+        static_cast<double>(memory::request_kv_footprint(pool, engine.context_length()).windowed_bytes) / (1 << 30),
         stack.max_request_tokens());
   if (stack.max_request_tokens() < engine.context_length())
     RS_LOG_WARN(

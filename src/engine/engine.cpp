@@ -12,8 +12,8 @@
 #include "engine/sampler.h"
 #include "engine/step_staging.h"
 #include "engine/weight_plan.h"
-#include "kv/kv_footprint.h"
 #include "loader/dummy_layout.h"
+#include "memory/kv_footprint.h"
 #include "model/model.h"
 #include "model/tensor_parallel.h"
 
@@ -36,7 +36,7 @@ std::vector<int32_t> decode_graph_sizes(int32_t max_batch) {
 std::vector<int32_t> kv_layer_windows(const loader::ModelConfig& config) {
   std::vector<int32_t> windows = config.layer_windows;
   for (size_t layer = 0; layer < windows.size(); ++layer)
-    if (config.layer_kinds[layer] == loader::LayerKind::kLinearAttention) windows[layer] = kv::kNoKvLayer;
+    if (config.layer_kinds[layer] == loader::LayerKind::kLinearAttention) windows[layer] = memory::kNoKvLayer;
   return windows;
 }
 
@@ -46,8 +46,8 @@ constexpr int64_t kReportContext = 32768;  // the context the start-up log price
 
 }  // namespace
 
-state::StateGeometry state_geometry_of(const loader::ModelConfig& config) {
-  state::StateGeometry geometry;
+memory::StateGeometry state_geometry_of(const loader::ModelConfig& config) {
+  memory::StateGeometry geometry;
   for (int32_t layer = 0; layer < config.num_layers; ++layer)
     if (config.layer_kinds[layer] == loader::LayerKind::kLinearAttention) geometry.layers.push_back(layer);
   if (geometry.empty()) return geometry;
@@ -150,32 +150,32 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
   reserved_tokens_ = std::max<int64_t>({config_.max_step_tokens, config_.max_running_requests, 1});
   model_->reserve(reserved_tokens_);
   reserve_logits(std::max(config_.max_running_requests, 1));
-  kv::KvPoolConfig kv_config;
+  memory::KvPoolConfig kv_config;
   kv_config.page_size = config_.page_size;
   kv_config.num_kv_heads = std::max(model_config_.num_kv_heads / tp, 1);  // each rank's share (or its one head)
   kv_config.head_dim = model_config_.head_dim;
   kv_config.dtype = kv_cache_dtype(config_, model_config_);
-  kv_config.groups = kv::group_layers_by_window(kv_layer_windows(model_config_));
+  kv_config.groups = memory::group_layers_by_window(kv_layer_windows(model_config_));
   // An EAGLE-3 target's feature cache: an f32 row per slot of the full-attention group, within the same budget.
   kv_config.extra_bytes_per_full_slot =
       config_.capture_hidden_layers.size() * static_cast<size_t>(model_config_.hidden_size) * sizeof(float);
   // Each rank holds the state of its own gated-delta-net heads.
-  const state::StateGeometry state_geometry =
+  const memory::StateGeometry state_geometry =
       state_geometry_of(tp > 1 ? model::rank_config(model_config_, 0, tp, config_.expert_parallel) : model_config_);
   // On a device, scratch reaches its final size before the KV pool takes what is left (memory_profile.cpp). A host's
   // budget is a fifth of free RAM, and a largest step on the CPU would cost minutes of start-up for a large model.
   if (!backend_->device().is_cpu() && !model_config_.is_eagle3()) profile_memory(kv_config, state_geometry);
   size_t budget = kv_budget_bytes(kv_config, state_geometry) / tp;  // every rank holds a pool of this geometry
   create_state_pool(state_geometry, budget);
-  kv::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
-  kv_pool_ = std::make_unique<kv::KvPool>(*backend_, kv_config);
+  memory::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
+  kv_pool_ = std::make_unique<memory::KvPool>(*backend_, kv_config);
   if (kv_config.dtype == DType::kF8E4M3) apply_kv_cache_scales();
   if (auto* split = dynamic_cast<model::TensorParallelModel*>(model_.get()))
     for (int32_t rank = 1; rank < tp; ++rank) {
       Backend& rank_backend = split->rank_backend(rank);
-      rank_kv_pools_.push_back(std::make_unique<kv::KvPool>(rank_backend, kv_config));
+      rank_kv_pools_.push_back(std::make_unique<memory::KvPool>(rank_backend, kv_config));
       rank_state_pools_.push_back(
-          std::make_unique<state::StatePool>(rank_backend, state_geometry, state_pool_->num_slots()));
+          std::make_unique<memory::StatePool>(rank_backend, state_geometry, state_pool_->num_slots()));
       split->set_rank_memory(
           rank, model::StepMemory{*rank_kv_pools_.back(),
                                   state_pool_->num_slots() > 0 ? rank_state_pools_.back().get() : nullptr});
@@ -187,8 +187,8 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
               dtype_name(kv_config.dtype), kv_config.page_size, kv_config.groups.size(),
               model_config_.num_layers_of(loader::LayerKind::kAttention));
   RS_LOG_INFO("memory per request at {} tokens: {:.1f} MiB of KV + {:.1f} MiB of recurrent state", kReportContext,
-              kv::request_kv_footprint(kv_config, kReportContext).windowed_bytes / kMiB,
-              state::slot_bytes(state_geometry) / kMiB);
+              memory::request_kv_footprint(kv_config, kReportContext).windowed_bytes / kMiB,
+              memory::slot_bytes(state_geometry) / kMiB);
   if (!config_.capture_hidden_layers.empty()) allocate_feature_cache();
   staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);
   // Sized for the largest step up front, so that the first long prefill does not move it (and the graphs with it).
@@ -263,18 +263,18 @@ void Engine::allocate_feature_cache() {
               fmt::join(config_.capture_hidden_layers, ","), features_buffer_.bytes() >> 20, width);
 }
 
-void Engine::create_state_pool(const state::StateGeometry& geometry, size_t& budget) {
+void Engine::create_state_pool(const memory::StateGeometry& geometry, size_t& budget) {
   if (geometry.empty()) {
-    state_pool_ = std::make_unique<state::StatePool>(*backend_, geometry, 0);
+    state_pool_ = std::make_unique<memory::StatePool>(*backend_, geometry, 0);
     return;
   }
-  const size_t per_slot = state::slot_bytes(geometry);
+  const size_t per_slot = memory::slot_bytes(geometry);
   const int32_t slots =
       config_.num_state_slots > 0
           ? config_.num_state_slots
           // one per running request, as many again for prefix-cache snapshots, and speculative checkpoints
-          : state::plan_state_slots(geometry, budget / 2,
-                                    2 * std::max(1, config_.max_running_requests) + config_.extra_state_slots);
+          : memory::plan_state_slots(geometry, budget / 2,
+                                     2 * std::max(1, config_.max_running_requests) + config_.extra_state_slots);
   RS_CHECK(slots > 0, "the memory budget of {:.1f} MiB cannot hold one recurrent-state slot of {:.1f} MiB",
            budget / kMiB, per_slot / kMiB);
   RS_CHECK(slots * per_slot < budget,
@@ -282,21 +282,21 @@ void Engine::create_state_pool(const state::StateGeometry& geometry, size_t& bud
            "(lower --num-state-slots or raise --kv-cache-gb)",
            slots, per_slot / kMiB, budget / kMiB);
   budget -= slots * per_slot;
-  state_pool_ = std::make_unique<state::StatePool>(*backend_, geometry, slots);
+  state_pool_ = std::make_unique<memory::StatePool>(*backend_, geometry, slots);
   RS_LOG_INFO("state pool: {} slots x {:.1f} MiB ({} gated-delta-net layers, conv + recurrent state) = {:.1f} MiB",
               slots, per_slot / kMiB, geometry.layers.size(), state_pool_->total_bytes() / kMiB);
 }
 
-size_t Engine::kv_budget_bytes(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state) const {
+size_t Engine::kv_budget_bytes(const memory::KvPoolConfig& kv_config, const memory::StateGeometry& state) const {
   if (config_.kv_cache_gb > 0) return static_cast<size_t>(config_.kv_cache_gb * (1ull << 30));
   // Enough for every running request at full context (and its state slot), capped by memory: on the host a fifth
   // of what is available; on a device what remains of mem_fraction_static of its memory.
   size_t per_token = 0;
   for (const auto& group : kv_config.groups)
-    per_token += kv::page_bytes(kv_config, group) / kv_config.page_size +
+    per_token += memory::page_bytes(kv_config, group) / kv_config.page_size +
                  (group.window == 0 ? kv_config.extra_bytes_per_full_slot : 0);
   const size_t wanted =
-      (per_token * context_length_ + state::slot_bytes(state)) * std::max(1, config_.max_running_requests);
+      (per_token * context_length_ + memory::slot_bytes(state)) * std::max(1, config_.max_running_requests);
   const MemoryInfo memory = backend_->memory_info();
   if (memory.total_bytes == 0) return wanted;
   if (backend_->device().is_cpu()) return std::min(wanted, memory.free_bytes / 5);
@@ -361,7 +361,11 @@ int32_t Engine::graph_size_for(const ForwardBatch& batch) const {
   return *std::lower_bound(graph_sizes_.begin(), graph_sizes_.end(), seqs);
 }
 
-StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
+StepHandle Engine::launch(const ForwardBatch& batch, bool keep_logits) {
+  if (launched_ != nullptr) {  // never sampled (its caller failed in between): its staging is still being read
+    backend_->synchronize();
+    launched_ = nullptr;
+  }
   const int32_t tokens = batch.num_tokens(), seqs = batch.num_seqs();
   const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
   RS_CHECK(tokens > 0 && seqs > 0, "malformed batch: {} tokens, {} sequences", tokens, seqs);
@@ -399,15 +403,18 @@ StepOutput Engine::forward(const ForwardBatch& batch, bool keep_logits) {
   } else {
     model_->forward(inputs, *memory_, logits);
   }
-  if (batch.prepare_sampling) {  // while the device runs the forward
-    try {
-      batch.prepare_sampling();
-    } catch (...) {
-      backend_->synchronize();  // the caller may free what the forward still uses
-      throw;
-    }
-  }
-  logits = logits.slice_rows(0, rows);
+  launched_ = &batch;
+  return StepHandle{.batch = &batch, .keep_logits = keep_logits};
+}
+
+StepOutput Engine::sample(const StepHandle& step) {
+  RS_CHECK(step.batch != nullptr && step.batch == launched_, "Engine::sample: not the step launch() returned last");
+  launched_ = nullptr;
+  const ForwardBatch& batch = *step.batch;
+  const bool keep_logits = step.keep_logits;
+  const int32_t rows = static_cast<int32_t>(batch.logit_rows.size());
+  const int64_t vocab = model_config_.logits_width();
+  const Tensor logits(logits_.data(), DType::kF32, {rows, vocab}, backend_->device());
 
   StepOutput output;
   if (model_config_.embedding) {  // the rows are hidden states: pooled, normalised, nothing to sample

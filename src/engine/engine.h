@@ -10,10 +10,10 @@
 
 #include "backend/backend.h"
 #include "engine/forward_batch.h"
-#include "kv/kv_pool.h"
 #include "loader/hf_config.h"
 #include "loader/weight_source.h"
-#include "state/state_pool.h"
+#include "memory/kv_pool.h"
+#include "memory/state_pool.h"
 
 namespace rs::model {
 class Model;
@@ -23,6 +23,13 @@ struct StepMemory;
 namespace rs::engine {
 
 class StepStaging;
+
+// A step whose forward Engine::launch enqueued; Engine::sample turns it into tokens. Refers to the batch, which must
+// outlive it.
+struct StepHandle {
+  const ForwardBatch* batch = nullptr;
+  bool keep_logits = false;
+};
 
 // Element type of the KV cache. kAuto: the weights' dtype (bf16 checkpoints keep bf16 K/V), f32 with exact_f32.
 enum class KvCacheDtype : uint8_t { kAuto, kBf16, kF32, kFp8E4M3 };
@@ -75,7 +82,7 @@ struct EngineConfig {
 DType kv_cache_dtype(const EngineConfig& config, const loader::ModelConfig& model);
 
 // The shape of one recurrent-state slot of `model` (empty when it has no gated-delta-net layers).
-state::StateGeometry state_geometry_of(const loader::ModelConfig& model);
+memory::StateGeometry state_geometry_of(const loader::ModelConfig& model);
 
 class Engine {
  public:
@@ -87,10 +94,10 @@ class Engine {
 
   const loader::ModelConfig& model_config() const { return model_config_; }
   const EngineConfig& config() const { return config_; }
-  kv::KvPool& kv_pool() { return *kv_pool_; }
-  const kv::KvPool& kv_pool() const { return *kv_pool_; }
+  memory::KvPool& kv_pool() { return *kv_pool_; }
+  const memory::KvPool& kv_pool() const { return *kv_pool_; }
   // Recurrent-state slots (0 slots for models without gated-delta-net layers).
-  const state::StatePool& state_pool() const { return *state_pool_; }
+  const memory::StatePool& state_pool() const { return *state_pool_; }
   Backend& backend() { return *backend_; }
   int64_t context_length() const { return context_length_; }
   // Bytes of weights as stored (quantized formats counted packed).
@@ -99,11 +106,17 @@ class Engine {
     return weights_->bytes_loaded_if(pred);
   }
 
-  // Runs the model over `batch` (writing its K/V into the pool) and samples one token per logit row on the device.
-  // keep_logits also returns the raw logits of the logit rows. Called from one thread at a time (the scheduler).
-  // Returns once the device has finished the step: another engine on the same device may then read its buffers
-  // (an EAGLE-3 head reads hidden_features() on its own stream); overlapped scheduling would need an event instead.
-  StepOutput forward(const ForwardBatch& batch, bool keep_logits = false);
+  // A step in two phases, so that host work overlaps the device's forward. launch() stages `batch` and enqueues the
+  // model over it (writing its K/V into the pool); sample() then samples one token per logit row on the device,
+  // reading the batch's sampling rows only now (the scheduler fills their grammar masks in between). keep_logits
+  // also returns the raw logits of the logit rows. One step at a time, from one thread (the scheduler): a launch
+  // whose step was never sampled waits for it first. sample() returns once the device has finished the step: another
+  // engine on the same device may then read its buffers (an EAGLE-3 head reads hidden_features() on its own stream);
+  // overlapped scheduling would need an event instead.
+  StepHandle launch(const ForwardBatch& batch, bool keep_logits = false);
+  StepOutput sample(const StepHandle& step);
+  // launch() then sample().
+  StepOutput forward(const ForwardBatch& batch, bool keep_logits = false) { return sample(launch(batch, keep_logits)); }
   // Batch sizes whose decode steps replay a recorded graph (empty when graphs are off or unsupported).
   std::vector<int32_t> graph_batch_sizes() const { return graph_sizes_; }
   model::Model& model() { return *model_; }
@@ -113,9 +126,9 @@ class Engine {
 
  private:
   // Sizes the KV pool (and the state pool beside it) from the config, the model and the device's memory.
-  size_t kv_budget_bytes(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state) const;
+  size_t kv_budget_bytes(const memory::KvPoolConfig& kv_config, const memory::StateGeometry& state) const;
   // Allocates the state pool out of `budget` (reduced by what it takes) and logs the memory plan.
-  void create_state_pool(const state::StateGeometry& geometry, size_t& budget);
+  void create_state_pool(const memory::StateGeometry& geometry, size_t& budget);
   // Grows the logits buffer to `rows` rows; true when it moved.
   bool reserve_logits(int32_t rows);
   // A key that changes whenever memory a recorded graph reads moves.
@@ -125,7 +138,7 @@ class Engine {
   void run_largest_step();  // eagerly, before recording graphs (sizes the backend's scratch)
   // Before the KV pool is sized: runs the largest step and a sampled decode step of --max-running-requests sequences
   // on a pool of one page, so the backend's scratch is allocated first and the KV budget is what remains.
-  void profile_memory(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state_geometry);
+  void profile_memory(const memory::KvPoolConfig& kv_config, const memory::StateGeometry& state_geometry);
   // Refuses, before anything is loaded, weights that cannot fit in the device's free memory (weight_plan.h).
   void check_weights_fit(const std::filesystem::path& model_dir) const;
   void allocate_feature_cache();  // capture_hidden_layers: features_ beside the KV pool
@@ -144,8 +157,8 @@ class Engine {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<loader::WeightSource> weights_;  // owns the mmap (or dummy buffers) the model views
   std::unique_ptr<model::Model> model_;
-  std::unique_ptr<kv::KvPool> kv_pool_;
-  std::unique_ptr<state::StatePool> state_pool_;
+  std::unique_ptr<memory::KvPool> kv_pool_;
+  std::unique_ptr<memory::StatePool> state_pool_;
   std::unique_ptr<model::StepMemory> memory_;  // views kv_pool_ and state_pool_
   int64_t context_length_ = 0;
   std::unique_ptr<StepStaging> staging_;
@@ -153,7 +166,8 @@ class Engine {
   Buffer logits_;
   int32_t logits_rows_ = 0;
   uint64_t logits_epoch_ = 0;
-  bool profiling_ = false;  // profile_memory() is running its steps
+  bool profiling_ = false;                  // profile_memory() is running its steps
+  const ForwardBatch* launched_ = nullptr;  // the step launch() enqueued and sample() has not taken yet
   std::vector<int32_t> graph_sizes_;
   std::map<int32_t, std::unique_ptr<BackendGraph>> graphs_;
   uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded
@@ -167,8 +181,8 @@ class Engine {
   std::vector<uint32_t> bitmask_host_;
   // Tensor parallelism: the KV pools of ranks 1..N-1 (rank 0's is kv_pool_), on their ranks' backends; destroyed
   // before the model that owns those backends. Their slots and pages follow rank 0's (the scheduler's) one for one.
-  std::vector<std::unique_ptr<kv::KvPool>> rank_kv_pools_;
-  std::vector<std::unique_ptr<state::StatePool>> rank_state_pools_;  // gated-delta-net state of ranks 1..N-1
+  std::vector<std::unique_ptr<memory::KvPool>> rank_kv_pools_;
+  std::vector<std::unique_ptr<memory::StatePool>> rank_state_pools_;  // gated-delta-net state of ranks 1..N-1
 };
 
 }  // namespace rs::engine

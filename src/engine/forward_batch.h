@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -57,12 +56,10 @@ struct ForwardBatch {
   // Token rows whose logits are wanted (last token of a finished prefill, a decode token, or a prompt token whose
   // successor's logprob is asked for), ascending.
   std::vector<int32_t> logit_rows;
-  // One entry per logit row. Empty: the engine returns logits only (tests, scoring).
+  // One entry per logit row. Empty: the engine returns logits only (tests, scoring). Read when the step is sampled
+  // (Engine::sample), not when it is launched: host work that only sampling needs (structured output's token masks)
+  // fills the memory the rows point at in between, while the device runs the forward.
   std::vector<SamplingRow> sampling;
-  // Host work that only sampling needs (structured output's token masks): the engine calls it once the step's forward
-  // is enqueued and before it reads `sampling`, so that on an asynchronous device it overlaps the forward. The spans
-  // in `sampling` must already point at the memory it fills.
-  std::function<void()> prepare_sampling;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_kv_len.size()); }

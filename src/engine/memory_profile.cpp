@@ -8,16 +8,16 @@
 
 namespace rs::engine {
 
-void Engine::profile_memory(const kv::KvPoolConfig& kv_config, const state::StateGeometry& state_geometry) {
+void Engine::profile_memory(const memory::KvPoolConfig& kv_config, const memory::StateGeometry& state_geometry) {
   // On a pool of one page per group (and one state slot), every token at position 0 of that page: the largest step
   // (one prefill of reserved_tokens_), a sampled decode step of --max-running-requests sequences and one of a single
   // sequence, planned for the context length as graphs are. The backend's scratch (GEMM inputs, MoE buffers,
   // attention splits, sampling) grows to its final size here and stays allocated, so the KV budget measured after
   // this is what no later step takes away: a full pool cannot run the device out.
-  kv::KvPoolConfig tiny = kv_config;
-  for (kv::KvGroup& group : tiny.groups) group.num_pages = 1;
-  kv_pool_ = std::make_unique<kv::KvPool>(*backend_, tiny);
-  state_pool_ = std::make_unique<state::StatePool>(*backend_, state_geometry, state_geometry.empty() ? 0 : 1);
+  memory::KvPoolConfig tiny = kv_config;
+  for (memory::KvGroup& group : tiny.groups) group.num_pages = 1;
+  kv_pool_ = std::make_unique<memory::KvPool>(*backend_, tiny);
+  state_pool_ = std::make_unique<memory::StatePool>(*backend_, state_geometry, state_geometry.empty() ? 0 : 1);
   memory_ = std::make_unique<model::StepMemory>(
       model::StepMemory{*kv_pool_, state_pool_->num_slots() > 0 ? state_pool_.get() : nullptr});
   staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);

@@ -25,7 +25,7 @@ class StepBuilder {
   void add_logit_row(int32_t row, const SamplingRow& sampling);
 
   int32_t num_tokens() const { return batch_.num_tokens(); }
-  // The fields only some steps carry (feature rows, state copies and checkpoints, prepare_sampling).
+  // The fields only some steps carry (feature rows, state copies and checkpoints).
   ForwardBatch& batch() { return batch_; }
   // Lays out the page tables (pitch: the longest sequence's table, at least min_pages) and returns the step.
   ForwardBatch finish(int32_t min_pages = 0);

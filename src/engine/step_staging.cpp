@@ -5,7 +5,7 @@
 
 namespace rs::engine {
 
-StepStaging::StepStaging(Backend& backend, const kv::KvPool& kv, int64_t context_length)
+StepStaging::StepStaging(Backend& backend, const memory::KvPool& kv, int64_t context_length)
     : backend_(backend),
       kv_(kv),
       context_length_(context_length),

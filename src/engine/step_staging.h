@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "engine/forward_batch.h"
-#include "kv/kv_pool.h"
+#include "memory/kv_pool.h"
 #include "model/model.h"
 
 namespace rs::engine {
 
 class StepStaging {
  public:
-  StepStaging(Backend& backend, const kv::KvPool& kv, int64_t context_length);
+  StepStaging(Backend& backend, const memory::KvPool& kv, int64_t context_length);
 
   // Grows buffers and the page-table pitch for `batch` padded to `padded_seqs` decode rows (see upload).
   void reserve(const ForwardBatch& batch, int32_t padded_seqs);
@@ -35,7 +35,7 @@ class StepStaging {
   size_t int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const;
 
   Backend& backend_;
-  const kv::KvPool& kv_;
+  const memory::KvPool& kv_;
   int64_t context_length_;
   int32_t page_pitch_;  // entries per page-table row (>= any batch's max_pages)
   Buffer host_, device_;

@@ -29,8 +29,8 @@ void cbor_int(std::vector<uint8_t>& out, int64_t value) {
     cbor_head(out, 1, static_cast<uint64_t>(-(value + 1)));
 }
 
-kv::BlockHash sha256(const std::vector<uint8_t>& bytes) {
-  kv::BlockHash digest{};
+memory::BlockHash sha256(const std::vector<uint8_t>& bytes) {
+  memory::BlockHash digest{};
   unsigned int size = 0;
   RS_CHECK(
       EVP_Digest(bytes.data(), bytes.size(), digest.data(), &size, EVP_sha256(), nullptr) == 1 && size == digest.size(),
@@ -40,7 +40,7 @@ kv::BlockHash sha256(const std::vector<uint8_t>& bytes) {
 
 }  // namespace
 
-kv::BlockHash sha256_cbor_text(std::string_view text) {
+memory::BlockHash sha256_cbor_text(std::string_view text) {
   std::vector<uint8_t> bytes;
   cbor_head(bytes, 3, text.size());
   bytes.insert(bytes.end(), text.begin(), text.end());
@@ -57,12 +57,12 @@ BlockHasher::BlockHasher(const std::optional<std::string>& seed) {
   for (uint8_t& byte : none_hash_) byte = static_cast<uint8_t>(random());
 }
 
-kv::BlockHash BlockHasher::hash(const kv::BlockHash* parent, std::span<const int32_t> tokens) const {
+memory::BlockHash BlockHasher::hash(const memory::BlockHash* parent, std::span<const int32_t> tokens) const {
   // (parent: bytes, tokens: tuple[int], extra_keys: None) as a 3-element array.
   std::vector<uint8_t> bytes;
   bytes.reserve(40 + tokens.size() * 5);
   cbor_head(bytes, 4, 3);
-  const kv::BlockHash& p = parent ? *parent : none_hash_;
+  const memory::BlockHash& p = parent ? *parent : none_hash_;
   cbor_head(bytes, 2, p.size());
   bytes.insert(bytes.end(), p.begin(), p.end());
   cbor_head(bytes, 4, tokens.size());
@@ -71,7 +71,7 @@ kv::BlockHash BlockHasher::hash(const kv::BlockHash* parent, std::span<const int
   return sha256(bytes);
 }
 
-uint64_t external_hash(const kv::BlockHash& hash) {
+uint64_t external_hash(const memory::BlockHash& hash) {
   uint64_t value = 0;
   for (size_t i = hash.size() - 8; i < hash.size(); ++i) value = (value << 8) | hash[i];
   return value;

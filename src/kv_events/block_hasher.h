@@ -11,12 +11,12 @@
 #include <string>
 #include <string_view>
 
-#include "kv/cache_events.h"
+#include "memory/cache_events.h"
 
 namespace rs::kv_events {
 
 // SHA-256 of the canonical CBOR encoding of the text string `text` (vLLM's sha256_cbor of a str).
-kv::BlockHash sha256_cbor_text(std::string_view text);
+memory::BlockHash sha256_cbor_text(std::string_view text);
 
 class BlockHasher {
  public:
@@ -24,17 +24,17 @@ class BlockHasher {
   explicit BlockHasher(const std::optional<std::string>& seed);
 
   // hash_block_tokens(sha256_cbor, parent or NONE_HASH, tokens, None).
-  kv::BlockHash hash(const kv::BlockHash* parent, std::span<const int32_t> tokens) const;
-  const kv::BlockHash& none_hash() const { return none_hash_; }
+  memory::BlockHash hash(const memory::BlockHash* parent, std::span<const int32_t> tokens) const;
+  const memory::BlockHash& none_hash() const { return none_hash_; }
   bool seeded() const { return seeded_; }
 
  private:
-  kv::BlockHash none_hash_{};
+  memory::BlockHash none_hash_{};
   bool seeded_ = false;
 };
 
 // vLLM's ExternalBlockHash with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1 (its default): the digest's low 64 bits, read
 // big-endian.
-uint64_t external_hash(const kv::BlockHash& hash);
+uint64_t external_hash(const memory::BlockHash& hash);
 
 }  // namespace rs::kv_events

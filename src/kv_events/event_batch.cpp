@@ -10,7 +10,7 @@ namespace {
 
 using Packer = msgpack::packer<msgpack::sbuffer>;
 
-void pack_hash(Packer& pk, const kv::BlockHash& hash, const WireOptions& options) {
+void pack_hash(Packer& pk, const memory::BlockHash& hash, const WireOptions& options) {
   if (options.int_hashes) {
     pk.pack_uint64(external_hash(hash));
     return;
@@ -19,9 +19,9 @@ void pack_hash(Packer& pk, const kv::BlockHash& hash, const WireOptions& options
   pk.pack_bin_body(reinterpret_cast<const char*>(hash.data()), static_cast<uint32_t>(hash.size()));
 }
 
-void pack_hashes(Packer& pk, const std::vector<kv::BlockHash>& hashes, const WireOptions& options) {
+void pack_hashes(Packer& pk, const std::vector<memory::BlockHash>& hashes, const WireOptions& options) {
   pk.pack_array(static_cast<uint32_t>(hashes.size()));
-  for (const kv::BlockHash& hash : hashes) pack_hash(pk, hash, options);
+  for (const memory::BlockHash& hash : hashes) pack_hash(pk, hash, options);
 }
 
 void pack_event(Packer& pk, const KvEvent& event, const WireOptions& options) {

@@ -15,18 +15,18 @@
 #include <variant>
 #include <vector>
 
-#include "kv/cache_events.h"
+#include "memory/cache_events.h"
 
 namespace rs::kv_events {
 
 struct BlockStored {
-  std::vector<kv::BlockHash> block_hashes;
-  std::optional<kv::BlockHash> parent_block_hash;
+  std::vector<memory::BlockHash> block_hashes;
+  std::optional<memory::BlockHash> parent_block_hash;
   std::vector<int32_t> token_ids;  // block_hashes.size() * block_size
   int32_t block_size = 0;
 };
 struct BlockRemoved {
-  std::vector<kv::BlockHash> block_hashes;
+  std::vector<memory::BlockHash> block_hashes;
 };
 struct AllBlocksCleared {};
 using KvEvent = std::variant<BlockStored, BlockRemoved, AllBlocksCleared>;

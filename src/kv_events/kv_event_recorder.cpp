@@ -7,11 +7,11 @@ namespace rs::kv_events {
 KvEventRecorder::KvEventRecorder(BlockHasher hasher, std::function<void(EventBatch)> publish)
     : hasher_(std::move(hasher)), publish_(std::move(publish)) {}
 
-kv::BlockHash KvEventRecorder::hash_block(const kv::BlockHash* parent, std::span<const int32_t> tokens) {
+memory::BlockHash KvEventRecorder::hash_block(const memory::BlockHash* parent, std::span<const int32_t> tokens) {
   return hasher_.hash(parent, tokens);
 }
 
-void KvEventRecorder::stored(const kv::BlockHash* parent, std::span<const kv::BlockHash> hashes,
+void KvEventRecorder::stored(const memory::BlockHash* parent, std::span<const memory::BlockHash> hashes,
                              std::span<const int32_t> tokens) {
   if (hashes.empty()) return;
   BlockStored event;
@@ -22,7 +22,7 @@ void KvEventRecorder::stored(const kv::BlockHash* parent, std::span<const kv::Bl
   pending_.emplace_back(std::move(event));
 }
 
-void KvEventRecorder::removed(std::span<const kv::BlockHash> hashes) {
+void KvEventRecorder::removed(std::span<const memory::BlockHash> hashes) {
   if (hashes.empty()) return;
   // Consecutive removals within a step (eviction frees leaf after leaf) travel as one event.
   if (!pending_.empty())

@@ -6,21 +6,21 @@
 #include <functional>
 #include <vector>
 
-#include "kv/cache_events.h"
 #include "kv_events/block_hasher.h"
 #include "kv_events/event_batch.h"
+#include "memory/cache_events.h"
 
 namespace rs::kv_events {
 
-class KvEventRecorder final : public kv::CacheEventSink {
+class KvEventRecorder final : public memory::CacheEventSink {
  public:
   // publish: takes a step's batch (ZmqPublisher::publish in the server; a collector in tests).
   KvEventRecorder(BlockHasher hasher, std::function<void(EventBatch)> publish);
 
-  kv::BlockHash hash_block(const kv::BlockHash* parent, std::span<const int32_t> tokens) override;
-  void stored(const kv::BlockHash* parent, std::span<const kv::BlockHash> hashes,
+  memory::BlockHash hash_block(const memory::BlockHash* parent, std::span<const int32_t> tokens) override;
+  void stored(const memory::BlockHash* parent, std::span<const memory::BlockHash> hashes,
               std::span<const int32_t> tokens) override;
-  void removed(std::span<const kv::BlockHash> hashes) override;
+  void removed(std::span<const memory::BlockHash> hashes) override;
   void cleared() override;
   void end_step() override;
 

@@ -20,7 +20,7 @@
 namespace rs::kv_events {
 namespace {
 
-std::string hex(const kv::BlockHash& hash) {
+std::string hex(const memory::BlockHash& hash) {
   std::string out;
   for (uint8_t b : hash) out += fmt::format("{:02x}", b);
   return out;
@@ -58,7 +58,7 @@ TEST(BlockHasher, MatchesVllmsSha256CborChain) {
   EXPECT_TRUE(hasher.seeded());
   EXPECT_EQ(hex(hasher.none_hash()), "4e1195df020de59e0d65a33a4279f1183e7ae4e5d980e309f8b55adff2e61c3e");
   const std::vector<int32_t> tokens = {1, 2, 3, 300, 70000, 2147483647};
-  const kv::BlockHash first = hasher.hash(nullptr, tokens);
+  const memory::BlockHash first = hasher.hash(nullptr, tokens);
   EXPECT_EQ(hex(first), "c514130bce0591789f45cf02a5c7b0488beb10f181ff162b7ea9ade1cf079e71");
   EXPECT_EQ(external_hash(first), 9127017305195650673ull);     // int.from_bytes(h, "big") & (2**64 - 1)
   EXPECT_EQ(hasher.hash(&hasher.none_hash(), tokens), first);  // null parent = NONE_HASH
@@ -70,7 +70,7 @@ TEST(BlockHasher, MatchesVllmsSha256CborChain) {
 EventBatch sample_batch() {
   const BlockHasher hasher(std::string("0"));
   const std::vector<int32_t> tokens = {5, 6, 7, 8};
-  const kv::BlockHash a = hasher.hash(nullptr, {tokens.data(), 2}), b = hasher.hash(&a, {tokens.data() + 2, 2});
+  const memory::BlockHash a = hasher.hash(nullptr, {tokens.data(), 2}), b = hasher.hash(&a, {tokens.data() + 2, 2});
   EventBatch batch{1700000000.5, {}};
   batch.events.push_back(BlockStored{{a, b}, std::nullopt, tokens, 2});
   batch.events.push_back(BlockStored{{b}, a, {7, 8}, 2});
@@ -131,9 +131,9 @@ TEST(KvEventRecorder, GathersAStepsEventsIntoOneBatch) {
   recorder.end_step();
   EXPECT_TRUE(published.empty());  // nothing happened: nothing is sent
   const std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6};
-  const kv::BlockHash h0 = recorder.hash_block(nullptr, {tokens.data(), 3});
-  const kv::BlockHash h1 = recorder.hash_block(&h0, {tokens.data() + 3, 3});
-  const std::vector<kv::BlockHash> both = {h0, h1};
+  const memory::BlockHash h0 = recorder.hash_block(nullptr, {tokens.data(), 3});
+  const memory::BlockHash h1 = recorder.hash_block(&h0, {tokens.data() + 3, 3});
+  const std::vector<memory::BlockHash> both = {h0, h1};
   recorder.stored(nullptr, both, tokens);
   recorder.removed({&h1, 1});
   recorder.removed({&h0, 1});  // merged with the removal before it
@@ -143,7 +143,7 @@ TEST(KvEventRecorder, GathersAStepsEventsIntoOneBatch) {
   const auto& stored = std::get<BlockStored>(published[0].events[0]);
   EXPECT_EQ(stored.block_size, 3);
   EXPECT_EQ(stored.block_hashes, both);
-  EXPECT_EQ(std::get<BlockRemoved>(published[0].events[1]).block_hashes, (std::vector<kv::BlockHash>{h1, h0}));
+  EXPECT_EQ(std::get<BlockRemoved>(published[0].events[1]).block_hashes, (std::vector<memory::BlockHash>{h1, h0}));
   recorder.cleared();
   recorder.end_step();
   ASSERT_EQ(published.size(), 2u);

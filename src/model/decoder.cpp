@@ -448,7 +448,8 @@ void DecoderModel::run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tenso
   backend_->add(out, shared, out);
 }
 
-void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, const Tensor& h, Tensor out) {
+void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, memory::KvPool& kv, const Tensor& h,
+                                 Tensor out) {
   const int64_t tokens = inputs.token_ids.numel(), heads = config_.num_heads, hd = config_.head_dim;
   const AttentionWeights& a = layers_[layer].attention;
   const BatchView& view = inputs.groups[kv.group_of_layer(layer)];

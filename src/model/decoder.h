@@ -135,9 +135,9 @@ class DecoderModel : public Model {
   void upload_layer(LayerWeights& layer, std::vector<Buffer>& keep_alive);
   void ensure_workspace(int64_t tokens);
   // h [T, H] (normed layer input, f32 or bf16) -> out [T, H] f32.
-  void run_attention(int32_t layer, const StepInputs& inputs, kv::KvPool& kv, const Tensor& h, Tensor out);
+  void run_attention(int32_t layer, const StepInputs& inputs, memory::KvPool& kv, const Tensor& h, Tensor out);
   // gated_delta_net.cpp: h [T, H] -> out [T, H] through the layer's recurrent state.
-  void run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out);
+  void run_gated_delta_net(int32_t layer, const StepInputs& inputs, memory::StatePool& state, Tensor out);
   void run_ffn(const FeedForwardWeights& ffn, const Tensor& h, Tensor out);
 
   // Writes x (the residual stream) into the feature cache's column blocks of the captures at `layer`.

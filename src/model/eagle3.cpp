@@ -185,7 +185,7 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
   backend_->add(qkv, qkv_b, qkv);
   const int64_t heads = config_.num_heads, hd = config_.head_dim;
   Tensor q3 = rows_of(q_).view({tokens, heads, hd});
-  kv::KvPool& kv = memory.kv;
+  memory::KvPool& kv = memory.kv;
   const BatchView& view = inputs.groups[kv.group_of_layer(0)];
   const AttentionParams params{static_cast<int32_t>(heads),
                                static_cast<int32_t>(config_.num_kv_heads),

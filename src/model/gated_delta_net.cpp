@@ -54,7 +54,7 @@ void DecoderModel::load_gated_delta_net(const std::string& prefix, loader::Weigh
   gdn.norm = weights.require(p + "norm.weight", {dv});
 }
 
-void DecoderModel::run_gated_delta_net(int32_t layer, const StepInputs& inputs, state::StatePool& state, Tensor out) {
+void DecoderModel::run_gated_delta_net(int32_t layer, const StepInputs& inputs, memory::StatePool& state, Tensor out) {
   const loader::LinearAttentionConfig& lc = config_.linear;
   const GatedDeltaNetWeights& gdn = layers_[layer].gdn;
   const int64_t tokens = inputs.token_ids.numel(), nv = lc.num_value_heads, dv = lc.value_head_dim;

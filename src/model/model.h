@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "kv/kv_pool.h"
 #include "loader/hf_config.h"
 #include "loader/weight_source.h"
-#include "state/state_pool.h"
+#include "memory/kv_pool.h"
+#include "memory/state_pool.h"
 
 namespace rs::model {
 
@@ -31,8 +31,8 @@ struct StepInputs {
 // The device memory a step reads and writes, one part per layer kind: paged K/V for attention layers and
 // recurrent-state slots for gated-delta-net layers (nullptr when the model has none).
 struct StepMemory {
-  kv::KvPool& kv;
-  state::StatePool* state = nullptr;
+  memory::KvPool& kv;
+  memory::StatePool* state = nullptr;
 };
 
 class Model {

@@ -20,10 +20,10 @@ engine::ForwardBatch build_forward_batch(const std::vector<StepItem>& items, int
     const Sequence& seq = *item.seq;
     const std::span<const int32_t> tokens(seq.tokens.data() + item.begin, static_cast<size_t>(item.end - item.begin));
     const int32_t first_row = step.add_sequence(tokens, item.begin, seq.memory.kv.pages, seq.memory.state_slot);
-    if (!seq.draft_checkpoints.empty()) {  // the state after the step's first tokens: the last committed, the drafts
+    if (!seq.memory.checkpoints.empty()) {  // the state after the step's first tokens: the last committed, the drafts
       auto& checkpoints = step.batch().state_checkpoints;
       checkpoints.resize(step.num_tokens(), -1);
-      std::copy(seq.draft_checkpoints.begin(), seq.draft_checkpoints.end(), checkpoints.begin() + first_row);
+      std::copy(seq.memory.checkpoints.begin(), seq.memory.checkpoints.end(), checkpoints.begin() + first_row);
     }
     // Prompt logprobs: the row of each prompt position scores the prompt token after it (before any sampling row).
     for (int64_t p = 0; p < seq.scored_positions(item.begin, item.end); ++p)

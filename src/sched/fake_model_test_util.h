@@ -1,4 +1,4 @@
-// FakeModel: a stand-in for Engine::forward in scheduler tests. It stores each token in its page-table slot and
+// FakeModel: a stand-in for the engine's steps in scheduler tests. It stores each token in its page-table slot and
 // "attends" for every token by reading back through the page tables (within each group's window): an absent or
 // overwritten slot fails the step, and the sampled rows hash what they read, so a wrong page table changes tokens.
 // With state slots it also plays a recurrent layer: each slot carries a running hash of its sequence's tokens, reset
@@ -9,20 +9,23 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include "engine/forward_batch.h"
-#include "kv/kv_pool.h"
+#include "memory/kv_pool.h"
+#include "sched/scheduler.h"
 
 namespace rs::sched::testing {
 
 // A pool geometry for scheduler tests: `page_size` tokens per page, one group per (window, num_pages) pair.
-inline kv::KvPoolConfig geometry(std::vector<std::pair<int32_t, int64_t>> groups, int32_t page_size = 4) {
-  kv::KvPoolConfig config;
+inline memory::KvPoolConfig geometry(std::vector<std::pair<int32_t, int64_t>> groups, int32_t page_size = 4) {
+  memory::KvPoolConfig config;
   config.page_size = page_size;
-  for (auto [window, pages] : groups) config.groups.push_back(kv::KvGroup{.window = window, .num_pages = pages});
+  for (auto [window, pages] : groups) config.groups.push_back(memory::KvGroup{.window = window, .num_pages = pages});
   return config;
 }
 
@@ -30,15 +33,13 @@ class FakeModel {
  public:
   static constexpr int32_t kVocab = 1000;
 
-  explicit FakeModel(const kv::KvPoolConfig& geometry, int32_t num_state_slots = 0)
+  explicit FakeModel(const memory::KvPoolConfig& geometry, int32_t num_state_slots = 0)
       : geometry_(geometry), states_(num_state_slots) {
     for (const auto& group : geometry_.groups) slots_.emplace_back(group.num_pages * geometry_.page_size, -1);
   }
 
   engine::StepOutput forward(const engine::ForwardBatch& batch) {
-    if (batch.prepare_sampling) batch.prepare_sampling();  // as the engine does, before sampling
     batches_.push_back(batch);
-    batches_.back().prepare_sampling = nullptr;  // it refers to the step's frame
     for (const auto& [from, to] : batch.state_copies) states_.at(to) = states_.at(from);  // before the step, in order
     const int32_t page_size = geometry_.page_size;
     auto slot_of = [&](int g, int s, int64_t pos) -> int64_t {
@@ -157,10 +158,18 @@ class FakeModel {
   }
   static uint64_t mix(uint64_t hash, int32_t token) { return (hash ^ static_cast<uint32_t>(token)) * 1099511628211ull; }
 
-  kv::KvPoolConfig geometry_;
+  memory::KvPoolConfig geometry_;
   std::vector<std::vector<int64_t>> slots_;  // [group][page * page_size + offset] = position << 32 | token
   std::vector<engine::ForwardBatch> batches_;
   std::vector<SlotState> states_;  // [state slot]
 };
+
+// The scheduler's two-phase steps over a one-phase `forward`: launch keeps the batch, sample runs `forward` on it
+// (after the scheduler filled the rows' grammar masks, as the engine samples then).
+inline StepFunctions in_two_phases(std::function<engine::StepOutput(const engine::ForwardBatch&)> forward) {
+  auto launched = std::make_shared<const engine::ForwardBatch*>(nullptr);
+  return StepFunctions{.launch = [launched](const engine::ForwardBatch& batch) { *launched = &batch; },
+                       .sample = [launched, forward = std::move(forward)] { return forward(**launched); }};
+}
 
 }  // namespace rs::sched::testing

@@ -11,15 +11,15 @@
 
 namespace rs::sched {
 
-Scheduler::Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward,
+Scheduler::Scheduler(const SchedulerConfig& config, const memory::KvPoolConfig& kv_geometry, StepFunctions steps,
                      std::unique_ptr<spec::Drafter> drafter)
     : config_(config),
-      forward_(std::move(forward)),
+      steps_(std::move(steps)),
       drafter_(std::move(drafter)),
-      kv_(kv_geometry, config.prefix_cache),
-      state_slots_(config.num_state_slots) {
-  kv_.set_snapshot_release([this](int32_t slot) { state_slots_.free(slot); });
-  kv_.set_event_sink(config_.kv_events);
+      memory_(kv_geometry, memory::MemoryConfig{.prefix_cache = config.prefix_cache,
+                                                .num_state_slots = config.num_state_slots,
+                                                .state_snapshot_interval = config.state_snapshot_interval}) {
+  memory_.set_event_sink(config_.kv_events);
   RS_CHECK(config_.max_running_requests > 0, "max_running_requests must be positive");
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
@@ -92,7 +92,7 @@ void Scheduler::handle(Message message) {
             if (seq->request->id == m.request_id) finish(*seq, FinishReason::kAbort);
           drop_finished();
         } else {
-          kv_.flush_cache();
+          memory_.flush_cache();
         }
       },
       std::move(message));
@@ -118,9 +118,9 @@ void Scheduler::receive(std::unique_ptr<Request> request) {
              total > config_.context_length) {
     error = fmt::format("{} prompt + {} new tokens exceed the context length {}", seq->num_prompt,
                         seq->request->max_new_tokens, config_.context_length);
-  } else if (kv_.full_pages_for(total) > kv_.full_pages_total()) {
-    error = fmt::format("the request needs {} KV pages but the pool holds {}", kv_.full_pages_for(total),
-                        kv_.full_pages_total());
+  } else if (!memory_.could_ever_fit(total)) {
+    error = fmt::format("the request needs {} KV pages but the pool holds {}", memory_.full_pages_for(total),
+                        memory_.full_pages_total());
   }
   const ErrorCause cause = error.empty() ? ErrorCause::kServer : ErrorCause::kRequest;  // its size; below: ours
   if (error.empty() && seq->request->grammar && config_.vocab_size <= 0)
@@ -144,22 +144,16 @@ bool Scheduler::step() {
     return false;
   }
   size_token_bitmasks(items);
-  engine::ForwardBatch batch = build_forward_batch(items, kv_.num_groups());
-  bool masks_filled = false;
+  engine::ForwardBatch batch = build_forward_batch(items, memory_.num_groups());
   MaskFailures mask_failures;
-  batch.prepare_sampling = [&] {
-    mask_failures = fill_token_bitmasks(items);
-    masks_filled = true;
-  };
-  batch.state_copies = std::move(pending_state_copies_);
-  pending_state_copies_.clear();
-  const std::vector<int32_t> snapshots = std::move(pending_snapshots_);
-  pending_snapshots_.clear();
+  memory::StepCopies copies = memory_.take_step_copies();
+  batch.state_copies = copies.copies;
   engine::StepOutput output;
   const auto forward_start = Clock::now();
   try {
-    output = forward_(batch);
-    RS_CHECK(masks_filled, "the forward function did not call ForwardBatch::prepare_sampling");
+    steps_.launch(batch);
+    mask_failures = fill_token_bitmasks(items);  // while the device runs the forward
+    output = steps_.sample();
     const size_t results = config_.embedding ? output.embeddings.size() : output.tokens.size();
     RS_CHECK(results == batch.logit_rows.size(), "forward returned {} {} for {} logit rows", results,
              config_.embedding ? "embeddings" : "tokens", batch.logit_rows.size());
@@ -169,7 +163,7 @@ bool Scheduler::step() {
     const bool memory = dynamic_cast<const OutOfMemory*>(&e) != nullptr || dynamic_cast<const std::bad_alloc*>(&e);
     RS_LOG_ERROR("forward failed for a batch of {} sequences{}: {}", items.size(),
                  memory ? " (out of memory: its requests are answered 503)" : "", e.what());
-    for (int32_t slot : snapshots) kv_.drop_snapshot(slot);  // perhaps never copied
+    memory_.step_failed(copies);
     for (const StepItem& item : items) {
       drop_draft(*item.seq);
       finish(*item.seq, FinishReason::kError,
@@ -218,7 +212,7 @@ void Scheduler::schedule_decodes(std::vector<StepItem>& items) {
       continue;
     }
     bool retracted = false;
-    while (kv_.reserve(seq->memory.kv, seq->kv_len, seq->kv_len + 1) == seq->kv_len) {
+    while (memory_.reserve(seq->memory, seq->kv_len, seq->kv_len + 1) == seq->kv_len) {
       retracted = running_.back().get() == seq;  // out of KV: the newest sequence goes back to the queue
       preempt_newest();
       if (retracted) break;
@@ -237,7 +231,7 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
     const int64_t want = std::min<int64_t>({seq->remaining(), chunk_limit(*seq), budget});
     if (want <= 0) continue;  // a scored prompt waits for a step with scored rows left
     const int64_t end =
-        kv_.reserve(seq->memory.kv, seq->kv_len, chunk_end_for_snapshot(*seq, seq->kv_len, seq->kv_len + want));
+        memory_.reserve(seq->memory, seq->kv_len, memory_.chunk_end(seq->num_prompt, seq->kv_len, seq->kv_len + want));
     if (end == seq->kv_len) continue;
     items.push_back(StepItem{seq.get(), seq->kv_len, end});
     scored_rows_left_ -= seq->scored_positions(seq->kv_len, end);
@@ -249,11 +243,11 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
       if (!running_.empty()) break;  // running sequences will free pages as they finish
       // Nothing runs, so nothing will ever free pages for the head: drop the whole prefix cache and try once more,
       // and fail the head if even the empty pool cannot take it, rather than block every request behind it.
-      kv_.flush_cache();
+      memory_.flush_cache();
       if (!admit(head, budget, items)) {
-        const std::string error =
-            fmt::format("the prompt needs {} KV pages but the pool has {} (of {}) free with nothing running",
-                        kv_.full_pages_for(head.num_tokens()), kv_.full_pages_available(), kv_.full_pages_total());
+        const std::string error = fmt::format(
+            "the prompt needs {} KV pages but the pool has {} (of {}) free with nothing running",
+            memory_.full_pages_for(head.num_tokens()), memory_.full_pages_available(), memory_.full_pages_total());
         RS_LOG_WARN("rid={} cannot be admitted: {}", head.request->id, error);
         if (!head.admitted_before) never_admitted_.fetch_sub(1);
         finish(head, FinishReason::kError, error);
@@ -268,35 +262,21 @@ void Scheduler::schedule_prefills(std::vector<StepItem>& items) {
 }
 
 bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items) {
-  const bool needs_state = state_slots_.num_slots() > 0;
-  int32_t slot = -1;
-  if (needs_state && (slot = take_state_slot()) < 0) return false;  // a running sequence frees one when it ends
-  // A hybrid model resumes only from a recurrent-state snapshot: its prefix ends at one.
-  int32_t snapshot = -1;
-  // A prompt whose logprobs are asked for is computed in full: a cached prefix would have no logits.
-  const int64_t reused = kv_.match(seq.memory.kv, seq.tokens, seq.scores_prompt() ? 0 : seq.num_tokens() - 1,
-                                   needs_state ? &snapshot : nullptr);
-  // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence;
-  // decode growth beyond that is covered by preemption.
-  const int64_t need =
-      kv_.full_pages_for(seq.num_tokens()) - reused / kv_.page_size() + static_cast<int64_t>(running_.size());
+  // A prompt whose logprobs are asked for is computed in full: a cached prefix would have no logits. A hybrid model
+  // resumes only from a recurrent-state snapshot: its prefix ends at one.
+  const int64_t reused = memory_.acquire(seq.memory, seq.tokens, seq.scores_prompt() ? 0 : seq.num_tokens() - 1);
+  if (reused < 0) return false;  // every state slot is held: a running sequence frees one when it ends
   const int64_t want = std::min<int64_t>({seq.num_tokens() - reused, chunk_limit(seq), budget});
-  if (want <= 0) {  // a scored prompt: this step's scored rows are spent
-    kv_.release(seq.memory.kv);
-    if (slot >= 0) state_slots_.free(slot);
-    return false;
-  }
-  const int64_t end = need <= kv_.full_pages_available()
-                          ? kv_.reserve(seq.memory.kv, reused, chunk_end_for_snapshot(seq, reused, reused + want))
-                          : reused;
+  // Admit only when the whole remaining prompt fits beside a page of growth for every running sequence; decode
+  // growth beyond that is covered by preemption. (want <= 0: a scored prompt whose step has no scored rows left.)
+  const int64_t end =
+      want > 0 && memory_.fits(seq.num_tokens(), reused, static_cast<int64_t>(running_.size()))
+          ? memory_.reserve(seq.memory, reused, memory_.chunk_end(seq.num_prompt, reused, reused + want))
+          : reused;
   if (end == reused) {
-    kv_.release(seq.memory.kv);
-    if (slot >= 0) state_slots_.free(slot);
+    memory_.release(seq.memory);
     return false;
   }
-  // The slot starts as the snapshot's copy (made before the step), or the model zeroes it (a start at position 0).
-  seq.memory.state_slot = slot;
-  if (snapshot >= 0) pending_state_copies_.emplace_back(snapshot, slot);
   seq.kv_len = reused;
   seq.admit_order = ++admit_counter_;
   if (!seq.admitted_before) {
@@ -351,14 +331,14 @@ void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
     if (wanted <= 0) continue;
     // Pages for the draft positions only if free (or evictable) now: a draft never preempts anything. Recurrent
     // state (hybrid models) needs a free slot per draft token to roll back to; snapshots are not evicted for them.
-    const int64_t slots = seq.memory.state_slot >= 0 ? state_slots_.num_free() : wanted;
-    const int64_t reserved = kv_.reserve(seq.memory.kv, seq.kv_len, item.end + std::min(wanted, slots));
+    const int64_t slots = seq.memory.state_slot >= 0 ? memory_.free_state_slots() : wanted;
+    const int64_t reserved = memory_.reserve(seq.memory, seq.kv_len, item.end + std::min(wanted, slots));
     const int64_t length = std::min({wanted, slots, reserved - item.end});
     if (length <= 0) continue;
     seq.tokens.insert(seq.tokens.end(), draft.begin(), draft.begin() + length);
     seq.num_draft = static_cast<int32_t>(length);
     if (seq.memory.state_slot >= 0)
-      for (int64_t i = 0; i < length; ++i) seq.draft_checkpoints.push_back(state_slots_.allocate());
+      for (int64_t i = 0; i < length; ++i) memory_.take_checkpoint(seq.memory);
     item.end = seq.num_tokens();
   }
 }
@@ -366,19 +346,14 @@ void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
 void Scheduler::drop_draft(Sequence& seq) {
   seq.tokens.resize(seq.tokens.size() - seq.num_draft);
   seq.num_draft = 0;
-  release_draft_checkpoints(seq);
-}
-
-void Scheduler::release_draft_checkpoints(Sequence& seq) {
-  for (int32_t slot : seq.draft_checkpoints) state_slots_.free(slot);
-  seq.draft_checkpoints.clear();
+  memory_.drop_checkpoints(seq.memory);
 }
 
 void Scheduler::preempt_newest() {
   std::unique_ptr<Sequence> seq = std::move(running_.back());
   running_.pop_back();
   RS_LOG_DEBUG("rid={} preempted at {} tokens", seq->request->id, seq->kv_len);
-  kv_.cache(seq->memory.kv, seq->tokens, seq->kv_len);  // a later readmission can reuse what was computed
+  memory_.cache(seq->memory, seq->tokens, seq->kv_len);  // a later readmission can reuse what was computed
   release_memory(*seq);
   seq->kv_len = 0;
   ++counters_.preemptions;
@@ -422,11 +397,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
       continue;
     }
     seq.kv_len = item.end;
-    // Share prompt pages early (and before a snapshot attaches to them). A one-token chunk is prefill too: the chunk
-    // before a snapshot boundary can end one token short of it (prompt 300, page 16, chunks of 7: 287 -> 288).
-    if (item.begin < seq.num_prompt || item.end - item.begin > 1) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);
-    if (seq.memory.state_slot >= 0 && next_snapshot_boundary(seq, item.begin) == item.end) snapshot_state(seq);
-    if (item.begin >= seq.num_prompt) snapshot_output_state(seq);  // a decode step
+    memory_.commit(seq.memory, seq.tokens, seq.num_prompt, item.begin, item.end);  // caching, state snapshots
     if (!item.samples()) continue;
     TokenEvent event = start_event(seq);
     if (seq.request->embed) {  // the last prompt row's embedding ends the request
@@ -458,8 +429,7 @@ void Scheduler::commit_verified(Sequence& seq, const engine::StepOutput& output,
   const int32_t accepted = spec::accepted_length(draft, sampled);
   // Recurrent state went through every draft token: take it back to the last accepted one (the copy runs before the
   // next step, ahead of any later use of the checkpoint slots freed here).
-  if (accepted < drafted && !seq.draft_checkpoints.empty())
-    pending_state_copies_.emplace_back(seq.draft_checkpoints[accepted], seq.memory.state_slot);
+  if (accepted < drafted && !seq.memory.checkpoints.empty()) memory_.rollback(seq.memory, accepted);
   drop_draft(seq);
   seq.spec.record(drafted, accepted, seq.num_output(), config_.speculative);
   ++counters_.spec_verifies;
@@ -565,7 +535,7 @@ FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::strin
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error, ErrorCause cause) {
-  if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.cache(seq.memory.kv, seq.tokens, seq.kv_len);
+  memory_.cache(seq.memory, seq.tokens, seq.kv_len);
   release_memory(seq);
   seq.finished = true;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) return;  // commit() sends the last token
@@ -582,11 +552,7 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
 }
 
 void Scheduler::release_memory(Sequence& seq) {
-  release_draft_checkpoints(seq);
-  if (!seq.memory.kv.pages.empty() || seq.memory.kv.locked != nullptr) kv_.release(seq.memory.kv);
-  if (seq.memory.state_slot >= 0) state_slots_.free(seq.memory.state_slot);
-  seq.memory.state_slot = -1;
-  seq.output_snapshot_slot = -1;  // it stays in the prefix cache, no longer replaced
+  memory_.release(seq.memory);
   if (drafter_) drafter_->release(seq.request->id);
 }
 
@@ -609,9 +575,10 @@ void Scheduler::publish_stats() {
   SchedulerStats snapshot = counters_;
   snapshot.num_running = static_cast<int32_t>(running_.size());
   snapshot.num_queued = static_cast<int32_t>(waiting_.size());
-  snapshot.kv = kv_.stats();
-  snapshot.state_slots_used = state_slots_.num_used();
-  snapshot.state_snapshots = kv_.num_snapshots();
+  memory::MemoryStats memory = memory_.stats();
+  snapshot.kv = std::move(memory.kv);
+  snapshot.state_slots_used = memory.state_slots_used;
+  snapshot.state_snapshots = memory.state_snapshots;
   std::lock_guard lock(stats_mutex_);
   published_ = std::move(snapshot);
 }

@@ -15,14 +15,13 @@
 
 #include "base/channel.h"
 #include "engine/forward_batch.h"
-#include "kv/kv_manager.h"
-#include "kv/kv_pool.h"
+#include "memory/kv_pool.h"
+#include "memory/sequence_memory.h"
 #include "sched/batch_builder.h"
 #include "sched/request.h"
 #include "sched/sequence.h"
 #include "spec/drafter.h"
 #include "spec/speculative_config.h"
-#include "state/slot_allocator.h"
 
 namespace rs::sched {
 
@@ -51,18 +50,18 @@ struct SchedulerConfig {
   spec::SpeculativeConfig speculative;
   // KV cache events (non-owning; null: none): told on the scheduler thread of every page the prefix cache stores,
   // evicts or clears, and of the end of each step.
-  kv::CacheEventSink* kv_events = nullptr;
+  memory::CacheEventSink* kv_events = nullptr;
 };
 
 // A snapshot for /metrics, taken after every step.
 struct SchedulerStats {
   int32_t num_running = 0;
-  int32_t num_queued = 0;             // waiting for admission, preempted sequences included
-  std::vector<kv::KvGroupStats> kv;   // per KV group
-  int32_t state_slots_used = 0;       // recurrent-state slots held by running sequences and snapshots
-  int64_t state_snapshots = 0;        // of which prefix-cache snapshots
-  uint64_t prompt_tokens = 0;         // prompt tokens of admitted requests (first admission)
-  uint64_t cached_prompt_tokens = 0;  // of which reused from the prefix cache
+  int32_t num_queued = 0;                // waiting for admission, preempted sequences included
+  std::vector<memory::KvGroupStats> kv;  // per KV group
+  int32_t state_slots_used = 0;          // recurrent-state slots held by running sequences and snapshots
+  int64_t state_snapshots = 0;           // of which prefix-cache snapshots
+  uint64_t prompt_tokens = 0;            // prompt tokens of admitted requests (first admission)
+  uint64_t cached_prompt_tokens = 0;     // of which reused from the prefix cache
   uint64_t generation_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
@@ -73,15 +72,20 @@ struct SchedulerStats {
   uint64_t spec_accepted_tokens = 0;  // of which accepted
 };
 
-// Runs one step's ForwardBatch and samples a token per logit row (Engine::forward in production, a fake in tests).
-// Runs one step; it must call the batch's prepare_sampling (when set) before it samples (Engine::forward does).
-using ForwardFn = std::function<engine::StepOutput(const engine::ForwardBatch&)>;
+// Runs one step in two phases (Engine::launch and Engine::sample in production, a fake in tests): `launch` starts the
+// forward over a step's ForwardBatch, `sample` then returns a token per logit row. In between the scheduler fills the
+// grammar masks the batch's sampling rows point at, while the device runs the forward. `sample` follows every
+// `launch` that returned, and the batch outlives both.
+struct StepFunctions {
+  std::function<void(const engine::ForwardBatch&)> launch;
+  std::function<engine::StepOutput()> sample;
+};
 
 class Scheduler {
  public:
   // kv_geometry: the pool's page size and groups (with num_pages), usually engine.kv_pool().config(). With a
   // drafter, decode steps of up to config.speculative.max_batch sequences verify its drafts (speculative decoding).
-  Scheduler(const SchedulerConfig& config, const kv::KvPoolConfig& kv_geometry, ForwardFn forward,
+  Scheduler(const SchedulerConfig& config, const memory::KvPoolConfig& kv_geometry, StepFunctions steps,
             std::unique_ptr<spec::Drafter> drafter = nullptr);
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -122,7 +126,6 @@ class Scheduler {
   // Removes a sequence's unverified draft from its tokens (after verification, or a failed step) and frees its
   // recurrent-state checkpoints.
   void drop_draft(Sequence& seq);
-  void release_draft_checkpoints(Sequence& seq);
   void preempt_newest();
   // Drops every page reference and the state slot of `seq` (its K/V pages stay in the prefix cache if cached).
   void release_memory(Sequence& seq);
@@ -141,8 +144,9 @@ class Scheduler {
   TokenEvent start_event(Sequence& seq);
   FinishReason stop_reason(const Sequence& seq, int32_t token) const;
   // Structured output: sizes the token bitmask of every constrained sequence that samples this step (the batch's
-  // sampling rows point at them), then fills them while the device runs the step's forward. A sequence whose mask
-  // fails gets an all-ones mask and is returned with the error, to be finished once the forward returns.
+  // sampling rows point at them), then fills them between launch and sample, while the device runs the step's
+  // forward. A sequence whose mask fails gets an all-ones mask and is returned with the error, to be finished once
+  // the step is sampled.
   using MaskFailures = std::vector<std::pair<Sequence*, std::string>>;
   void size_token_bitmasks(const std::vector<StepItem>& items);
   MaskFailures fill_token_bitmasks(const std::vector<StepItem>& items);
@@ -150,23 +154,6 @@ class Scheduler {
   // and `request_error` when the grammar itself is at fault (too complex), not the engine (a token it should not
   // have sampled).
   FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error, bool& request_error);
-  // Prefix caching of hybrid models (state_snapshots.cpp). take_state_slot: a free recurrent-state slot, dropping
-  // the least recently used snapshot when none is free; -1 when running sequences hold every slot.
-  bool state_snapshots_enabled() const;
-  int32_t take_state_slot();
-  // The first snapshot boundary of `seq` after `begin` (INT64_MAX when none), and where a prefill chunk from `begin`
-  // may end: `end`, or that boundary before it.
-  int64_t next_snapshot_boundary(const Sequence& seq, int64_t begin) const;
-  int64_t chunk_end_for_snapshot(const Sequence& seq, int64_t begin, int64_t end) const;
-  // After a step ended exactly at a snapshot boundary: copies the sequence's state into a slot of its own (before the
-  // next step) and attaches it to the radix node ending there.
-  // Copies the sequence's state after its kv_len tokens into a free slot attached at that radix node; the slot, or
-  // -1 when no slot was free or a snapshot is there already.
-  int32_t snapshot_state(const Sequence& seq);
-  // After a decode step that ends on an output snapshot boundary (every 64 tokens, in whole pages): caches the
-  // output's pages and snapshots the state there, releasing the previous output snapshot unless it sits on a
-  // state_snapshot_interval boundary.
-  void snapshot_output_state(Sequence& seq);
   // cause (with kError): whose fault it is, which picks the HTTP status (request 400, server 500, memory 503).
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {},
               ErrorCause cause = ErrorCause::kServer);
@@ -175,20 +162,15 @@ class Scheduler {
   void publish_stats();
 
   SchedulerConfig config_;
-  ForwardFn forward_;
+  StepFunctions steps_;
   std::unique_ptr<spec::Drafter> drafter_;
-  kv::KvManager kv_;
-  state::StateSlotAllocator state_slots_;
+  memory::MemoryManager memory_;  // pages, state slots, snapshots and checkpoints of every sequence
   Channel<Message> inbox_;
   std::atomic<int32_t> never_admitted_{0};  // submitted, not yet admitted once (the queue limit)
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order (oldest first)
   uint64_t admit_counter_ = 0;
   SchedulerStats counters_;  // scheduler thread's running totals
-  // State copies {from, to} for the next step to make first, and which destinations are new snapshots (a step that
-  // fails before making them drops those).
-  std::vector<std::pair<int32_t, int32_t>> pending_state_copies_;
-  std::vector<int32_t> pending_snapshots_;
   mutable std::mutex stats_mutex_;
   SchedulerStats published_;  // guarded by stats_mutex_
 };

@@ -24,9 +24,9 @@ class SchedulerStateTest : public ::testing::Test {
  protected:
   void make(int64_t pages, int32_t slots, int32_t max_running, int32_t chunk, bool prefix_cache = true,
             int32_t snapshot_interval = 0) {
-    kv::KvPoolConfig kv;
+    memory::KvPoolConfig kv;
     kv.page_size = 4;
-    kv.groups.push_back(kv::KvGroup{0, {}, pages});
+    kv.groups.push_back(memory::KvGroup{0, {}, pages});
     SchedulerConfig config;
     config.context_length = 4096;
     config.max_running_requests = max_running;
@@ -36,10 +36,11 @@ class SchedulerStateTest : public ::testing::Test {
     config.prefix_cache = prefix_cache;
     config.state_snapshot_interval = snapshot_interval;
     model_ = std::make_unique<FakeModel>(kv, slots);
-    scheduler_ = std::make_unique<Scheduler>(config, kv, [this](const engine::ForwardBatch& batch) {
-      max_batch_ = std::max(max_batch_, batch.num_seqs());
-      return model_->forward(batch);
-    });
+    scheduler_ =
+        std::make_unique<Scheduler>(config, kv, testing::in_two_phases([this](const engine::ForwardBatch& batch) {
+                                      max_batch_ = std::max(max_batch_, batch.num_seqs());
+                                      return model_->forward(batch);
+                                    }));
   }
 
   // A prompt of `length` tokens from seed `id`, or `prefix` followed by such tokens.

@@ -33,21 +33,22 @@ struct Submitted {
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void make(const kv::KvPoolConfig& kv, SchedulerConfig config = {}) {
+  void make(const memory::KvPoolConfig& kv, SchedulerConfig config = {}) {
     if (config.context_length == 0) config.context_length = 4096;
     model_ = std::make_unique<FakeModel>(kv);
-    scheduler_ = std::make_unique<Scheduler>(config, kv, [this](const engine::ForwardBatch& batch) {
-      if (fail_next_) {
-        fail_next_ = false;
-        throw std::runtime_error("device fell over");
-      }
-      if (out_of_memory_next_) {
-        out_of_memory_next_ = false;
-        throw OutOfMemory("CUDA out of memory: 2.00 GiB requested, 0.50 GiB of 79.10 free");
-      }
-      if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      return model_->forward(batch);
-    });
+    scheduler_ = std::make_unique<Scheduler>(
+        config, kv, testing::in_two_phases([this](const engine::ForwardBatch& batch) {
+          if (fail_next_) {
+            fail_next_ = false;
+            throw std::runtime_error("device fell over");
+          }
+          if (out_of_memory_next_) {
+            out_of_memory_next_ = false;
+            throw OutOfMemory("CUDA out of memory: 2.00 GiB requested, 0.50 GiB of 79.10 free");
+          }
+          if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          return model_->forward(batch);
+        }));
     config_ = config;
   }
 
@@ -156,9 +157,9 @@ class MixedBatchTest : public SchedulerTest, public ::testing::WithParamInterfac
 
 TEST_P(MixedBatchTest, SixteenRequestsMatchTheirSoloOutput) {
   const int variant = GetParam();
-  kv::KvPoolConfig kv = variant == 0   ? geometry({{0, 512}})
-                        : variant == 1 ? geometry({{0, 512}, {8, 512}})
-                                       : geometry({{6, 512}});
+  memory::KvPoolConfig kv = variant == 0   ? geometry({{0, 512}})
+                            : variant == 1 ? geometry({{0, 512}, {8, 512}})
+                                           : geometry({{6, 512}});
   make(kv, SchedulerConfig{
                .max_running_requests = 8, .max_prefill_tokens = 40, .chunked_prefill_size = 7, .context_length = 4096});
   std::mt19937 rng(variant);

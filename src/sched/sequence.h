@@ -6,26 +6,20 @@
 #include <span>
 #include <vector>
 
-#include "kv/kv_manager.h"
+#include "memory/sequence_memory.h"
 #include "sched/request.h"
 #include "spec/acceptance.h"
 
 namespace rs::sched {
-
-// Everything one live sequence holds in the engine's memory: KV pages (attention layers) and, for a hybrid model,
-// one recurrent-state slot (gated-delta-net layers). Acquired at admission; released at finish, abort and
-// preemption (Scheduler::release_memory).
-struct SeqMemory {
-  kv::SeqPages kv;
-  int32_t state_slot = -1;  // StatePool slot, -1 when none is held (or the model keeps no recurrent state)
-};
 
 struct Sequence {
   std::unique_ptr<Request> request;
   std::vector<int32_t> tokens;  // the prompt, then every generated token
   int32_t num_prompt = 0;
   int64_t kv_len = 0;  // positions [0, kv_len) have K/V (and recurrent state) in the pool; the rest are computed next
-  SeqMemory memory;
+  // What it holds in the engine's memory (KV pages, a recurrent-state slot, checkpoints): acquired at admission,
+  // released at finish, abort and preemption (Scheduler::release_memory).
+  memory::SequenceMemory memory;
   int32_t cached_tokens = 0;     // prompt tokens reused at first admission (reported to the client)
   bool admitted_before = false;  // true after the first admission (a preempted sequence is readmitted)
   double queue_seconds = 0;      // arrival to first admission (reported with the first event)
@@ -34,18 +28,10 @@ struct Sequence {
   uint64_t admit_order = 0;     // larger = admitted later; the newest is preempted first
   bool grammar_active = false;  // request->grammar constrains the next token
   std::vector<uint32_t> token_bitmask;  // the next token's mask while grammar_active (engine::SamplingRow)
-  // Hybrid models: the newest recurrent-state snapshot inside the output (state_snapshots.cpp), replaced at each page
-  // boundary and left in the prefix cache when the sequence finishes; slot -1 when none is tracked.
-  int64_t output_snapshot_end = 0;
-  int32_t output_snapshot_slot = -1;
   // Speculative decoding. Within a step only, the last num_draft tokens are a draft the step verifies (they are
   // removed or confirmed at commit); `spec` tracks acceptance and decides whether the sequence drafts.
   int32_t num_draft = 0;
   spec::AcceptanceTracker spec;
-  // Hybrid models, within a verify step: the state slots that keep the recurrent state after the step's first
-  // num_draft tokens (the last committed token and each draft but the last); the one after the last accepted token
-  // is copied back into the sequence's slot at commit, unless every draft was accepted.
-  std::vector<int32_t> draft_checkpoints;
   // Prompt logprobs (SamplingParams::prompt_logprobs): [position] the score of prompt token `position` given those
   // before it (position 0: its token id, rank 0 = unscored), filled as the prefill runs and sent with the first event.
   std::vector<engine::SampledToken> prompt_logprobs;

@@ -56,7 +56,7 @@ struct Output {
 class SpeculativeTest : public ::testing::Test {
  protected:
   // corrupt_one_in: 0 = oracle drafts, n = all but one in n drafts carry one wrong token; -1 = the n-gram drafter.
-  void make(const kv::KvPoolConfig& kv, int corrupt_one_in, SchedulerConfig config = {}) {
+  void make(const memory::KvPoolConfig& kv, int corrupt_one_in, SchedulerConfig config = {}) {
     if (config.context_length == 0) config.context_length = 4096;
     if (config.speculative.algorithm == spec::SpecAlgorithm::kNone)
       config.speculative.algorithm = spec::SpecAlgorithm::kNgram;  // any: the scheduler only reads the policy
@@ -70,17 +70,16 @@ class SpeculativeTest : public ::testing::Test {
       oracle_ = oracle.get();
       drafter = std::move(oracle);
     }
-    scheduler_ = std::make_unique<Scheduler>(
-        config, kv,
-        [this](const engine::ForwardBatch& batch) {
-          if (fail_next_) {
-            fail_next_ = false;
-            throw std::runtime_error("device fell over");
-          }
-          if (inspect_) inspect_(batch);
-          return model_->forward(batch);
-        },
-        std::move(drafter));
+    scheduler_ =
+        std::make_unique<Scheduler>(config, kv, testing::in_two_phases([this](const engine::ForwardBatch& batch) {
+                                      if (fail_next_) {
+                                        fail_next_ = false;
+                                        throw std::runtime_error("device fell over");
+                                      }
+                                      if (inspect_) inspect_(batch);
+                                      return model_->forward(batch);
+                                    }),
+                                    std::move(drafter));
   }
 
   Output* submit(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
@@ -214,9 +213,9 @@ class RollbackTest : public SpeculativeTest, public ::testing::WithParamInterfac
 
 TEST_P(RollbackTest, PartlyWrongDraftsGiveExactlyThePlainOutput) {
   const int variant = GetParam();
-  kv::KvPoolConfig kv = variant == 0   ? geometry({{0, 512}})
-                        : variant == 1 ? geometry({{0, 512}, {6, 512}})
-                                       : geometry({{9, 512}});
+  memory::KvPoolConfig kv = variant == 0   ? geometry({{0, 512}})
+                            : variant == 1 ? geometry({{0, 512}, {6, 512}})
+                                           : geometry({{9, 512}});
   make(kv, 3,
        SchedulerConfig{.max_running_requests = 6,
                        .max_prefill_tokens = 40,
@@ -389,8 +388,8 @@ TEST_F(SpeculativeTest, AFailedVerifyStepFailsItsRequestsCleanly) {
 }
 
 TEST(SpeculativeScheduler, RefusesABadPolicy) {
-  const kv::KvPoolConfig kv = geometry({{0, 64}});
-  const auto forward = [](const engine::ForwardBatch&) { return engine::StepOutput{}; };
+  const memory::KvPoolConfig kv = geometry({{0, 64}});
+  const auto forward = testing::in_two_phases([](const engine::ForwardBatch&) { return engine::StepOutput{}; });
   EXPECT_THROW(Scheduler(SchedulerConfig{.context_length = 64, .speculative = {.num_draft_tokens = 0}}, kv, forward,
                          std::make_unique<spec::NgramDrafter>(1, 3)),
                std::exception);

@@ -90,17 +90,17 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
   struct PageMetric {
     const char* name;
     const char* help;
-    int64_t (*value)(const kv::KvGroupStats&);
+    int64_t (*value)(const memory::KvGroupStats&);
   };
   const PageMetric page_metrics[] = {
       {"radixserve_kv_pages_capacity", "KV pages in the pool, per KV group.",
-       [](const kv::KvGroupStats& g) { return g.num_pages; }},
+       [](const memory::KvGroupStats& g) { return g.num_pages; }},
       {"radixserve_kv_pages_used", "KV pages referenced by requests or the prefix cache.",
-       [](const kv::KvGroupStats& g) { return g.used_pages; }},
+       [](const memory::KvGroupStats& g) { return g.used_pages; }},
       {"radixserve_kv_pages_free", "KV pages on the free list.",
-       [](const kv::KvGroupStats& g) { return g.num_pages - g.used_pages; }},
+       [](const memory::KvGroupStats& g) { return g.num_pages - g.used_pages; }},
       {"radixserve_kv_pages_cached", "KV pages held by the radix prefix cache.",
-       [](const kv::KvGroupStats& g) { return g.cached_pages; }},
+       [](const memory::KvGroupStats& g) { return g.cached_pages; }},
   };
   for (const PageMetric& metric : page_metrics) {
     header(out, metric.name, "gauge", metric.help);

@@ -17,8 +17,8 @@ LoadSummary summarize_load(const sched::SchedulerStats& stats) {
   load.running = stats.num_running;
   load.waiting = stats.num_queued;
   bool any_full = false;
-  for (const kv::KvGroupStats& group : stats.kv) any_full = any_full || group.window == 0;
-  for (const kv::KvGroupStats& group : stats.kv) {
+  for (const memory::KvGroupStats& group : stats.kv) any_full = any_full || group.window == 0;
+  for (const memory::KvGroupStats& group : stats.kv) {
     if (any_full && group.window != 0) continue;
     load.total_pages += group.num_pages;
     load.request_pages += group.used_pages - group.evictable_pages;

@@ -25,7 +25,7 @@ std::optional<std::string> stats_line(const sched::SchedulerStats& before, const
   const uint64_t generated = now.generation_tokens - before.generation_tokens;
   if (now.num_running == 0 && now.num_queued == 0 && prompt == 0 && generated == 0) return std::nullopt;
   int64_t used = 0, total = 0;
-  for (const kv::KvGroupStats& group : now.kv) {
+  for (const memory::KvGroupStats& group : now.kv) {
     used += group.used_pages;
     total += group.num_pages;
   }

@@ -10,9 +10,9 @@
 namespace rs::serving {
 namespace {
 
-int64_t request_token_limit(const engine::Engine& engine, const kv::KvPoolConfig& pool) {
+int64_t request_token_limit(const engine::Engine& engine, const memory::KvPoolConfig& pool) {
   int64_t limit = engine.context_length();
-  for (const kv::KvGroup& group : pool.groups)
+  for (const memory::KvGroup& group : pool.groups)
     if (group.window == 0) limit = std::min(limit, group.num_pages * pool.page_size);
   return limit;
 }
@@ -89,24 +89,24 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
   if (spec.enabled())
     RS_LOG_INFO("speculative decoding: {} drafts of up to {} tokens while at most {} sequences decode",
                 spec::spec_algorithm_name(spec.algorithm), spec.num_draft_tokens, spec.max_batch);
-  const kv::KvPoolConfig& pool = engine_->kv_pool().config();
+  const memory::KvPoolConfig& pool = engine_->kv_pool().config();
   max_request_tokens_ = request_token_limit(*engine_, pool);
   scheduler_config.context_length = max_request_tokens_;
   scheduler_config.num_state_slots = engine_->state_pool().num_slots();
   scheduler_config.vocab_size = static_cast<int32_t>(engine_->model_config().vocab_size);
   scheduler_config.embedding = engine_->model_config().embedding;
   scheduler_config.feature_group = engine_->feature_group();
-  sched::ForwardFn forward = [engine = engine_.get()](const engine::ForwardBatch& batch) {
-    return engine->forward(batch);
-  };
-  if (options.step_observer)  // the engine keeps every step's logits for the observer
-    forward = [engine = engine_.get(), observe = std::move(options.step_observer)](const engine::ForwardBatch& batch) {
-      engine::StepOutput output = engine->forward(batch, /*keep_logits=*/true);
-      observe(batch, output);
-      return output;
-    };
+  observe_ = std::move(options.step_observer);  // the engine keeps every step's logits for it
+  sched::StepFunctions steps{
+      .launch = [this](const engine::ForwardBatch& batch) { launched_ = engine_->launch(batch, observe_ != nullptr); },
+      .sample =
+          [this] {
+            engine::StepOutput output = engine_->sample(launched_);
+            if (observe_) observe_(*launched_.batch, output);
+            return output;
+          }};
   scheduler_ =
-      std::make_unique<sched::Scheduler>(scheduler_config, pool, std::move(forward),
+      std::make_unique<sched::Scheduler>(scheduler_config, pool, std::move(steps),
                                          make_drafter(spec, std::move(draft), *engine_, scheduler_config.vocab_size));
   if (options.scheduler_thread) thread_ = std::thread([scheduler = scheduler_.get()] { scheduler->run(); });
 }

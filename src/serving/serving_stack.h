@@ -16,8 +16,8 @@ namespace rs::serving {
 struct StackOptions {
   // The scheduler runs on a thread of its own (serve, bench throughput); false: the caller steps it (Driver).
   bool scheduler_thread = true;
-  // Called on the scheduler's thread after every forward with the step's batch and output; the engine then keeps
-  // each step's logits (StepOutput::logits, [logit rows, vocab]) for it. Empty: none (no logits copied back).
+  // Called on the scheduler's thread after every step is sampled with the step's batch and output; the engine then
+  // keeps each step's logits (StepOutput::logits, [logit rows, vocab]) for it. Empty: none (no logits copied back).
   std::function<void(const engine::ForwardBatch&, const engine::StepOutput&)> step_observer;
 };
 
@@ -44,6 +44,9 @@ class ServingStack {
  private:
   std::unique_ptr<engine::Engine> engine_;
   int64_t max_request_tokens_ = 0;
+  // The scheduler's two phases on the engine (sched::StepFunctions): the step launched and not yet sampled.
+  engine::StepHandle launched_;
+  std::function<void(const engine::ForwardBatch&, const engine::StepOutput&)> observe_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::thread thread_;
 };

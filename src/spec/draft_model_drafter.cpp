@@ -16,9 +16,9 @@ const engine::SamplingParams kGreedy{.temperature = 0.0f};
 
 DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> engine)
     : engine_(std::move(engine)),
-      kv_(engine_->kv_pool().config(), /*prefix_cache=*/false),
-      max_step_tokens_(std::max<int64_t>(engine_->config().max_step_tokens, 1)),
-      slots_(engine_->state_pool().num_slots()) {}
+      memory_(engine_->kv_pool().config(),
+              memory::MemoryConfig{.prefix_cache = false, .num_state_slots = engine_->state_pool().num_slots()}),
+      max_step_tokens_(std::max<int64_t>(engine_->config().max_step_tokens, 1)) {}
 
 DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> head, engine::Engine& target)
     : DraftModelDrafter(std::move(head)) {
@@ -36,39 +36,24 @@ DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> head, engin
 void DraftModelDrafter::release(uint64_t id) {
   auto it = states_.find(id);
   if (it == states_.end()) return;
-  State& state = it->second;
-  kv_.release(state.pages);
-  // Copies still pending between its slots would land in slots handed out again.
-  const auto mine = [&](int32_t slot) {
-    return slot == state.slot ||
-           std::find(state.checkpoints.begin(), state.checkpoints.end(), slot) != state.checkpoints.end();
-  };
-  std::erase_if(pending_copies_,
-                [&](const std::pair<int32_t, int32_t>& copy) { return mine(copy.first) || mine(copy.second); });
-  free_checkpoints(state);
-  if (state.slot >= 0) slots_.free(state.slot);
+  memory_.release(it->second.memory);  // with the copies still pending into its slots
   states_.erase(it);
 }
 
-void DraftModelDrafter::free_checkpoints(State& state) {
-  for (int32_t slot : state.checkpoints) slots_.free(slot);
-  state.checkpoints.clear();
-}
-
 bool DraftModelDrafter::trim_state(State& state, size_t keep) {
-  if (state.slot < 0 && (state.slot = slots_.allocate()) < 0) return false;
+  if (!memory_.ensure_state_slot(state.memory)) return false;
   if (keep < state.tokens.size()) {
     // The slot holds the state after all of `tokens`; the checkpoint after `keep` of them replaces it (the copy runs
     // before the next forward, ahead of any reuse of the checkpoint slots freed below), or the draft starts over.
-    const int64_t k = static_cast<int64_t>(keep) - state.checkpoint_base;
-    if (k >= 0 && k < static_cast<int64_t>(state.checkpoints.size())) {
-      pending_copies_.emplace_back(state.checkpoints[k], state.slot);
+    const int64_t k = static_cast<int64_t>(keep) - state.memory.checkpoint_base;
+    if (k >= 0 && k < static_cast<int64_t>(state.memory.checkpoints.size())) {
+      memory_.rollback(state.memory, static_cast<size_t>(k));
     } else {
       keep = 0;  // position 0 starts from zero state
     }
   }
   state.tokens.resize(keep);
-  free_checkpoints(state);
+  memory_.drop_checkpoints(state.memory);
   return true;
 }
 
@@ -82,18 +67,19 @@ bool DraftModelDrafter::reserve(Work& work, int64_t end) {
   // `begin` is the committed length, not the draft's own end: a window must keep the pages that rejected draft
   // positions, recomputed next time, will read.
   const int64_t begin = std::min<int64_t>(work.committed - 1, static_cast<int64_t>(work.state->tokens.size()));
-  if (kv_.reserve(work.state->pages, begin, end) >= end) return true;
+  if (memory_.reserve(work.state->memory, begin, end) >= end) return true;
   RS_LOG_DEBUG("rid={} drafts nothing: the draft model's KV pool is full", work.request->id);
   drop(work);
   return false;
 }
 
 std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items, bool from_target) {
-  engine::StepBuilder step(kv_.num_groups());
+  engine::StepBuilder step(memory_.num_groups());
   step.batch().features_from_target = from_target;
   const int32_t target_page = eagle() ? target_->kv_pool().page_size() : 1;
   for (const Item& item : items) {
-    step.add_sequence(item.tokens, item.begin, item.work->state->pages.pages, hybrid() ? item.work->state->slot : -1);
+    const memory::SequenceMemory& memory = item.work->state->memory;
+    step.add_sequence(item.tokens, item.begin, memory.kv.pages, hybrid() ? memory.state_slot : -1);
     if (eagle()) {
       for (size_t t = 0; t < item.tokens.size(); ++t) {
         const int64_t position = item.begin + static_cast<int64_t>(t);
@@ -112,8 +98,7 @@ std::vector<int32_t> DraftModelDrafter::run(const std::vector<Item>& items, bool
     }
     if (item.samples) step.add_logit_row(step.num_tokens() - 1, engine::SamplingRow{.params = &kGreedy});
   }
-  step.batch().state_copies = std::move(pending_copies_);
-  pending_copies_.clear();
+  step.batch().state_copies = memory_.take_step_copies().copies;
   const engine::ForwardBatch batch = step.finish();
   const engine::StepOutput output = engine_->forward(batch);
   for (size_t s = 0; s < items.size(); ++s) items[s].work->output_row = batch.seq_token_start[s + 1] - 1;
@@ -196,11 +181,11 @@ void DraftModelDrafter::propose(std::span<DraftRequest> requests) {
         continue;
       const int64_t position = work.committed + static_cast<int64_t>(request.draft.size()) - 1;
       if (hybrid()) {  // keep the state before this token: the target may reject it
-        const int32_t checkpoint = slots_.allocate();
+        memory::SequenceMemory& memory = work.state->memory;
+        const int32_t checkpoint = memory_.take_checkpoint(memory);
         if (checkpoint < 0) continue;  // no slot to roll back to: the draft stops here
-        if (work.state->checkpoints.empty()) work.state->checkpoint_base = position;
-        work.state->checkpoints.push_back(checkpoint);
-        pending_copies_.emplace_back(work.state->slot, checkpoint);
+        if (memory.checkpoints.size() == 1) memory.checkpoint_base = position;
+        memory_.copy_state(memory.state_slot, checkpoint);
       }
       if (!reserve(work, position + 1)) continue;
       items.push_back(Item{&work, std::span<const int32_t>(&request.draft.back(), 1), position, true});

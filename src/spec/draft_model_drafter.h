@@ -16,9 +16,8 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "kv/kv_manager.h"
+#include "memory/sequence_memory.h"
 #include "spec/drafter.h"
-#include "state/slot_allocator.h"
 
 namespace rs::spec {
 
@@ -36,13 +35,10 @@ class DraftModelDrafter final : public Drafter {
 
  private:
   struct State {
-    kv::SeqPages pages;
-    std::vector<int32_t> tokens;  // tokens whose K/V the pages hold, positions [0, tokens.size())
-    // Hybrid draft models: the recurrent state after `tokens` (slot), and checkpoints[i] = the state after
-    // checkpoint_base + i tokens, kept while drafting.
-    int32_t slot = -1;
-    std::vector<int32_t> checkpoints;
-    int64_t checkpoint_base = 0;
+    // Pages of positions [0, tokens.size()); hybrid draft models: the recurrent state after `tokens` (its slot), and
+    // checkpoints[i] = the state after checkpoint_base + i tokens, kept while drafting.
+    memory::SequenceMemory memory;
+    std::vector<int32_t> tokens;
   };
   struct Work {
     DraftRequest* request;
@@ -67,7 +63,6 @@ class DraftModelDrafter final : public Drafter {
   // Hybrid draft models: makes `state` hold the recurrent state after its first `keep` tokens (a checkpoint copied
   // back, or the tokens dropped to start over), then frees its checkpoints; false when it has no slot to hold any.
   bool trim_state(State& state, size_t keep);
-  void free_checkpoints(State& state);
 
   bool hybrid() const { return engine_->state_pool().num_slots() > 0; }
   bool eagle() const { return target_ != nullptr; }
@@ -75,11 +70,9 @@ class DraftModelDrafter final : public Drafter {
   std::unique_ptr<engine::Engine> engine_;
   engine::Engine* target_ = nullptr;      // EAGLE-3: the engine whose features the head reads
   std::vector<int32_t> draft_to_target_;  // EAGLE-3: target id of each draft-vocabulary id
-  kv::KvManager kv_;
+  memory::MemoryManager memory_;          // the draft model's pool: pages, state slots, checkpoints (no prefix cache)
   std::unordered_map<uint64_t, State> states_;
   int64_t max_step_tokens_;
-  state::StateSlotAllocator slots_;
-  std::vector<std::pair<int32_t, int32_t>> pending_copies_;  // state slot copies for the next forward, in order
 };
 
 }  // namespace rs::spec

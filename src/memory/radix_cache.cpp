@@ -1,11 +1,11 @@
-#include "kv/radix_cache.h"
+#include "memory/radix_cache.h"
 
 #include <algorithm>
 #include <queue>
 
 #include "base/error.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 int64_t window_first_position(int32_t window, int64_t next_position) {
   return window > 0 ? std::max<int64_t>(0, next_position - (window - 1)) : 0;
@@ -364,4 +364,4 @@ int64_t RadixCache::evictable_pages(int group) const {
   return count;
 }
 
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -1,11 +1,11 @@
-#include "kv/kv_manager.h"
+#include "memory/kv_manager.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <numeric>
 
-namespace rs::kv {
+namespace rs::memory {
 namespace {
 
 KvPoolConfig geometry(int64_t full_pages, int64_t window_pages, int32_t window) {
@@ -159,4 +159,4 @@ TEST(KvManager, DropSnapshotAtChecksTheNodeStillHoldsTheSlot) {
 }
 
 }  // namespace
-}  // namespace rs::kv
+}  // namespace rs::memory

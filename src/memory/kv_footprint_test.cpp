@@ -1,10 +1,10 @@
-#include "kv/kv_footprint.h"
+#include "memory/kv_footprint.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-namespace rs::kv {
+namespace rs::memory {
 namespace {
 
 // gpt-oss-20b (configs/gpt-oss-20b): 24 layers alternating window 128 / full, 8 KV heads of 64 dims, bf16.
@@ -36,4 +36,4 @@ TEST(KvFootprint, FullAttentionModelKeepsEverything) {
 }
 
 }  // namespace
-}  // namespace rs::kv
+}  // namespace rs::memory

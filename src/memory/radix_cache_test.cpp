@@ -1,10 +1,10 @@
-#include "kv/radix_cache.h"
+#include "memory/radix_cache.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
 
-namespace rs::kv {
+namespace rs::memory {
 namespace {
 
 constexpr int32_t kPageSize = 4;
@@ -212,4 +212,4 @@ TEST_F(RadixCacheTest, WindowOnlyModelDropsEmptyNodes) {
 }
 
 }  // namespace
-}  // namespace rs::kv
+}  // namespace rs::memory

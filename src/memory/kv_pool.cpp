@@ -1,10 +1,10 @@
-#include "kv/kv_pool.h"
+#include "memory/kv_pool.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-namespace rs::kv {
+namespace rs::memory {
 
 std::vector<KvGroup> group_layers_by_window(std::span<const int32_t> layer_windows) {
   std::map<int32_t, std::vector<int32_t>> by_window;  // window 0 (full) sorts first
@@ -97,4 +97,4 @@ size_t KvPool::total_bytes() const {
   return total;
 }
 
-}  // namespace rs::kv
+}  // namespace rs::memory

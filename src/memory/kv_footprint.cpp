@@ -1,6 +1,6 @@
-#include "kv/kv_footprint.h"
+#include "memory/kv_footprint.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 KvFootprint request_kv_footprint(const KvPoolConfig& config, int64_t context_tokens) {
   KvFootprint footprint;
@@ -13,4 +13,4 @@ KvFootprint request_kv_footprint(const KvPoolConfig& config, int64_t context_tok
   return footprint;
 }
 
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -1,4 +1,4 @@
-#include "kv/page_allocator.h"
+#include "memory/page_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 
-namespace rs::kv {
+namespace rs::memory {
 namespace {
 
 TEST(PageAllocator, AllocatesEveryPageOnceThenRunsOut) {
@@ -39,4 +39,4 @@ TEST(PageAllocator, RejectsReferencesToFreePages) {
 }
 
 }  // namespace
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -9,10 +9,10 @@
 #include <span>
 #include <vector>
 
-#include "kv/cache_events.h"
-#include "kv/page_allocator.h"
+#include "memory/cache_events.h"
+#include "memory/page_allocator.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 // One edge of the tree: a run of whole pages of tokens and the pages that hold their K/V.
 struct RadixNode {
@@ -121,4 +121,4 @@ class RadixCache {
   void report_stored(RadixNode* node);
 };
 
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -9,11 +9,11 @@
 #include <span>
 #include <vector>
 
-#include "kv/kv_pool.h"
-#include "kv/page_allocator.h"
-#include "kv/radix_cache.h"
+#include "memory/kv_pool.h"
+#include "memory/page_allocator.h"
+#include "memory/radix_cache.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 // The pages one sequence holds a reference on.
 struct SeqPages {
@@ -90,4 +90,4 @@ class KvManager {
   std::unique_ptr<RadixCache> cache_;      // refers to allocators_
 };
 
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <span>
 
-namespace rs::kv {
+namespace rs::memory {
 
 using BlockHash = std::array<uint8_t, 32>;
 
@@ -28,4 +28,4 @@ class CacheEventSink {
   virtual void end_step() = 0;
 };
 
-}  // namespace rs::kv
+}  // namespace rs::memory

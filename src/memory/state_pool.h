@@ -7,7 +7,7 @@
 
 #include "backend/backend.h"
 
-namespace rs::state {
+namespace rs::memory {
 
 // Shapes of one slot (MODELS.md §1.6).
 struct StateGeometry {
@@ -49,4 +49,4 @@ class StatePool {
   std::vector<Tensor> conv_, recurrent_;  // [model layer]; empty for layers without state
 };
 
-}  // namespace rs::state
+}  // namespace rs::memory

@@ -1,8 +1,8 @@
-#include "state/slot_allocator.h"
+#include "memory/slot_allocator.h"
 
 #include "base/error.h"
 
-namespace rs::state {
+namespace rs::memory {
 
 StateSlotAllocator::StateSlotAllocator(int32_t num_slots) : in_use_(num_slots, false) {
   RS_CHECK(num_slots >= 0, "negative number of state slots: {}", num_slots);
@@ -23,4 +23,4 @@ void StateSlotAllocator::free(int32_t slot) {
   free_slots_.push_back(slot);
 }
 
-}  // namespace rs::state
+}  // namespace rs::memory

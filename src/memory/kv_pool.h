@@ -8,7 +8,7 @@
 
 #include "backend/backend.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 struct KvGroup {
   int32_t window = 0;           // 0 = full attention; W = the layer reads the last W positions (self included)
@@ -76,4 +76,4 @@ class KvPool {
   std::vector<Scales> scales_;
 };
 
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -1,11 +1,11 @@
-#include "state/state_pool.h"
+#include "memory/state_pool.h"
 
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
 #include "base/error.h"
 
-namespace rs::state {
+namespace rs::memory {
 namespace {
 
 StateGeometry small_geometry() {
@@ -42,4 +42,4 @@ TEST(StatePool, RefusesZeroSlotsForAHybridModel) {
 }
 
 }  // namespace
-}  // namespace rs::state
+}  // namespace rs::memory

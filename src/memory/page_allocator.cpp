@@ -1,8 +1,8 @@
-#include "kv/page_allocator.h"
+#include "memory/page_allocator.h"
 
 #include "base/error.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 PageAllocator::PageAllocator(int64_t num_pages) : ref_counts_(num_pages, 0) {
   RS_CHECK(num_pages > 0 && num_pages <= INT32_MAX, "page count {} out of range", num_pages);
@@ -30,4 +30,4 @@ bool PageAllocator::unref(int32_t page) {
   return true;
 }
 
-}  // namespace rs::kv
+}  // namespace rs::memory

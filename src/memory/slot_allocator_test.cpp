@@ -1,10 +1,10 @@
-#include "state/slot_allocator.h"
+#include "memory/slot_allocator.h"
 
 #include <gtest/gtest.h>
 
 #include "base/error.h"
 
-namespace rs::state {
+namespace rs::memory {
 namespace {
 
 TEST(StateSlotAllocator, HandsOutEachSlotOnceAndTakesItBack) {
@@ -33,4 +33,4 @@ TEST(StateSlotAllocator, RefusesDoubleFreeAndStrangers) {
 }
 
 }  // namespace
-}  // namespace rs::state
+}  // namespace rs::memory

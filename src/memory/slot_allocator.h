@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace rs::state {
+namespace rs::memory {
 
 class StateSlotAllocator {
  public:
@@ -27,4 +27,4 @@ class StateSlotAllocator {
   std::vector<bool> in_use_;         // [num_slots]
 };
 
-}  // namespace rs::state
+}  // namespace rs::memory

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace rs::kv {
+namespace rs::memory {
 
 class PageAllocator {
  public:
@@ -28,4 +28,4 @@ class PageAllocator {
   std::vector<int32_t> ref_counts_;  // [num_pages]
 };
 
-}  // namespace rs::kv
+}  // namespace rs::memory

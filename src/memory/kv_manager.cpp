@@ -1,11 +1,11 @@
-#include "kv/kv_manager.h"
+#include "memory/kv_manager.h"
 
 #include <algorithm>
 #include <limits>
 
 #include "base/error.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 KvManager::KvManager(const KvPoolConfig& geometry, bool prefix_cache)
     : page_size_(geometry.page_size), prefix_cache_(prefix_cache) {
@@ -109,4 +109,4 @@ std::vector<KvGroupStats> KvManager::stats() const {
   return result;
 }
 
-}  // namespace rs::kv
+}  // namespace rs::memory

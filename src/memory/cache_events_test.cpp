@@ -7,10 +7,10 @@
 #include <numeric>
 #include <optional>
 
-#include "kv/cache_events.h"
-#include "kv/radix_cache.h"
+#include "memory/cache_events.h"
+#include "memory/radix_cache.h"
 
-namespace rs::kv {
+namespace rs::memory {
 namespace {
 
 constexpr int32_t kPageSize = 4;
@@ -166,4 +166,4 @@ TEST(CacheEventsSetup, TheSinkIsSetOnlyWhileTheCacheIsEmpty) {
 }
 
 }  // namespace
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kv/kv_pool.h"
+#include "memory/kv_pool.h"
 
-namespace rs::kv {
+namespace rs::memory {
 
 struct KvFootprint {
   size_t windowed_bytes = 0;  // window groups keep only the pages their window reads (pages_needed)
@@ -16,4 +16,4 @@ struct KvFootprint {
 // Footprint of one request of `context_tokens` tokens under `config` (page_size, heads, dtype, groups).
 KvFootprint request_kv_footprint(const KvPoolConfig& config, int64_t context_tokens);
 
-}  // namespace rs::kv
+}  // namespace rs::memory

@@ -1,10 +1,10 @@
-#include "state/state_pool.h"
+#include "memory/state_pool.h"
 
 #include <algorithm>
 
 #include "base/error.h"
 
-namespace rs::state {
+namespace rs::memory {
 namespace {
 
 size_t conv_floats(const StateGeometry& g) { return static_cast<size_t>(g.conv_channels) * (g.conv_kernel - 1); }
@@ -63,4 +63,4 @@ size_t StatePool::total_bytes() const {
   return total;
 }
 
-}  // namespace rs::state
+}  // namespace rs::memory
