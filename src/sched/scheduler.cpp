@@ -7,7 +7,9 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/log.h"
-#include "grammar/matcher.h"
+#include "sched/grammar_stage.h"
+#include "sched/speculation_stage.h"
+#include "sched/token_events.h"
 
 namespace rs::sched {
 
@@ -15,7 +17,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, const memory::KvPoolConfig& 
                      std::unique_ptr<spec::Drafter> drafter)
     : config_(config),
       steps_(std::move(steps)),
-      drafter_(std::move(drafter)),
+      speculation_(config.speculative, std::move(drafter), config.feature_group, config.context_length),
       memory_(kv_geometry, memory::MemoryConfig{.prefix_cache = config.prefix_cache,
                                                 .num_state_slots = config.num_state_slots,
                                                 .state_snapshot_interval = config.state_snapshot_interval}) {
@@ -24,8 +26,6 @@ Scheduler::Scheduler(const SchedulerConfig& config, const memory::KvPoolConfig& 
   RS_CHECK(config_.max_prefill_tokens > 0 && config_.chunked_prefill_size > 0,
            "max_prefill_tokens and chunked_prefill_size must be positive");
   RS_CHECK(config_.context_length > 0, "context length must be positive");
-  RS_CHECK(!drafter_ || (config_.speculative.num_draft_tokens > 0 && config_.speculative.max_batch > 0),
-           "speculative decoding needs positive draft tokens and batch limit");
   publish_stats();
 }
 
@@ -143,7 +143,7 @@ bool Scheduler::step() {
     publish_stats();
     return false;
   }
-  size_token_bitmasks(items);
+  size_token_bitmasks(items, config_.vocab_size);
   engine::ForwardBatch batch = build_forward_batch(items, memory_.num_groups());
   MaskFailures mask_failures;
   memory::StepCopies copies = memory_.take_step_copies();
@@ -152,7 +152,7 @@ bool Scheduler::step() {
   const auto forward_start = Clock::now();
   try {
     steps_.launch(batch);
-    mask_failures = fill_token_bitmasks(items);  // while the device runs the forward
+    mask_failures = fill_token_bitmasks(items, config_.vocab_size);  // while the device runs the forward
     output = steps_.sample();
     const size_t results = config_.embedding ? output.embeddings.size() : output.tokens.size();
     RS_CHECK(results == batch.logit_rows.size(), "forward returned {} {} for {} logit rows", results,
@@ -165,7 +165,7 @@ bool Scheduler::step() {
                  memory ? " (out of memory: its requests are answered 503)" : "", e.what());
     memory_.step_failed(copies);
     for (const StepItem& item : items) {
-      drop_draft(*item.seq);
+      SpeculationStage::drop_draft(*item.seq, memory_);
       finish(*item.seq, FinishReason::kError,
              memory ? fmt::format("The server ran out of memory for this request's step ({}). Retry later.", e.what())
                     : e.what(),
@@ -190,7 +190,7 @@ std::vector<StepItem> Scheduler::schedule() {
   std::vector<StepItem> items;
   schedule_decodes(items);
   schedule_prefills(items);
-  schedule_drafts(items);  // last: drafts are optional and take only pages nothing else needed this step
+  speculation_.propose(items, memory_);  // last: drafts are optional and take only pages nothing else needed this step
   if (items.empty() && !running_.empty()) {
     // Every running sequence is a prefill starved of pages: retract the newest so the others can move on.
     if (running_.size() == 1) {
@@ -292,63 +292,6 @@ bool Scheduler::admit(Sequence& seq, int64_t budget, std::vector<StepItem>& item
   return true;
 }
 
-void Scheduler::schedule_drafts(std::vector<StepItem>& items) {
-  if (!drafter_) return;
-  const spec::SpeculativeConfig& policy = config_.speculative;
-  std::vector<StepItem*> decodes;
-  for (StepItem& item : items)
-    if (item.end - item.begin == 1 && item.samples()) decodes.push_back(&item);
-  if (decodes.empty() || static_cast<int32_t>(decodes.size()) > policy.max_batch) return;
-  std::vector<spec::DraftRequest> requests;
-  std::vector<StepItem*> drafting;
-  for (StepItem* item : decodes) {
-    Sequence& seq = *item->seq;
-    // Constrained output would need the grammar advanced along the draft; such sequences decode one token a step.
-    if (seq.request->grammar || !seq.spec.should_draft(seq.num_output())) continue;
-    // The step emits up to draft + 1 tokens, within max_new_tokens and the context.
-    const int64_t room =
-        std::min<int64_t>(seq.request->max_new_tokens - seq.num_output(), config_.context_length - seq.num_tokens()) -
-        1;
-    const int32_t max_tokens = static_cast<int32_t>(std::min<int64_t>(policy.num_draft_tokens, room));
-    if (max_tokens <= 0) continue;
-    spec::DraftRequest request{.id = seq.request->id, .tokens = seq.tokens, .max_tokens = max_tokens};
-    if (config_.feature_group >= 0) request.feature_pages = seq.memory.kv.pages[config_.feature_group];
-    requests.push_back(request);
-    drafting.push_back(item);
-  }
-  if (requests.empty()) return;
-  try {
-    drafter_->propose(requests);
-  } catch (const std::exception& e) {
-    RS_LOG_WARN("drafting failed; this step decodes without drafts: {}", e.what());
-    return;
-  }
-  for (size_t i = 0; i < requests.size(); ++i) {
-    StepItem& item = *drafting[i];
-    Sequence& seq = *item.seq;
-    const auto& draft = requests[i].draft;
-    const int64_t wanted = std::min<int64_t>(static_cast<int64_t>(draft.size()), requests[i].max_tokens);
-    if (wanted <= 0) continue;
-    // Pages for the draft positions only if free (or evictable) now: a draft never preempts anything. Recurrent
-    // state (hybrid models) needs a free slot per draft token to roll back to; snapshots are not evicted for them.
-    const int64_t slots = seq.memory.state_slot >= 0 ? memory_.free_state_slots() : wanted;
-    const int64_t reserved = memory_.reserve(seq.memory, seq.kv_len, item.end + std::min(wanted, slots));
-    const int64_t length = std::min({wanted, slots, reserved - item.end});
-    if (length <= 0) continue;
-    seq.tokens.insert(seq.tokens.end(), draft.begin(), draft.begin() + length);
-    seq.num_draft = static_cast<int32_t>(length);
-    if (seq.memory.state_slot >= 0)
-      for (int64_t i = 0; i < length; ++i) memory_.take_checkpoint(seq.memory);
-    item.end = seq.num_tokens();
-  }
-}
-
-void Scheduler::drop_draft(Sequence& seq) {
-  seq.tokens.resize(seq.tokens.size() - seq.num_draft);
-  seq.num_draft = 0;
-  memory_.drop_checkpoints(seq.memory);
-}
-
 void Scheduler::preempt_newest() {
   std::unique_ptr<Sequence> seq = std::move(running_.back());
   running_.pop_back();
@@ -358,14 +301,6 @@ void Scheduler::preempt_newest() {
   seq->kv_len = 0;
   ++counters_.preemptions;
   waiting_.push_front(std::move(seq));
-}
-
-FinishReason Scheduler::stop_reason(const Sequence& seq, int32_t token) const {
-  const auto& stops = seq.request->stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kStop;
-  if (seq.num_output() >= seq.request->max_new_tokens || seq.num_tokens() >= config_.context_length)
-    return FinishReason::kLength;
-  return FinishReason::kNone;
 }
 
 int64_t Scheduler::chunk_limit(const Sequence& seq) const {
@@ -423,15 +358,7 @@ void Scheduler::commit(const std::vector<StepItem>& items, const engine::StepOut
 
 void Scheduler::commit_verified(Sequence& seq, const engine::StepOutput& output, size_t row) {
   const int32_t drafted = seq.num_draft;
-  const std::vector<int32_t> draft(seq.tokens.end() - drafted, seq.tokens.end());
-  std::vector<int32_t> sampled;
-  for (int32_t j = 0; j <= drafted; ++j) sampled.push_back(output.tokens[row + j].token_id);
-  const int32_t accepted = spec::accepted_length(draft, sampled);
-  // Recurrent state went through every draft token: take it back to the last accepted one (the copy runs before the
-  // next step, ahead of any later use of the checkpoint slots freed here).
-  if (accepted < drafted && !seq.memory.checkpoints.empty()) memory_.rollback(seq.memory, accepted);
-  drop_draft(seq);
-  seq.spec.record(drafted, accepted, seq.num_output(), config_.speculative);
+  const int32_t accepted = speculation_.settle(seq, output, row, memory_);
   ++counters_.spec_verifies;
   counters_.spec_draft_tokens += static_cast<uint64_t>(drafted);
   counters_.spec_accepted_tokens += static_cast<uint64_t>(accepted);
@@ -444,20 +371,6 @@ void Scheduler::commit_verified(Sequence& seq, const engine::StepOutput& output,
     if (event.finished) break;
   }
   seq.request->stream->push(std::move(event));
-}
-
-TokenEvent Scheduler::start_event(Sequence& seq) {
-  TokenEvent event;
-  event.choice_index = seq.request->choice_index;
-  event.speculative = seq.spec.totals();
-  if (!seq.first_event_sent) {
-    seq.first_event_sent = true;
-    event.prompt_tokens = seq.num_prompt;
-    event.cached_tokens = seq.cached_tokens;
-    event.queue_seconds = seq.queue_seconds;
-    event.prompt_logprobs = std::move(seq.prompt_logprobs);
-  }
-  return event;
 }
 
 bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled, TokenEvent& event) {
@@ -473,7 +386,7 @@ bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled,
     return false;
   }
   if (event.finish_reason == FinishReason::kNone) {
-    event.finish_reason = stop_reason(seq, sampled.token_id);
+    event.finish_reason = stop_reason(seq, sampled.token_id, config_.context_length);
     const auto& stops = seq.request->stop_token_ids;
     event.stop_token = std::find(stops.begin(), stops.end(), sampled.token_id) != stops.end();
   }
@@ -482,78 +395,17 @@ bool Scheduler::append_token(Sequence& seq, const engine::SampledToken& sampled,
   return true;
 }
 
-void Scheduler::size_token_bitmasks(const std::vector<StepItem>& items) {
-  for (const StepItem& item : items)
-    if (item.seq->grammar_active && item.samples())
-      item.seq->token_bitmask.resize(grammar::bitmask_words(config_.vocab_size));
-}
-
-Scheduler::MaskFailures Scheduler::fill_token_bitmasks(const std::vector<StepItem>& items) {
-  MaskFailures failures;
-  for (const StepItem& item : items) {
-    Sequence& seq = *item.seq;
-    if (!seq.grammar_active || !item.samples()) continue;
-    try {
-      seq.request->grammar->fill_next_token_bitmask(seq.token_bitmask, seq.request->stop_token_ids);
-      const int32_t alternative = seq.request->grammar_or_token;
-      if (seq.num_output() == 0 && alternative >= 0 && alternative < config_.vocab_size)
-        seq.token_bitmask[alternative / 32] |= 1u << (alternative % 32);
-    } catch (const std::exception& e) {
-      RS_LOG_ERROR("rid={} token mask failed: {}", seq.request->id, e.what());
-      std::fill(seq.token_bitmask.begin(), seq.token_bitmask.end(), ~0u);  // sampled, then discarded
-      failures.emplace_back(&seq, e.what());
-    }
-  }
-  return failures;
-}
-
-FinishReason Scheduler::advance_grammar(Sequence& seq, int32_t token, std::string& error, bool& request_error) {
-  Request& request = *seq.request;
-  if (!request.grammar) return FinishReason::kNone;
-  if (!seq.grammar_active) {
-    seq.grammar_active = token == request.grammar_after_token;
-    return FinishReason::kNone;
-  }
-  const auto& stops = request.stop_token_ids;
-  if (std::find(stops.begin(), stops.end(), token) != stops.end()) return FinishReason::kNone;  // a stop: ends it
-  if (seq.num_output() == 1 && token == request.grammar_or_token) {  // the model opened its reasoning instead
-    seq.grammar_active = false;
-    return FinishReason::kNone;
-  }
-  try {
-    if (!request.grammar->accept_token(token)) {
-      error = fmt::format("token {} does not continue the requested structure", token);
-      return FinishReason::kNone;
-    }
-  } catch (const std::exception& e) {
-    error = fmt::format("structured output failed: {}", e.what());
-    request_error = true;
-    return FinishReason::kNone;
-  }
-  // Complete with nothing allowed after it: end here instead of sampling a forced stop token.
-  return request.grammar->terminated() ? FinishReason::kStop : FinishReason::kNone;
-}
-
 void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error, ErrorCause cause) {
   memory_.cache(seq.memory, seq.tokens, seq.kv_len);
   release_memory(seq);
   seq.finished = true;
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) return;  // commit() sends the last token
-  TokenEvent event;
-  event.finished = true;
-  event.finish_reason = reason;
-  event.error = error;
-  event.error_cause = reason == FinishReason::kError ? cause : ErrorCause::kServer;
-  event.choice_index = seq.request->choice_index;
-  event.prompt_tokens = seq.num_prompt;
-  event.cached_tokens = seq.cached_tokens;
-  event.speculative = seq.spec.totals();
-  seq.request->stream->push(std::move(event));
+  seq.request->stream->push(final_event(seq, reason, error, cause));
 }
 
 void Scheduler::release_memory(Sequence& seq) {
   memory_.release(seq.memory);
-  if (drafter_) drafter_->release(seq.request->id);
+  speculation_.release(seq.request->id);
 }
 
 void Scheduler::drop_finished() {

@@ -18,8 +18,10 @@
 #include "memory/kv_pool.h"
 #include "memory/sequence_memory.h"
 #include "sched/batch_builder.h"
+#include "sched/grammar_stage.h"
 #include "sched/request.h"
 #include "sched/sequence.h"
+#include "sched/speculation_stage.h"
 #include "spec/drafter.h"
 #include "spec/speculative_config.h"
 
@@ -121,11 +123,6 @@ class Scheduler {
   void schedule_decodes(std::vector<StepItem>& items);
   void schedule_prefills(std::vector<StepItem>& items);
   bool admit(Sequence& seq, int64_t budget, std::vector<StepItem>& items);
-  // Speculative decoding: appends the drafter's proposal to the decode items of sequences that draft this step.
-  void schedule_drafts(std::vector<StepItem>& items);
-  // Removes a sequence's unverified draft from its tokens (after verification, or a failed step) and frees its
-  // recurrent-state checkpoints.
-  void drop_draft(Sequence& seq);
   void preempt_newest();
   // Drops every page reference and the state slot of `seq` (its K/V pages stay in the prefix cache if cached).
   void release_memory(Sequence& seq);
@@ -141,19 +138,6 @@ class Scheduler {
   // Appends one sampled token to `seq` and `event`, finishing the sequence when it stops; false when the sequence
   // failed (its error event is already sent and `event` must not be).
   bool append_token(Sequence& seq, const engine::SampledToken& sampled, TokenEvent& event);
-  TokenEvent start_event(Sequence& seq);
-  FinishReason stop_reason(const Sequence& seq, int32_t token) const;
-  // Structured output: sizes the token bitmask of every constrained sequence that samples this step (the batch's
-  // sampling rows point at them), then fills them between launch and sample, while the device runs the step's
-  // forward. A sequence whose mask fails gets an all-ones mask and is returned with the error, to be finished once
-  // the step is sampled.
-  using MaskFailures = std::vector<std::pair<Sequence*, std::string>>;
-  void size_token_bitmasks(const std::vector<StepItem>& items);
-  MaskFailures fill_token_bitmasks(const std::vector<StepItem>& items);
-  // Advances the sequence's grammar by its new token; the reason to finish now, or kNone. On failure sets `error`,
-  // and `request_error` when the grammar itself is at fault (too complex), not the engine (a token it should not
-  // have sampled).
-  FinishReason advance_grammar(Sequence& seq, int32_t token, std::string& error, bool& request_error);
   // cause (with kError): whose fault it is, which picks the HTTP status (request 400, server 500, memory 503).
   void finish(Sequence& seq, FinishReason reason, const std::string& error = {},
               ErrorCause cause = ErrorCause::kServer);
@@ -163,7 +147,7 @@ class Scheduler {
 
   SchedulerConfig config_;
   StepFunctions steps_;
-  std::unique_ptr<spec::Drafter> drafter_;
+  SpeculationStage speculation_;  // drafting and verification (sched/speculation_stage.h)
   memory::MemoryManager memory_;  // pages, state slots, snapshots and checkpoints of every sequence
   Channel<Message> inbox_;
   std::atomic<int32_t> never_admitted_{0};  // submitted, not yet admitted once (the queue limit)
