@@ -191,6 +191,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
               memory::slot_bytes(state_geometry) / kMiB);
   if (!config_.capture_hidden_layers.empty()) allocate_feature_cache();
   staging_ = std::make_unique<StepStaging>(*backend_, *kv_pool_, context_length_);
+  staging_->set_hidden_taps(taps_.get());
   // Sized for the largest step up front, so that the first long prefill does not move it (and the graphs with it).
   const int32_t max_seqs = std::max(config_.max_running_requests, 1);
   staging_->reserve(static_cast<int32_t>(reserved_tokens_), max_seqs, max_seqs);
@@ -258,7 +259,12 @@ void Engine::allocate_feature_cache() {
   const int64_t width = static_cast<int64_t>(config_.capture_hidden_layers.size()) * model_config_.hidden_size;
   features_buffer_ = backend_->alloc(static_cast<size_t>(rows * width) * sizeof(float));
   features_ = Tensor(features_buffer_.data(), DType::kF32, {rows, width}, backend_->device());
-  model_->capture_hidden(config_.capture_hidden_layers, features_, feature_group_);
+  for (int32_t layer : config_.capture_hidden_layers)
+    RS_CHECK(layer >= 0 && layer <= model_config_.num_layers, "cannot capture layer {} of {}", layer,
+             model_config_.num_layers);
+  RS_CHECK(config_.tensor_parallel_size == 1, "an EAGLE-3 target cannot be split over ranks yet");
+  taps_ = std::make_unique<model::HiddenTaps>(
+      model::HiddenTaps{.layers = config_.capture_hidden_layers, .cache = features_, .group = feature_group_});
   RS_LOG_INFO("EAGLE-3 features: layers {} into {} MiB ({} f32 per KV slot)",
               fmt::join(config_.capture_hidden_layers, ","), features_buffer_.bytes() >> 20, width);
 }

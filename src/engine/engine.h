@@ -17,6 +17,7 @@
 
 namespace rs::model {
 class Model;
+struct HiddenTaps;
 struct StepMemory;
 }  // namespace rs::model
 
@@ -72,7 +73,7 @@ struct EngineConfig {
   bool programmatic_launch = true;         // CUDA: BackendOptions::programmatic_launch
   bool deterministic = false;              // batch-invariant numerics (BackendOptions::deterministic)
   // EAGLE-3 targets: the layer entries whose residual stream the model writes into the feature cache (see
-  // Model::capture_hidden), for a draft head to read; empty = none.
+  // model::HiddenTaps), for a draft head to read; empty = none.
   std::vector<int32_t> capture_hidden_layers;
   std::function<void(const std::string& what, double fraction)> progress;  // loading progress, may be empty
 };
@@ -173,6 +174,7 @@ class Engine {
   uint64_t graphs_epoch_ = 0;  // memory_epoch() when graphs_ were recorded
   Buffer features_buffer_;
   Tensor features_;
+  std::unique_ptr<model::HiddenTaps> taps_;  // the model writes features_ through these (StepInputs::taps)
   int32_t feature_group_ = -1;
   Buffer adjustment_row_;  // [vocab] f32 on the device, allocated on first use
   std::vector<float> adjustment_host_;

@@ -162,6 +162,7 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
     inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),
                                       on_device(slots[g], {tokens}), page_size, all_seqs,
                                       std::max(max_kv_len, max_kv_len_bound), seq_start_d});
+  inputs.taps = taps_;
   return inputs;
 }
 

@@ -29,6 +29,8 @@ class StepStaging {
   model::StepInputs upload(const ForwardBatch& batch, int32_t padded_seqs, int32_t max_kv_len_bound);
   // Changes whenever the device buffer moves or the page-table pitch changes (graphs must then be recaptured).
   uint64_t epoch() const { return epoch_; }
+  // EAGLE-3 targets: every step's inputs name these hidden-state taps (null: none). Must outlive the staging.
+  void set_hidden_taps(const model::HiddenTaps* taps) { taps_ = taps; }
   int32_t page_pitch() const { return page_pitch_; }
 
  private:
@@ -40,6 +42,7 @@ class StepStaging {
   int32_t page_pitch_;  // entries per page-table row (>= any batch's max_pages)
   Buffer host_, device_;
   uint64_t epoch_ = 0;
+  const model::HiddenTaps* taps_ = nullptr;
 };
 
 }  // namespace rs::engine

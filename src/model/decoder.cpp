@@ -470,21 +470,12 @@ void DecoderModel::run_attention(int32_t layer, const StepInputs& inputs, memory
   backend_->linear(attn, a.o, a.o_bias, out);
 }
 
-void DecoderModel::capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) {
-  for (int32_t layer : layers)
-    RS_CHECK(layer >= 0 && layer <= config_.num_layers, "cannot capture layer {} of {}", layer, config_.num_layers);
-  RS_CHECK(cache.ndim() == 2 && cache.dtype() == DType::kF32 &&
-               cache.dim(1) == static_cast<int64_t>(layers.size()) * config_.hidden_size,
-           "feature cache {} for {} layers of {}", cache.shape_string(), layers.size(), config_.hidden_size);
-  capture_layers_ = layers;
-  capture_cache_ = cache;
-  capture_group_ = group;
-}
-
 void DecoderModel::capture(int32_t layer, const Tensor& x, const StepInputs& inputs) {
-  for (size_t i = 0; i < capture_layers_.size(); ++i)
-    if (capture_layers_[i] == layer)
-      backend_->scatter_rows(x, inputs.groups[capture_group_].kv_slots, capture_cache_,
+  if (inputs.taps == nullptr) return;
+  const HiddenTaps& taps = *inputs.taps;
+  for (size_t i = 0; i < taps.layers.size(); ++i)
+    if (taps.layers[i] == layer)
+      backend_->scatter_rows(x, inputs.groups[taps.group].kv_slots, taps.cache,
                              static_cast<int64_t>(i) * config_.hidden_size);
 }
 

@@ -66,7 +66,6 @@ class DecoderModel : public Model {
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure_workspace(max_tokens); }
   void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
-  void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group) override;
   Tensor embedding_table() const override { return embed_tokens_; }
   const LinearWeight* output_head() const override { return &lm_head_; }
   std::vector<KvScales> kv_cache_scales() const override;
@@ -143,11 +142,8 @@ class DecoderModel : public Model {
   // Writes x (the residual stream) into the feature cache's column blocks of the captures at `layer`.
   void capture(int32_t layer, const Tensor& x, const StepInputs& inputs);
 
-  Tensor embed_tokens_, final_norm_;     // embed_tokens_ empty where the checkpoint quantizes the table:
-  LinearWeight embed_codes_;             // then its codes (kAffine), looked up by Backend::embedding_affine
-  std::vector<int32_t> capture_layers_;  // capture_hidden: layer entries, in column-block order
-  Tensor capture_cache_;
-  int32_t capture_group_ = 0;
+  Tensor embed_tokens_, final_norm_;  // embed_tokens_ empty where the checkpoint quantizes the table:
+  LinearWeight embed_codes_;          // then its codes (kAffine), looked up by Backend::embedding_affine
   LinearWeight lm_head_;
   std::vector<LayerWeights> layers_;
   Tensor rope_table_;  // [positions, rotary_dim] on device

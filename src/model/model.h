@@ -16,6 +16,15 @@ namespace rs::model {
 
 using ProgressFn = std::function<void(const std::string& what, double fraction)>;
 
+// Hidden-state taps of an EAGLE-3 target: the residual stream at the entry of each of `layers` (the layer count:
+// after the last layer) goes into row kv_slot (of KV group `group`) of `cache` f32 [slots, layers.size() * hidden],
+// one column block per layer, for every token of every step, for a draft head to read.
+struct HiddenTaps {
+  std::vector<int32_t> layers;
+  Tensor cache;
+  int32_t group = 0;
+};
+
 // Device-side inputs of one step, prepared by the engine.
 struct StepInputs {
   Tensor token_ids;               // i32 [T]
@@ -26,6 +35,7 @@ struct StepInputs {
   // output of the previous step that feeds it; empty for other models.
   Tensor feature_rows;  // i32 [T]
   bool features_from_target = true;
+  const HiddenTaps* taps = nullptr;  // EAGLE-3 targets: the layers to write out (null: none)
 };
 
 // The device memory a step reads and writes, one part per layer kind: paged K/V for attention layers and
@@ -55,11 +65,7 @@ class Model {
   };
   virtual std::vector<KvScales> kv_cache_scales() const { return {}; }
 
-  // ---- speculative decoding with EAGLE-3 heads ----
-  // A target writes its residual stream at the entry of each of `layers` (the layer count: after the last layer) into
-  // row kv_slot (KV group `group`) of `cache` f32 [slots, layers.size() * hidden], one column block per layer, for
-  // every token of every step. Default: unsupported (throws).
-  virtual void capture_hidden(const std::vector<int32_t>& layers, Tensor cache, int32_t group);
+  // ---- speculative decoding with EAGLE-3 heads (a target's taps come in StepInputs::taps) ----
   // The token embedding table [vocab, hidden], or empty.
   virtual Tensor embedding_table() const { return Tensor(); }
   // The LM head (prepared for the backend), or null.

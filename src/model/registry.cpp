@@ -30,10 +30,6 @@ constexpr Registration kArchitectures[] = {
 
 }  // namespace
 
-void Model::capture_hidden(const std::vector<int32_t>& /*layers*/, Tensor /*cache*/, int32_t /*group*/) {
-  RS_FAIL("this model cannot hand its hidden states to an EAGLE-3 draft head");
-}
-
 void Model::bind_target(const Model& /*target*/, const Tensor& /*features*/) {
   RS_FAIL("this model is not a draft head");
 }
