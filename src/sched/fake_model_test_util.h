@@ -12,12 +12,15 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/forward_batch.h"
 #include "memory/kv_pool.h"
+#include "sched/request.h"
 #include "sched/scheduler.h"
+#include "spec/acceptance.h"
 
 namespace rs::sched::testing {
 
@@ -171,5 +174,84 @@ inline StepFunctions in_two_phases(std::function<engine::StepOutput(const engine
   return StepFunctions{.launch = [launched](const engine::ForwardBatch& batch) { *launched = &batch; },
                        .sample = [launched, forward = std::move(forward)] { return forward(**launched); }};
 }
+
+// What a test knows of one submitted request: its prompt, the tokens streamed back and how it ended.
+struct Tracked {
+  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();
+  std::vector<int32_t> prompt, output;
+  FinishReason reason = FinishReason::kNone;
+  std::string error;
+  ErrorCause error_cause = ErrorCause::kServer;
+  bool stop_token = false;             // the final event said its last token is a stop token
+  int32_t cached_tokens = -1;          // from the first event
+  int32_t events_with_queue_time = 0;  // must be exactly one (the first) for a request that produced tokens
+  spec::SpecTotals totals;             // the latest event's speculative-decoding figures
+};
+
+// The requests a scheduler test submitted and what came back for each (one copy of submit / collect / run for every
+// scheduler test).
+class Requests {
+ public:
+  // Submits `request` with a tracked stream; the record of it.
+  Tracked* submit(Scheduler& scheduler, std::unique_ptr<Request> request) {
+    auto tracked = std::make_unique<Tracked>();
+    tracked->prompt = request->prompt_ids;
+    request->stream = tracked->stream;
+    EXPECT_TRUE(scheduler.submit(std::move(request)));
+    tracked_.push_back(std::move(tracked));
+    return tracked_.back().get();
+  }
+  // A greedy request (the next id) of `prompt`.
+  Tracked* submit(Scheduler& scheduler, std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
+    return submit(scheduler, make_request(std::move(prompt), max_new, std::move(stops)));
+  }
+  std::unique_ptr<Request> make_request(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
+    auto request = std::make_unique<Request>();
+    request->id = next_id_++;
+    request->prompt_ids = std::move(prompt);
+    request->max_new_tokens = max_new;
+    request->stop_token_ids = std::move(stops);
+    request->sampling.temperature = 0.0f;
+    return request;
+  }
+  // Drains every stream into its record.
+  void collect() {
+    for (auto& t : tracked_)
+      while (auto event = t->stream->events.try_pop()) {
+        if (t->cached_tokens < 0) t->cached_tokens = event->cached_tokens;
+        if (event->queue_seconds >= 0) {
+          EXPECT_TRUE(t->output.empty()) << "queue time reported after the first token";
+          ++t->events_with_queue_time;
+        }
+        for (const auto& token : event->tokens) t->output.push_back(token.token_id);
+        t->totals = event->speculative;
+        if (event->finished) {
+          t->reason = event->finish_reason;
+          t->error = event->error;
+          t->error_cause = event->error_cause;
+          t->stop_token = event->stop_token;
+        }
+      }
+  }
+  bool all_finished() const {
+    for (const auto& t : tracked_)
+      if (t->reason == FinishReason::kNone) return false;
+    return true;
+  }
+  // Steps `scheduler` until every request finished (at most max_steps), collecting after each step; whether all did.
+  bool run(Scheduler& scheduler, int max_steps = 100000) {
+    for (int step = 0; step < max_steps && !all_finished(); ++step) {
+      scheduler.step();
+      collect();
+    }
+    return all_finished();
+  }
+  const std::vector<std::unique_ptr<Tracked>>& all() const { return tracked_; }
+  void clear() { tracked_.clear(); }
+
+ private:
+  std::vector<std::unique_ptr<Tracked>> tracked_;
+  uint64_t next_id_ = 1;
+};
 
 }  // namespace rs::sched::testing

@@ -13,12 +13,7 @@ namespace rs::sched {
 namespace {
 
 using testing::FakeModel;
-
-struct Tracked {
-  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();
-  std::vector<int32_t> prompt, output;
-  FinishReason reason = FinishReason::kNone;
-};
+using testing::Tracked;
 
 class SchedulerStateTest : public ::testing::Test {
  protected:
@@ -46,16 +41,11 @@ class SchedulerStateTest : public ::testing::Test {
   // A prompt of `length` tokens from seed `id`, or `prefix` followed by such tokens.
   Tracked* submit(int length, int32_t max_new, uint64_t id, const std::vector<int32_t>& prefix = {}) {
     std::mt19937 rng(static_cast<uint32_t>(id));
-    auto request = std::make_unique<Request>();
+    std::vector<int32_t> prompt = prefix;
+    for (int i = 0; i < length; ++i) prompt.push_back(static_cast<int32_t>(rng() % 900) + 1);
+    auto request = requests_.make_request(std::move(prompt), max_new);
     request->id = id;
-    request->prompt_ids = prefix;
-    for (int i = 0; i < length; ++i) request->prompt_ids.push_back(static_cast<int32_t>(rng() % 900) + 1);
-    request->max_new_tokens = max_new;
-    runs_.push_back(std::make_unique<Tracked>());
-    runs_.back()->prompt = request->prompt_ids;
-    request->stream = runs_.back()->stream;
-    EXPECT_TRUE(scheduler_->submit(std::move(request)));
-    return runs_.back().get();
+    return requests_.submit(*scheduler_, std::move(request));
   }
 
   void step() {
@@ -63,11 +53,7 @@ class SchedulerStateTest : public ::testing::Test {
     EXPECT_LE(scheduler_->stats().state_slots_used, slots_limit_);
     const SchedulerStats stats = scheduler_->stats();
     EXPECT_EQ(stats.state_slots_used, stats.num_running + stats.state_snapshots);
-    for (auto& run : runs_)
-      while (auto event = run->stream->events.try_pop()) {
-        for (const auto& token : event->tokens) run->output.push_back(token.token_id);
-        if (event->finished) run->reason = event->finish_reason;
-      }
+    requests_.collect();
   }
 
   void run_to_completion() {
@@ -78,14 +64,10 @@ class SchedulerStateTest : public ::testing::Test {
     EXPECT_EQ(scheduler_->stats().num_running, 0);
   }
 
-  bool all_finished() const {
-    for (const auto& run : runs_)
-      if (run->reason == FinishReason::kNone) return false;
-    return true;
-  }
+  bool all_finished() const { return requests_.all_finished(); }
 
   void expect_reference_outputs() {
-    for (const auto& run : runs_) {
+    for (const auto& run : requests_.all()) {
       ASSERT_EQ(run->reason, FinishReason::kLength);
       EXPECT_EQ(run->output, model_->reference(run->prompt, static_cast<int32_t>(run->output.size())));
     }
@@ -95,7 +77,7 @@ class SchedulerStateTest : public ::testing::Test {
   int32_t max_batch_ = 0;
   std::unique_ptr<FakeModel> model_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<std::unique_ptr<Tracked>> runs_;
+  testing::Requests requests_;
 };
 
 TEST_F(SchedulerStateTest, ChunkedPrefillAndDecodeCarryEachSequencesSlot) {

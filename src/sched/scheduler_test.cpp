@@ -16,20 +16,9 @@ namespace {
 
 using testing::FakeModel;
 using testing::geometry;
+using testing::Tracked;
 
 constexpr int32_t kPageSize = 4;  // geometry()'s default
-
-struct Submitted {
-  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> output;
-  FinishReason reason = FinishReason::kNone;
-  int32_t cached_tokens = -1;
-  int32_t events_with_queue_time = 0;  // must be exactly one (the first) for a request that produced tokens
-  std::string error;
-  ErrorCause error_cause = ErrorCause::kServer;
-  bool stop_token = false;  // the final event said its last token is a stop token
-};
 
 class SchedulerTest : public ::testing::Test {
  protected:
@@ -52,53 +41,15 @@ class SchedulerTest : public ::testing::Test {
     config_ = config;
   }
 
-  Submitted* submit(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
-    auto request = std::make_unique<Request>();
-    request->id = next_id_++;
-    request->prompt_ids = prompt;
-    request->max_new_tokens = max_new;
-    request->stop_token_ids = std::move(stops);
-    request->sampling.temperature = 0.0f;
-    auto submitted = std::make_unique<Submitted>();
-    submitted->prompt = std::move(prompt);
-    request->stream = submitted->stream;
-    EXPECT_TRUE(scheduler_->submit(std::move(request)));
-    submitted_.push_back(std::move(submitted));
-    return submitted_.back().get();
+  Tracked* submit(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
+    return requests_.submit(*scheduler_, std::move(prompt), max_new, std::move(stops));
   }
 
   // Steps until every submitted request has finished (or gives up), collecting events.
-  void run_to_completion(int max_steps = 100000) {
-    for (int step = 0; step < max_steps && !all_finished(); ++step) {
-      scheduler_->step();
-      collect();
-    }
-    ASSERT_TRUE(all_finished());
-  }
+  void run_to_completion(int max_steps = 100000) { ASSERT_TRUE(requests_.run(*scheduler_, max_steps)); }
 
-  void collect() {
-    for (auto& s : submitted_)
-      while (auto event = s->stream->events.try_pop()) {
-        if (s->cached_tokens < 0) s->cached_tokens = event->cached_tokens;
-        if (event->queue_seconds >= 0) {
-          EXPECT_TRUE(s->output.empty()) << "queue time reported after the first token";
-          ++s->events_with_queue_time;
-        }
-        for (const auto& token : event->tokens) s->output.push_back(token.token_id);
-        if (event->finished) {
-          s->reason = event->finish_reason;
-          s->error = event->error;
-          s->error_cause = event->error_cause;
-          s->stop_token = event->stop_token;
-        }
-      }
-  }
-
-  bool all_finished() const {
-    for (const auto& s : submitted_)
-      if (s->reason == FinishReason::kNone) return false;
-    return true;
-  }
+  void collect() { requests_.collect(); }
+  bool all_finished() const { return requests_.all_finished(); }
 
   // After all work: no sequence holds a page, only the prefix cache does; flushing it empties the pool.
   void expect_no_leaks() {
@@ -122,8 +73,7 @@ class SchedulerTest : public ::testing::Test {
   SchedulerConfig config_;
   std::unique_ptr<FakeModel> model_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::vector<std::unique_ptr<Submitted>> submitted_;
-  uint64_t next_id_ = 1;
+  testing::Requests requests_;
   bool fail_next_ = false;
   bool out_of_memory_next_ = false;
   std::atomic<bool> slow_ = false;
@@ -131,7 +81,7 @@ class SchedulerTest : public ::testing::Test {
 
 TEST_F(SchedulerTest, SingleRequestMatchesReference) {
   make(geometry({{0, 64}}));
-  Submitted* s = submit({5, 6, 7, 8, 9, 10, 11}, 12);
+  Tracked* s = submit({5, 6, 7, 8, 9, 10, 11}, 12);
   run_to_completion();
   EXPECT_EQ(s->reason, FinishReason::kLength);
   EXPECT_EQ(s->output, model_->reference(s->prompt, 12));
@@ -144,7 +94,7 @@ TEST_F(SchedulerTest, StopTokenEndsTheRequest) {
   make(geometry({{0, 64}}));
   std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
   const auto expected = model_->reference(prompt, 10);
-  Submitted* s = submit(prompt, 10, {expected[2]});
+  Tracked* s = submit(prompt, 10, {expected[2]});
   run_to_completion();
   EXPECT_EQ(s->reason, FinishReason::kStop);
   EXPECT_TRUE(s->stop_token);
@@ -165,7 +115,7 @@ TEST_P(MixedBatchTest, SixteenRequestsMatchTheirSoloOutput) {
   std::mt19937 rng(variant);
   for (int i = 0; i < 16; ++i) submit(random_prompt(rng, 1 + static_cast<int>(rng() % 90)), 1 + rng() % 25);
   run_to_completion();
-  for (const auto& s : submitted_) {
+  for (const auto& s : requests_.all()) {
     EXPECT_EQ(s->reason, FinishReason::kLength);
     EXPECT_EQ(s->output, model_->reference(s->prompt, static_cast<int32_t>(s->output.size())));
   }
@@ -194,15 +144,15 @@ TEST_F(SchedulerTest, SecondRequestReusesASharedPrefix) {
   auto first = prefix, second = prefix;
   first.insert(first.end(), {1, 2, 3});
   second.insert(second.end(), {9, 8, 7, 6});
-  Submitted* a = submit(first, 5);
+  Tracked* a = submit(first, 5);
   run_to_completion();
-  Submitted* b = submit(second, 5);
+  Tracked* b = submit(second, 5);
   run_to_completion();
   EXPECT_EQ(a->cached_tokens, 0);
   EXPECT_EQ(b->cached_tokens, 48);  // whole pages of the shared 50 tokens
   EXPECT_EQ(b->output, model_->reference(second, 5));
   // The same prompt again reuses everything but its last page (the last token is always recomputed).
-  Submitted* c = submit(second, 5);
+  Tracked* c = submit(second, 5);
   run_to_completion();
   EXPECT_EQ(c->cached_tokens, 52);
   EXPECT_EQ(c->output, b->output);
@@ -213,9 +163,9 @@ TEST_F(SchedulerTest, WithoutPrefixCacheSharedPrefixesAreRecomputed) {
   make(geometry({{0, 256}, {8, 256}}), SchedulerConfig{.prefix_cache = false});
   std::mt19937 rng(7);
   const auto prompt = random_prompt(rng, 50);
-  Submitted* a = submit(prompt, 5);
+  Tracked* a = submit(prompt, 5);
   run_to_completion();
-  Submitted* b = submit(prompt, 5);
+  Tracked* b = submit(prompt, 5);
   run_to_completion();
   EXPECT_EQ(a->cached_tokens, 0);
   EXPECT_EQ(b->cached_tokens, 0);
@@ -242,7 +192,7 @@ TEST_F(SchedulerTest, WindowPrefixReuseUnderWindowPressure) {
     run_to_completion();
   }
   int reused = 0;
-  for (const auto& s : submitted_) {
+  for (const auto& s : requests_.all()) {
     EXPECT_EQ(s->reason, FinishReason::kLength) << s->error;
     EXPECT_EQ(s->output, model_->reference(s->prompt, static_cast<int32_t>(s->output.size())));
     reused += s->cached_tokens > 0;
@@ -253,7 +203,7 @@ TEST_F(SchedulerTest, WindowPrefixReuseUnderWindowPressure) {
 
 TEST_F(SchedulerTest, WindowPagesBehindEveryWindowAreReclaimed) {
   make(geometry({{0, 512}, {8, 512}}));
-  Submitted* s = submit(std::vector<int32_t>(100, 3), 60);
+  Tracked* s = submit(std::vector<int32_t>(100, 3), 60);
   int64_t peak_window_pages = 0;
   while (s->reason == FinishReason::kNone) {
     scheduler_->step();
@@ -273,7 +223,7 @@ TEST_F(SchedulerTest, PreemptsAndRecomputesWhenKvRunsOut) {
   std::mt19937 rng(3);
   for (int i = 0; i < 8; ++i) submit(random_prompt(rng, 30), 40);
   run_to_completion();
-  for (const auto& s : submitted_) {
+  for (const auto& s : requests_.all()) {
     EXPECT_EQ(s->reason, FinishReason::kLength);
     EXPECT_EQ(s->output, model_->reference(s->prompt, 40));
   }
@@ -283,8 +233,8 @@ TEST_F(SchedulerTest, PreemptsAndRecomputesWhenKvRunsOut) {
 
 TEST_F(SchedulerTest, AbortFreesPagesAtTheNextStep) {
   make(geometry({{0, 64}}));
-  Submitted* s = submit(std::vector<int32_t>(30, 2), 100);
-  Submitted* other = submit(std::vector<int32_t>(10, 4), 20);
+  Tracked* s = submit(std::vector<int32_t>(30, 2), 100);
+  Tracked* other = submit(std::vector<int32_t>(10, 4), 20);
   for (int i = 0; i < 5; ++i) scheduler_->step();
   scheduler_->abort(1);
   scheduler_->step();
@@ -300,7 +250,7 @@ TEST_F(SchedulerTest, AbortFreesPagesAtTheNextStep) {
 TEST_F(SchedulerTest, AbortWhileQueued) {
   make(geometry({{0, 64}}), SchedulerConfig{.max_running_requests = 1, .context_length = 4096});
   submit({1, 2, 3}, 50);
-  Submitted* queued = submit({4, 5, 6}, 5);
+  Tracked* queued = submit({4, 5, 6}, 5);
   scheduler_->step();
   scheduler_->abort(2);
   run_to_completion();
@@ -321,9 +271,9 @@ TEST_F(SchedulerTest, QueueLimitRefusesSubmissions) {
 
 TEST_F(SchedulerTest, RequestsThatCannotFitFailAlone) {
   make(geometry({{0, 8}}), SchedulerConfig{.context_length = 64});
-  Submitted* too_long = submit(std::vector<int32_t>(60, 1), 10);  // beyond the context
-  Submitted* too_big = submit(std::vector<int32_t>(30, 1), 10);   // beyond the 32-token pool
-  Submitted* fine = submit({1, 2}, 3);
+  Tracked* too_long = submit(std::vector<int32_t>(60, 1), 10);  // beyond the context
+  Tracked* too_big = submit(std::vector<int32_t>(30, 1), 10);   // beyond the 32-token pool
+  Tracked* fine = submit({1, 2}, 3);
   run_to_completion();
   EXPECT_EQ(too_long->reason, FinishReason::kError);
   EXPECT_EQ(too_big->reason, FinishReason::kError);
@@ -340,12 +290,12 @@ TEST_F(SchedulerTest, PartialNodeMatchDoesNotWedgeAdmission) {
   make(geometry({{0, 8}}));
   std::vector<int32_t> first(24);
   std::iota(first.begin(), first.end(), 100);
-  Submitted* a = submit(first, 1);
+  Tracked* a = submit(first, 1);
   run_to_completion();
   std::vector<int32_t> second(first.begin(), first.begin() + kPageSize);  // one shared page, then different
   for (int i = 0; i < 20; ++i) second.push_back(500 + i);
-  Submitted* b = submit(second, 4);  // 28 tokens = 7 of the 8 pages
-  Submitted* after = submit({7, 8, 9}, 2);
+  Tracked* b = submit(second, 4);  // 28 tokens = 7 of the 8 pages
+  Tracked* after = submit({7, 8, 9}, 2);
   run_to_completion(200);
   EXPECT_EQ(a->reason, FinishReason::kLength);
   EXPECT_EQ(b->reason, FinishReason::kLength) << b->error;
@@ -357,10 +307,10 @@ TEST_F(SchedulerTest, PartialNodeMatchDoesNotWedgeAdmission) {
 
 TEST_F(SchedulerTest, ForwardFailureFailsOnlyThatBatch) {
   make(geometry({{0, 64}}));
-  Submitted* first = submit({1, 2, 3}, 4);
+  Tracked* first = submit({1, 2, 3}, 4);
   fail_next_ = true;
   scheduler_->step();
-  Submitted* second = submit({1, 2, 3}, 4);
+  Tracked* second = submit({1, 2, 3}, 4);
   run_to_completion();
   EXPECT_EQ(first->reason, FinishReason::kError);
   EXPECT_EQ(first->error_cause, ErrorCause::kServer);  // the device's failure: a 500
@@ -372,10 +322,10 @@ TEST_F(SchedulerTest, ForwardFailureFailsOnlyThatBatch) {
 // their memory, and the scheduler serves the next request, the same one again included.
 TEST_F(SchedulerTest, OutOfMemoryFailsThatBatchAsOverloaded) {
   make(geometry({{0, 64}}));
-  Submitted* first = submit({1, 2, 3}, 4);
+  Tracked* first = submit({1, 2, 3}, 4);
   out_of_memory_next_ = true;
   scheduler_->step();
-  Submitted* retry = submit({1, 2, 3}, 4);
+  Tracked* retry = submit({1, 2, 3}, 4);
   run_to_completion();
   EXPECT_EQ(first->reason, FinishReason::kError);
   EXPECT_EQ(first->error_cause, ErrorCause::kOverloaded);
@@ -473,30 +423,21 @@ TEST_F(SchedulerTest, GrammarConstrainsTokensAndEndsTheRequest) {
   const std::vector<int32_t> free_tokens = model_->reference(prompt, 2);
   const int32_t free_token = free_tokens[0];
   const auto submit_with = [&](int32_t max_new, int32_t after, int32_t alternative = -1) {
-    auto request = std::make_unique<Request>();
-    request->id = next_id_++;
-    request->prompt_ids = prompt;
-    request->max_new_tokens = max_new;
-    request->sampling.temperature = 0.0f;
+    auto request = requests_.make_request(prompt, max_new);
     request->grammar = std::make_unique<grammar::GrammarMatcher>(compiled);
     request->grammar_after_token = after;
     request->grammar_or_token = alternative;
-    auto submitted = std::make_unique<Submitted>();
-    submitted->prompt = prompt;
-    request->stream = submitted->stream;
-    EXPECT_TRUE(scheduler_->submit(std::move(request)));
-    submitted_.push_back(std::move(submitted));
-    return submitted_.back().get();
+    return requests_.submit(*scheduler_, std::move(request));
   };
-  Submitted* plain = submit_with(50, -1);
-  Submitted* later = submit_with(50, free_token);
-  Submitted* cut = submit_with(2, -1);
+  Tracked* plain = submit_with(50, -1);
+  Tracked* later = submit_with(50, free_token);
+  Tracked* cut = submit_with(2, -1);
   // The first token may open "reasoning" instead (the fake model's own pick, allowed beside the grammar); the
   // constraint then waits for the closing token (its next pick).
-  Submitted* opened = submit_with(50, free_tokens[1], free_token);
+  Tracked* opened = submit_with(50, free_tokens[1], free_token);
   // Not taken (the fake model scans allowed ids upwards from its pick, and this one comes last): the grammar applies
   // from the first token.
-  Submitted* direct = submit_with(50, free_tokens[1], (free_token + FakeModel::kVocab - 1) % FakeModel::kVocab);
+  Tracked* direct = submit_with(50, free_tokens[1], (free_token + FakeModel::kVocab - 1) % FakeModel::kVocab);
   run_to_completion();
   const auto text = [&](const std::vector<int32_t>& ids, size_t from) {
     std::string s;
@@ -534,18 +475,10 @@ TEST_F(SchedulerTest, GrammarTooComplexMidGenerationFailsOnlyItsRequest) {
   const auto compiled = compiler.compile({grammar::GrammarKind::kGbnf, R"(root ::= "x" ([a-z]{0,40}){40})"});
   make(geometry({{0, 64}}), SchedulerConfig{.vocab_size = FakeModel::kVocab});
   const std::vector<int32_t> prompt = random_prompt(rng, 12);
-  auto request = std::make_unique<Request>();
-  request->id = next_id_++;
-  request->prompt_ids = prompt;
-  request->max_new_tokens = 8;
-  request->sampling.temperature = 0.0f;
+  auto request = requests_.make_request(prompt, 8);
   request->grammar = std::make_unique<grammar::GrammarMatcher>(compiled);
-  auto constrained = std::make_unique<Submitted>();
-  request->stream = constrained->stream;
-  ASSERT_TRUE(scheduler_->submit(std::move(request)));
-  submitted_.push_back(std::move(constrained));
-  Submitted* complex = submitted_.back().get();
-  Submitted* plain = submit(random_prompt(rng, 9), 6);
+  Tracked* complex = requests_.submit(*scheduler_, std::move(request));
+  Tracked* plain = submit(random_prompt(rng, 9), 6);
   run_to_completion();
   EXPECT_EQ(complex->reason, FinishReason::kError);
   EXPECT_EQ(complex->output, std::vector<int32_t>{7});

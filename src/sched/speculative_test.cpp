@@ -14,6 +14,7 @@ namespace {
 
 using testing::FakeModel;
 using testing::geometry;  // page size 4
+using testing::Tracked;
 
 // Proposes the model's true continuation, optionally with one token changed at a pseudo-random place (or none).
 class OracleDrafter final : public spec::Drafter {
@@ -42,15 +43,6 @@ class OracleDrafter final : public spec::Drafter {
   const FakeModel& model_;
   int corrupt_one_in_;
   std::mt19937 rng_{11};
-};
-
-struct Output {
-  std::shared_ptr<TokenStream> stream = std::make_shared<TokenStream>();
-  std::vector<int32_t> prompt, tokens;
-  FinishReason reason = FinishReason::kNone;
-  bool stop_token = false;
-  spec::SpecTotals totals;
-  std::string error;
 };
 
 class SpeculativeTest : public ::testing::Test {
@@ -82,48 +74,16 @@ class SpeculativeTest : public ::testing::Test {
                                     std::move(drafter));
   }
 
-  Output* submit(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
-    auto request = std::make_unique<Request>();
-    request->id = next_id_++;
-    request->prompt_ids = prompt;
-    request->max_new_tokens = max_new;
-    request->stop_token_ids = std::move(stops);
-    request->sampling.temperature = 0.0f;
-    auto out = std::make_unique<Output>();
-    out->prompt = std::move(prompt);
-    request->stream = out->stream;
-    EXPECT_TRUE(scheduler_->submit(std::move(request)));
-    outputs_.push_back(std::move(out));
-    return outputs_.back().get();
+  Tracked* submit(std::vector<int32_t> prompt, int32_t max_new, std::vector<int32_t> stops = {}) {
+    return requests_.submit(*scheduler_, std::move(prompt), max_new, std::move(stops));
   }
 
-  void run_to_completion() {
-    for (int step = 0; step < 100000 && !all_finished(); ++step) {
-      scheduler_->step();
-      for (auto& out : outputs_)
-        while (auto event = out->stream->events.try_pop()) {
-          for (const auto& token : event->tokens) out->tokens.push_back(token.token_id);
-          out->totals = event->speculative;
-          if (event->finished) {
-            out->reason = event->finish_reason;
-            out->stop_token = event->stop_token;
-            out->error = event->error;
-          }
-        }
-    }
-    ASSERT_TRUE(all_finished());
-  }
-
-  bool all_finished() const {
-    for (const auto& out : outputs_)
-      if (out->reason == FinishReason::kNone) return false;
-    return true;
-  }
+  void run_to_completion() { ASSERT_TRUE(requests_.run(*scheduler_)); }
 
   void expect_exact_and_no_leaks() {
-    for (const auto& out : outputs_) {
+    for (const auto& out : requests_.all()) {
       EXPECT_EQ(out->reason, FinishReason::kLength) << out->error;
-      EXPECT_EQ(out->tokens, model_->reference(out->prompt, static_cast<int32_t>(out->tokens.size())));
+      EXPECT_EQ(out->output, model_->reference(out->prompt, static_cast<int32_t>(out->output.size())));
     }
     scheduler_->step();
     const SchedulerStats stats = scheduler_->stats();
@@ -157,8 +117,7 @@ class SpeculativeTest : public ::testing::Test {
   std::unique_ptr<FakeModel> model_;
   std::unique_ptr<Scheduler> scheduler_;
   OracleDrafter* oracle_ = nullptr;
-  std::vector<std::unique_ptr<Output>> outputs_;
-  uint64_t next_id_ = 1;
+  testing::Requests requests_;
   bool fail_next_ = false;
   std::function<void(const engine::ForwardBatch&)> inspect_;
 };
@@ -171,7 +130,7 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int length) {
 
 TEST_F(SpeculativeTest, RightDraftsAreAllAcceptedAndCutTheSteps) {
   make(geometry({{0, 512}}), 0, SchedulerConfig{.speculative = {.num_draft_tokens = 4}});
-  Output* out = submit({5, 6, 7, 8, 9, 10, 11}, 40);
+  Tracked* out = submit({5, 6, 7, 8, 9, 10, 11}, 40);
   run_to_completion();
   EXPECT_EQ(out->totals.accepted, out->totals.drafted);
   EXPECT_GT(out->totals.verifies, 0);
@@ -277,10 +236,10 @@ TEST_F(SpeculativeTest, HybridDraftsNeedFreeStateSlots) {
   EXPECT_EQ(verify_rows(), 0);
   expect_exact_and_no_leaks();
 
-  outputs_.clear();
+  requests_.clear();
   make(geometry({{0, 512}}), 0,
        SchedulerConfig{.prefix_cache = false, .num_state_slots = 3, .speculative = {.num_draft_tokens = 4}});
-  Output* out = submit({1, 2, 3}, 20);
+  Tracked* out = submit({1, 2, 3}, 20);
   run_to_completion();
   EXPECT_GT(out->totals.verifies, 0);
   for (const auto& batch : model_->batches())
@@ -315,21 +274,21 @@ TEST_F(SpeculativeTest, AStopTokenInsideTheAcceptedDraftEndsThere) {
   make(geometry({{0, 512}}), 0, SchedulerConfig{.speculative = {.num_draft_tokens = 6}});
   const std::vector<int32_t> prompt = {3, 1, 4, 1, 5};
   const auto expected = model_->reference(prompt, 12);
-  Output* out = submit(prompt, 12, {expected[3]});
+  Tracked* out = submit(prompt, 12, {expected[3]});
   run_to_completion();
   EXPECT_EQ(out->reason, FinishReason::kStop);
   EXPECT_TRUE(out->stop_token);
-  EXPECT_EQ(out->tokens, std::vector<int32_t>(expected.begin(), expected.begin() + 4));
+  EXPECT_EQ(out->output, std::vector<int32_t>(expected.begin(), expected.begin() + 4));
   EXPECT_EQ(scheduler_->stats().generation_tokens, 4u);
 }
 
 TEST_F(SpeculativeTest, DraftsNeverPassMaxNewTokensOrTheContext) {
   make(geometry({{0, 512}}), 0, SchedulerConfig{.context_length = 20, .speculative = {.num_draft_tokens = 8}});
-  Output* a = submit({1, 2, 3}, 3);
-  Output* b = submit(std::vector<int32_t>(12, 7), 8);  // exactly fills the context of 20
+  Tracked* a = submit({1, 2, 3}, 3);
+  Tracked* b = submit(std::vector<int32_t>(12, 7), 8);  // exactly fills the context of 20
   run_to_completion();
-  EXPECT_EQ(a->tokens.size(), 3u);
-  EXPECT_EQ(b->tokens.size(), 8u);
+  EXPECT_EQ(a->output.size(), 3u);
+  EXPECT_EQ(b->output.size(), 8u);
   for (const auto& batch : model_->batches())
     for (int32_t pos : batch.positions) EXPECT_LT(pos, 20);
   expect_exact_and_no_leaks();
@@ -355,7 +314,7 @@ TEST_F(SpeculativeTest, DraftingPausesWhileNothingIsAccepted) {
   make(geometry({{0, 512}}), 0,
        SchedulerConfig{.speculative = {.num_draft_tokens = 4, .warmup_verifies = 4, .retry_after = 1000}});
   oracle_->always_wrong = true;
-  Output* out = submit({9, 8, 7}, 60);
+  Tracked* out = submit({9, 8, 7}, 60);
   run_to_completion();
   EXPECT_EQ(out->totals.verifies, 4);  // then paused for the rest of the request
   EXPECT_EQ(out->totals.accepted, 0);
@@ -375,7 +334,7 @@ TEST_F(SpeculativeTest, PreemptionWithDraftsRecomputesExactly) {
 
 TEST_F(SpeculativeTest, AFailedVerifyStepFailsItsRequestsCleanly) {
   make(geometry({{0, 64}}), 0, SchedulerConfig{.speculative = {.num_draft_tokens = 4}});
-  Output* out = submit({4, 4, 4}, 30);
+  Tracked* out = submit({4, 4, 4}, 30);
   scheduler_->step();  // prefill
   fail_next_ = true;   // the first verify step
   run_to_completion();
