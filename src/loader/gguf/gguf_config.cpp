@@ -38,17 +38,17 @@ class Keys {
     if (value.is_array()) {
       RS_CHECK(!value.empty() && value.front().is_number_integer() &&
                    std::all_of(value.begin(), value.end(), [&](const json& v) { return v == value.front(); }),
-               "GGUF key '{}.{}' varies by layer ({}), which radixserve does not serve", arch_, key, value.dump());
+               "GGUF key '{}.{}' varies by layer ({}), which radixserve does not serve", arch_, key, shown(value));
       return value.front().get<int64_t>();
     }
-    RS_CHECK(value.is_number_integer(), "GGUF key '{}.{}' is not an integer: {}", arch_, key, value.dump());
+    RS_CHECK(value.is_number_integer(), "GGUF key '{}.{}' is not an integer: {}", arch_, key, shown(value));
     return value.get<int64_t>();
   }
   int64_t integer_or(const std::string& key, int64_t fallback) const { return has(key) ? integer(key) : fallback; }
   double number_or(const std::string& key, double fallback) const {
     if (!has(key)) return fallback;
     const json& value = at(key);
-    RS_CHECK(value.is_number(), "GGUF key '{}.{}' is not a number: {}", arch_, key, value.dump());
+    RS_CHECK(value.is_number(), "GGUF key '{}.{}' is not a number: {}", arch_, key, shown(value));
     return value.get<double>();
   }
   std::string string_or(const std::string& key, const std::string& fallback) const {

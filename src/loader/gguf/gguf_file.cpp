@@ -158,6 +158,8 @@ std::string type_name(GgmlType type) {
   return "type " + std::to_string(static_cast<uint32_t>(type));
 }
 
+std::string shown(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 bool is_gguf(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   uint32_t magic = 0;
@@ -205,7 +207,7 @@ void GgufFile::parse(const uint8_t* data, size_t size) {
   if (metadata_.contains("general.alignment")) {
     const json& a = metadata_["general.alignment"];
     RS_CHECK(a.is_number_unsigned() && a.get<uint64_t>() > 0 && (a.get<uint64_t>() & (a.get<uint64_t>() - 1)) == 0,
-             "{}: general.alignment {} is not a power of two", path_.string(), a.dump());
+             "{}: general.alignment {} is not a power of two", path_.string(), shown(a));
     alignment = a.get<uint64_t>();
   }
   struct Pending {

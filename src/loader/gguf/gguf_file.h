@@ -40,9 +40,9 @@ enum class GgmlType : uint32_t {
 struct TensorRecord {
   std::string name;
   GgmlType type;
-  std::vector<int64_t> ne;  // ggml order: ne[0] varies fastest (a [out, in] matrix has ne = {in, out})
-  const uint8_t* data;      // inside the mapping
-  size_t bytes;
+  std::vector<int64_t> ne;        // ggml order: ne[0] varies fastest (a [out, in] matrix has ne = {in, out})
+  const uint8_t* data = nullptr;  // inside the mapping
+  size_t bytes = 0;               // 0: a type radixserve cannot size (GgufWeights refuses such a tensor if it needs it)
 };
 
 class GgufFile {
@@ -74,6 +74,9 @@ class GgufFile {
 
 // Whether a file starts with the GGUF magic.
 bool is_gguf(const std::filesystem::path& path);
+// A metadata value as JSON text for an error message; bytes that are not UTF-8 (the file's strings are unchecked)
+// print as U+FFFD instead of throwing.
+std::string shown(const nlohmann::json& value);
 
 // Bytes per block and elements per block of a ggml type; {0, 0} for a type radixserve cannot read.
 struct BlockShape {

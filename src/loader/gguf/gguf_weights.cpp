@@ -181,6 +181,10 @@ GgufWeights::GgufWeights(const std::vector<fs::path>& files) {
         continue;
       const auto mapped = hf_name(record.name, arch);
       if (!mapped) continue;  // read by the config (rope_freqs) or by nothing radixserve serves
+      // A type of unknown block size has no byte count, so its data was never checked against the file (and its row
+      // count, from the header alone, may be anything).
+      RS_CHECK(record.bytes > 0, "{}: tensor '{}' has ggml type {}, which radixserve cannot read",
+               file->path().string(), record.name, static_cast<uint32_t>(record.type));
       std::shared_ptr<const std::vector<int64_t>> rows;
       if (arch == "llama" && (mapped->part == "attn_q" || mapped->part == "attn_k"))
         rows = llama_rows(record.ne.size() == 1 ? record.ne[0] : rows_of(record),
