@@ -6,19 +6,22 @@
 // The head keeps its pre-norm output of every token of the last step for the next step to read. Token embeddings are
 // the target's (bind_target), as SGLang shares them; so is the LM head of heads that have none of their own
 // (ModelConfig::eagle_lm_head).
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "model/architectures.h"
-#include "model/decoder.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/feed_forward.h"
+#include "model/blocks/weight_visitors.h"
 #include "model/rope_table.h"
+#include "model/weight_builder.h"
 
 namespace rs::model {
 namespace {
 
-class Eagle3Model final : public DecoderModel {
+class Eagle3Model final : public Model {
  public:
-  explicit Eagle3Model(const loader::ModelConfig& config) : DecoderModel(config, DecoderOptions{}) {}
+  explicit Eagle3Model(const loader::ModelConfig& config) : config_(config) {}
 
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure(max_tokens); }
@@ -27,40 +30,47 @@ class Eagle3Model final : public DecoderModel {
   std::vector<int32_t> draft_to_target() const override { return draft_to_target_; }
 
  private:
-  // Columns [begin, begin + count) of a [rows, in] weight, as a new host tensor owned here.
-  Tensor columns(const Tensor& weight, int64_t begin, int64_t count);
+  // Columns [begin, begin + count) of a [rows, in] weight, as a new host tensor owned by `build`.
+  static Tensor columns(WeightBuilder& build, const Tensor& weight, int64_t begin, int64_t count);
   void ensure(int64_t tokens);
 
+  const loader::ModelConfig config_;
+  Backend* backend_ = nullptr;
+  std::vector<Buffer> owned_;
   int64_t target_hidden_ = 0;
   Tensor embedding_, features_;  // the target's (bind_target)
-  LinearWeight fc_, qkv_embed_, qkv_hidden_, o_, gate_up_, down_, lm_head_;
-  Tensor input_norm_, hidden_norm_, post_norm_, norm_, rope_;
-  int32_t rotary_dim_ = 0;
+  // The decoder layer's blocks: attention of q|k|v projected from [embeds | hidden] (below), and the MLP.
+  std::unique_ptr<Attention> attention_;
+  std::unique_ptr<DenseMlp> mlp_;
+  LinearWeight fc_, qkv_embed_, qkv_hidden_, lm_head_;
+  Tensor input_norm_, hidden_norm_, post_norm_, norm_;
+  RopeTable rope_;
   std::vector<int32_t> draft_to_target_;
   int64_t tokens_ = 0;
+  size_t scratch_offset_ = 0, scratch_bytes_ = 0;
   Buffer workspace_, hidden_out_buffer_;
-  Tensor e_, in3_, h_, residual_, en_, hn_, qkv_, qkv_b_, q_, attn_, proj_, gate_up_out_, act_, hidden_out_;
+  Tensor e_, in3_, h_, residual_, en_, hn_, qkv_, qkv_b_, proj_, hidden_out_;
 };
 
-Tensor Eagle3Model::columns(const Tensor& weight, int64_t begin, int64_t count) {
+Tensor Eagle3Model::columns(WeightBuilder& build, const Tensor& weight, int64_t begin, int64_t count) {
   const int64_t rows = weight.dim(0), in = weight.dim(1);
   const size_t elem = weight.bytes() / static_cast<size_t>(weight.numel());
   Buffer buffer = Buffer::host(static_cast<size_t>(rows * count) * elem);
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(static_cast<char*>(buffer.data()) + r * count * elem,
                 static_cast<const char*>(weight.data()) + (r * in + begin) * elem, count * elem);
-  return keep(std::move(buffer), weight.dtype(), {rows, count});
+  return build.keep(std::move(buffer), weight.dtype(), {rows, count});
 }
 
 void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) {
   backend_ = &backend;
-  linears(weights);
-  const int64_t hidden = config_.hidden_size, hd = config_.head_dim, inter = config_.intermediate_size;
+  WeightBuilder build(config_, weights, backend, owned_);
+  const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t q_out = config_.num_heads * hd, kv_out = config_.num_kv_heads * hd;
   target_hidden_ = config_.eagle_target_hidden;
   // Releases name the tensors "midlayer.*", "fc.*", "norm.*"; some conversions prefix them with "model.".
   const std::string p = weights.contains("model.midlayer.input_layernorm.weight") ? "model." : "";
-  fc_ = dense(weights, p + "fc.weight", hidden, 3 * target_hidden_);
+  fc_ = build.dense(p + "fc.weight", hidden, 3 * target_hidden_);
   const std::string m = p + "midlayer.";
   input_norm_ = weights.require(m + "input_layernorm.weight", {hidden});
   hidden_norm_ = weights.require(m + "hidden_norm.weight", {hidden});
@@ -69,16 +79,16 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
   const Tensor q = weights.require(m + "self_attn.q_proj.weight", {q_out, 2 * hidden});
   const Tensor k = weights.require(m + "self_attn.k_proj.weight", {kv_out, 2 * hidden});
   const Tensor v = weights.require(m + "self_attn.v_proj.weight", {kv_out, 2 * hidden});
-  qkv_embed_ = concat_rows({columns(q, 0, hidden), columns(k, 0, hidden), columns(v, 0, hidden)});
-  qkv_hidden_ = concat_rows({columns(q, hidden, hidden), columns(k, hidden, hidden), columns(v, hidden, hidden)});
-  o_ = dense(weights, m + "self_attn.o_proj.weight", hidden, q_out);
-  gate_up_ = concat_rows({weights.require(m + "mlp.gate_proj.weight", {inter, hidden}),
-                          weights.require(m + "mlp.up_proj.weight", {inter, hidden})});
-  down_ = dense(weights, m + "mlp.down_proj.weight", hidden, inter);
+  qkv_embed_ =
+      build.concat_rows({columns(build, q, 0, hidden), columns(build, k, 0, hidden), columns(build, v, 0, hidden)});
+  qkv_hidden_ = build.concat_rows(
+      {columns(build, q, hidden, hidden), columns(build, k, hidden, hidden), columns(build, v, hidden, hidden)});
+  attention_ = Attention::load_projected(build, config_, m, 0, rope_);
+  mlp_ = DenseMlp::load(build, m + "mlp.", hidden, config_.intermediate_size);
   norm_ = weights.require(p + "norm.weight", {hidden});
   const int64_t draft_vocab = config_.draft_vocab_size;
   const bool own_head = config_.eagle_lm_head == loader::ModelConfig::EagleLmHead::kOwn;
-  if (own_head) lm_head_ = dense(weights, "lm_head.weight", draft_vocab, hidden);
+  if (own_head) lm_head_ = build.dense("lm_head.weight", draft_vocab, hidden);
   // d2t: target id = draft id + d2t[draft id]. Dummy weights map the draft vocabulary onto the first target ids.
   draft_to_target_.resize(draft_vocab);
   const bool mapped = own_head && weights.contains("d2t");
@@ -89,22 +99,23 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
              target);
     draft_to_target_[d] = static_cast<int32_t>(target);
   }
-  rotary_dim_ = static_cast<int32_t>(hd * config_.rope.partial_rotary_factor);
+  rope_.rotary_dim = static_cast<int32_t>(hd * config_.rope.partial_rotary_factor);
   const int64_t positions = std::min<int64_t>(config_.max_position_embeddings, 1 << 18);
-  std::vector<float> table = rope_cos_sin_table(config_.rope, rotary_dim_, positions);
+  std::vector<float> table = rope_cos_sin_table(config_.rope, rope_.rotary_dim, positions);
   Buffer host = Buffer::host(table.size() * sizeof(float));
   std::memcpy(host.data(), table.data(), host.bytes());
-  rope_ = keep(std::move(host), DType::kF32, {positions, rotary_dim_});
-  std::vector<Buffer>& uploaded = owned_;
+  rope_.table = build.keep(std::move(host), DType::kF32, {positions, rope_.rotary_dim});
   if (!backend.device().is_cpu()) {
-    for (Tensor* t : {&input_norm_, &hidden_norm_, &post_norm_, &norm_, &rope_, &fc_.weight, &o_.weight, &down_.weight,
-                      &lm_head_.weight})
-      if (!t->empty()) *t = backend.upload_weight(*t, uploaded);
-    for (LinearWeight* w : {&qkv_embed_, &qkv_hidden_, &gate_up_})
-      if (!w->weight.empty() && w->weight.data() != nullptr) w->weight = backend.upload_weight(w->weight, uploaded);
+    Uploader upload(backend, owned_);
+    for (Tensor* t : {&input_norm_, &hidden_norm_, &post_norm_, &norm_, &rope_.table}) upload.tensor(*t);
+    for (LinearWeight* w : {&fc_, &qkv_embed_, &qkv_hidden_, &lm_head_}) upload.linear(*w, true);
+    attention_->visit(upload);
+    mlp_->visit(upload);
   }
-  for (LinearWeight* w : {&fc_, &o_, &down_, &lm_head_})
-    if (w->packed.empty() && !w->weight.empty()) backend.prepare_linear(*w, uploaded);
+  Preparer prepare(backend, owned_, /*experts_only=*/false);
+  for (LinearWeight* w : {&fc_, &lm_head_}) prepare.linear(*w, true);
+  attention_->visit(prepare);
+  mlp_->visit(prepare);
   if (progress) progress("loading weights", 1.0);
 }
 
@@ -136,10 +147,16 @@ void Eagle3Model::bind_target(const Model& target, const Tensor& features) {
 void Eagle3Model::ensure(int64_t tokens) {
   if (tokens <= tokens_) return;
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
-  const int64_t q_out = config_.num_heads * hd, qkv = q_out + 2 * config_.num_kv_heads * hd;
-  const int64_t inter = config_.intermediate_size;
-  const int64_t floats = tokens * (5 * hidden + 3 * target_hidden_ + 2 * qkv + 2 * q_out + 3 * inter + hidden);
-  workspace_ = backend_->alloc(static_cast<size_t>(floats) * sizeof(float));
+  const int64_t qkv = (config_.num_heads + 2 * config_.num_kv_heads) * hd;
+  const int64_t floats = tokens * (6 * hidden + 3 * target_hidden_ + 2 * qkv);
+  ScratchNeed scratch = attention_->scratch_need();
+  const ScratchNeed mlp = mlp_->scratch_need();
+  scratch.floats = std::max(scratch.floats, mlp.floats);
+  scratch.buffers = std::max(scratch.buffers, mlp.buffers);
+  scratch_offset_ = static_cast<size_t>(floats) * sizeof(float);
+  scratch_offset_ = (scratch_offset_ + Scratch::kAlign - 1) / Scratch::kAlign * Scratch::kAlign;
+  scratch_bytes_ = Scratch::bytes_for(scratch, tokens);
+  workspace_ = backend_->alloc(scratch_offset_ + scratch_bytes_);
   float* cursor = static_cast<float*>(workspace_.data());
   const Device device = workspace_.device();
   const auto carve = [&](int64_t width) {
@@ -148,9 +165,7 @@ void Eagle3Model::ensure(int64_t tokens) {
     return t;
   };
   e_ = carve(hidden), h_ = carve(hidden), residual_ = carve(hidden), en_ = carve(hidden), hn_ = carve(hidden);
-  in3_ = carve(3 * target_hidden_);
-  qkv_ = carve(qkv), qkv_b_ = carve(qkv), q_ = carve(q_out), attn_ = carve(q_out);
-  gate_up_out_ = carve(2 * inter), act_ = carve(inter), proj_ = carve(hidden);
+  proj_ = carve(hidden), in3_ = carve(3 * target_hidden_), qkv_ = carve(qkv), qkv_b_ = carve(qkv);
   // The next step reads this one's outputs: its own buffer, copied when it grows.
   Buffer grown = backend_->alloc(static_cast<size_t>(tokens * hidden) * sizeof(float));
   Tensor next(grown.data(), DType::kF32, {tokens, hidden}, grown.device());
@@ -169,7 +184,9 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
   const float eps = static_cast<float>(config_.rms_norm_eps);
   const auto rows_of = [&](const Tensor& t) { return t.slice_rows(0, tokens); };
   Tensor e = rows_of(e_), h = rows_of(h_), residual = rows_of(residual_), en = rows_of(en_), hn = rows_of(hn_);
-  Tensor qkv = rows_of(qkv_), qkv_b = rows_of(qkv_b_), attn = rows_of(attn_), proj = rows_of(proj_);
+  Tensor qkv = rows_of(qkv_), qkv_b = rows_of(qkv_b_), proj = rows_of(proj_);
+  Scratch scratch(static_cast<char*>(workspace_.data()) + scratch_offset_, scratch_bytes_, workspace_.device());
+  const LayerStep step{0, inputs, memory, *backend_, scratch};
   backend_->embedding(embedding_, inputs.token_ids, e);
   if (inputs.features_from_target) {
     Tensor in3 = rows_of(in3_);
@@ -183,26 +200,12 @@ void Eagle3Model::forward(const StepInputs& inputs, StepMemory& memory, Tensor l
   backend_->linear(en, qkv_embed_, Tensor(), qkv);
   backend_->linear(hn, qkv_hidden_, Tensor(), qkv_b);
   backend_->add(qkv, qkv_b, qkv);
-  const int64_t heads = config_.num_heads, hd = config_.head_dim;
-  Tensor q3 = rows_of(q_).view({tokens, heads, hd});
-  memory::KvPool& kv = memory.kv;
-  const BatchView& view = inputs.groups[kv.group_of_layer(0)];
-  const AttentionParams params{static_cast<int32_t>(heads),
-                               static_cast<int32_t>(config_.num_kv_heads),
-                               static_cast<int32_t>(hd),
-                               1.0f / std::sqrt(static_cast<float>(hd)),
-                               0,
-                               Tensor()};
-  backend_->qkv_attention(qkv, QkvNormRope{Tensor(), Tensor(), eps, rope_, rotary_dim_}, kv.cache(0), view, params, q3,
-                          attn);
-  backend_->linear(attn, o_, Tensor(), proj);
+  attention_->run_projected(step, qkv, proj);
   // residual = h + attention; en = post_attention_layernorm(residual); residual += mlp(en)
   backend_->copy(residual, h);
   backend_->add_rms_norm(residual, proj, post_norm_, eps, false, en);
-  const int64_t inter = down_.in_features;
-  backend_->linear_silu_mul(en, gate_up_, rows_of(gate_up_out_).view({tokens, 2 * inter}),
-                            rows_of(act_).view({tokens, inter}));
-  backend_->linear(rows_of(act_).view({tokens, inter}), down_, Tensor(), proj);
+  scratch.reset();
+  mlp_->run(step, en, proj);
   Tensor out = hidden_out_.slice_rows(0, tokens);
   backend_->add(residual, proj, out);
   Tensor last = en_.slice_rows(0, rows);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/architectures.h"
+#include "model/blocks/feed_forward.h"
 #include "model/decoder.h"
 
 namespace rs::model {
@@ -12,19 +13,18 @@ namespace {
 class GptOssModel final : public DecoderModel {
  public:
   explicit GptOssModel(const loader::ModelConfig& config)
-      : DecoderModel(config, DecoderOptions{.sinks = true, .routing = MoeRouting::kTopKSoftmax}) {}
+      : DecoderModel(config, DecoderOptions{.attention = {.sinks = true}}) {}
 
  protected:
-  void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
-                FeedForwardWeights& ffn) override {
+  std::unique_ptr<FeedForward> load_ffn(int32_t /*layer*/, const std::string& prefix, WeightBuilder& build) override {
+    loader::WeightSource& weights = build.source();
     const int64_t hidden = config_.hidden_size, inter = config_.intermediate_size;
     const std::string p = prefix + "mlp.";
-    ffn.is_moe = true;
-    ffn.router = dense(weights, p + "router.weight", config_.num_experts, hidden, /*quantizable=*/false);
-    ffn.router_bias = weights.require(p + "router.bias", {config_.num_experts});
-    MoeWeights& moe = ffn.experts;
+    LinearWeight router = build.dense(p + "router.weight", config_.num_experts, hidden, /*quantizable=*/false);
+    Tensor router_bias = weights.require(p + "router.bias", {config_.num_experts});
+    MoeWeights moe;
     // Expert parallelism: the stacked tensors below hold the rank's block of experts.
-    const ExpertRange local = local_experts(config_.num_experts);
+    const WeightBuilder::ExpertRange local = build.local_experts(config_.num_experts);
     moe.first_expert = local.first;
     moe.total_experts = config_.num_experts;
     const int64_t experts = local.count;
@@ -48,18 +48,21 @@ class GptOssModel final : public DecoderModel {
       }
     } else {
       // transformers layout: gate_up_proj [E, H, 2I] and down_proj [E, I, H], applied as x @ W.
-      Tensor gate_up = transpose_experts(weights.require(p + "experts.gate_up_proj", {experts, hidden, 2 * inter}));
-      Tensor down = transpose_experts(weights.require(p + "experts.down_proj", {experts, inter, hidden}));
+      Tensor gate_up =
+          transpose_experts(build, weights.require(p + "experts.gate_up_proj", {experts, hidden, 2 * inter}));
+      Tensor down = transpose_experts(build, weights.require(p + "experts.down_proj", {experts, inter, hidden}));
       for (int64_t e = 0; e < experts; ++e) {
         moe.gate_up.push_back({LinearWeight::Format::kDense, gate_up.select(e), Tensor(), 2 * inter, hidden});
         moe.down.push_back({LinearWeight::Format::kDense, down.select(e), Tensor(), hidden, inter});
       }
     }
+    const MoeOptions options{MoeRouting::kTopKSoftmax, config_.norm_topk_prob, config_.num_experts_per_tok};
+    return std::make_unique<MixtureOfExperts>(std::move(router), std::move(router_bias), std::move(moe), options);
   }
 
  private:
   // [E, rows, cols] -> [E, cols, rows], keeping the dtype.
-  Tensor transpose_experts(const Tensor& w) {
+  static Tensor transpose_experts(WeightBuilder& build, const Tensor& w) {
     const int64_t experts = w.dim(0), rows = w.dim(1), cols = w.dim(2);
     const size_t elem = dtype_size(w.dtype());
     Buffer buffer = Buffer::host(w.bytes());
@@ -69,7 +72,7 @@ class GptOssModel final : public DecoderModel {
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < cols; ++c)
           std::memcpy(dst + ((e * cols + c) * rows + r) * elem, src + ((e * rows + r) * cols + c) * elem, elem);
-    return keep(std::move(buffer), w.dtype(), {experts, cols, rows});
+    return build.keep(std::move(buffer), w.dtype(), {experts, cols, rows});
   }
 };
 

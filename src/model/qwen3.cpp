@@ -5,7 +5,7 @@
 namespace rs::model {
 
 std::unique_ptr<Model> make_qwen3(const loader::ModelConfig& config) {
-  return std::make_unique<DecoderModel>(config, DecoderOptions{.qk_norm = true});
+  return std::make_unique<DecoderModel>(config, DecoderOptions{.attention = {.qk_norm = true}});
 }
 
 }  // namespace rs::model

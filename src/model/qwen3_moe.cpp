@@ -1,6 +1,7 @@
 // Qwen3-MoE (Qwen3MoeForCausalLM): Qwen3 attention; sparse layers route with softmax over all experts, top-k,
 // optional renormalisation; no shared expert. Layers in mlp_only_layers (or off the sparse step) stay dense.
 #include "model/architectures.h"
+#include "model/blocks/feed_forward.h"
 #include "model/decoder.h"
 
 namespace rs::model {
@@ -9,26 +10,27 @@ namespace {
 class Qwen3MoeModel final : public DecoderModel {
  public:
   explicit Qwen3MoeModel(const loader::ModelConfig& config)
-      : DecoderModel(config, DecoderOptions{.qk_norm = true, .routing = MoeRouting::kSoftmaxTopK}) {}
+      : DecoderModel(config, DecoderOptions{.attention = {.qk_norm = true}}) {}
 
  protected:
-  void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
-                FeedForwardWeights& ffn) override {
-    if (!config_.is_moe_layer(layer)) return DecoderModel::load_ffn(layer, prefix, weights, ffn);
+  std::unique_ptr<FeedForward> load_ffn(int32_t layer, const std::string& prefix, WeightBuilder& build) override {
+    if (!config_.is_moe_layer(layer)) return DecoderModel::load_ffn(layer, prefix, build);
     const int64_t hidden = config_.hidden_size, inter = config_.moe_intermediate_size;
-    const int32_t experts = config_.num_experts;
-    ffn.is_moe = true;
-    ffn.router = dense(weights, prefix + "mlp.gate.weight", experts, hidden, /*quantizable=*/false);
-    ffn.experts.activation = MoeActivation::kSwiGlu;
-    const ExpertRange local = local_experts(experts);
-    ffn.experts.first_expert = local.first;
-    ffn.experts.total_experts = experts;
+    const int32_t count = config_.num_experts;
+    const std::string mlp = prefix + "mlp.";
+    LinearWeight router = build.dense(mlp + "gate.weight", count, hidden, /*quantizable=*/false);
+    MoeWeights experts;
+    experts.activation = MoeActivation::kSwiGlu;
+    const WeightBuilder::ExpertRange local = build.local_experts(count);
+    experts.first_expert = local.first;
+    experts.total_experts = count;
     for (int32_t e = local.first; e < local.first + local.count; ++e) {
-      const std::string mlp = prefix + "mlp.";
-      ffn.experts.gate.push_back(expert(weights, mlp, e, experts, "gate_proj", inter, hidden));
-      ffn.experts.up.push_back(expert(weights, mlp, e, experts, "up_proj", inter, hidden));
-      ffn.experts.down.push_back(expert(weights, mlp, e, experts, "down_proj", hidden, inter));
+      experts.gate.push_back(build.expert(mlp, e, count, "gate_proj", inter, hidden));
+      experts.up.push_back(build.expert(mlp, e, count, "up_proj", inter, hidden));
+      experts.down.push_back(build.expert(mlp, e, count, "down_proj", hidden, inter));
     }
+    const MoeOptions options{MoeRouting::kSoftmaxTopK, config_.norm_topk_prob, config_.num_experts_per_tok};
+    return std::make_unique<MixtureOfExperts>(std::move(router), Tensor(), std::move(experts), options);
   }
 };
 

@@ -3,6 +3,7 @@
 // delta-net layers interleaved with gated full attention (doubled q_proj, QK-norm, partial RoPE); zero-centred
 // (1 + w) RMSNorms; MoE layers with a sigmoid-gated shared expert, experts stored per expert or fused.
 #include "model/architectures.h"
+#include "model/blocks/feed_forward.h"
 #include "model/decoder.h"
 
 namespace rs::model {
@@ -11,22 +12,21 @@ namespace {
 class HybridQwenModel final : public DecoderModel {
  public:
   explicit HybridQwenModel(const loader::ModelConfig& config)
-      : DecoderModel(
-            config, DecoderOptions{.qk_norm = true, .routing = MoeRouting::kSoftmaxTopK, .zero_centered_norm = true}) {}
+      : DecoderModel(config, DecoderOptions{.attention = {.qk_norm = true}, .zero_centered_norm = true}) {}
 
  protected:
-  void load_ffn(int32_t layer, const std::string& prefix, loader::WeightSource& weights,
-                FeedForwardWeights& ffn) override {
-    if (!config_.is_moe_layer(layer)) return DecoderModel::load_ffn(layer, prefix, weights, ffn);
+  std::unique_ptr<FeedForward> load_ffn(int32_t layer, const std::string& prefix, WeightBuilder& build) override {
+    if (!config_.is_moe_layer(layer)) return DecoderModel::load_ffn(layer, prefix, build);
+    loader::WeightSource& weights = build.source();
     const int64_t hidden = config_.hidden_size, inter = config_.moe_intermediate_size;
-    const int32_t experts = config_.num_experts;
+    const int32_t count = config_.num_experts;
     const std::string p = prefix + "mlp.";
-    ffn.is_moe = true;
-    ffn.router = dense(weights, p + "gate.weight", experts, hidden, /*quantizable=*/false);
-    ffn.experts.activation = MoeActivation::kSwiGlu;
-    const ExpertRange local = local_experts(experts);
-    ffn.experts.first_expert = local.first;
-    ffn.experts.total_experts = experts;
+    LinearWeight router = build.dense(p + "gate.weight", count, hidden, /*quantizable=*/false);
+    MoeWeights experts;
+    experts.activation = MoeActivation::kSwiGlu;
+    const WeightBuilder::ExpertRange local = build.local_experts(count);
+    experts.first_expert = local.first;
+    experts.total_experts = count;
     const bool fused = weights.contains(p + "experts.gate_up_proj");
     if (fused) {
       // Qwen3.5-MoE releases: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I] (expert parallelism:
@@ -38,23 +38,25 @@ class HybridQwenModel final : public DecoderModel {
         return LinearWeight{LinearWeight::Format::kDense, Tensor(base, t.dtype(), {rows, cols}), Tensor(), rows, cols};
       };
       for (int64_t e = 0; e < local.count; ++e) {
-        ffn.experts.gate.push_back(rows_of(gate_up, e * 2 * inter * hidden, inter, hidden));
-        ffn.experts.up.push_back(rows_of(gate_up, (e * 2 + 1) * inter * hidden, inter, hidden));
-        ffn.experts.down.push_back(rows_of(down, e * hidden * inter, hidden, inter));
+        experts.gate.push_back(rows_of(gate_up, e * 2 * inter * hidden, inter, hidden));
+        experts.up.push_back(rows_of(gate_up, (e * 2 + 1) * inter * hidden, inter, hidden));
+        experts.down.push_back(rows_of(down, e * hidden * inter, hidden, inter));
       }
     } else {
       for (int32_t e = local.first; e < local.first + local.count; ++e) {
-        ffn.experts.gate.push_back(expert(weights, p, e, experts, "gate_proj", inter, hidden));
-        ffn.experts.up.push_back(expert(weights, p, e, experts, "up_proj", inter, hidden));
-        ffn.experts.down.push_back(expert(weights, p, e, experts, "down_proj", hidden, inter));
+        experts.gate.push_back(build.expert(p, e, count, "gate_proj", inter, hidden));
+        experts.up.push_back(build.expert(p, e, count, "up_proj", inter, hidden));
+        experts.down.push_back(build.expert(p, e, count, "down_proj", hidden, inter));
       }
     }
+    const MoeOptions options{MoeRouting::kSoftmaxTopK, config_.norm_topk_prob, config_.num_experts_per_tok};
     const int64_t shared = config_.shared_expert_intermediate_size;
-    if (shared == 0) return;
-    ffn.shared_gate_up = concat({dense(weights, p + "shared_expert.gate_proj.weight", shared, hidden),
-                                 dense(weights, p + "shared_expert.up_proj.weight", shared, hidden)});
-    ffn.shared_down = dense(weights, p + "shared_expert.down_proj.weight", hidden, shared);
-    ffn.shared_gate = dense(weights, p + "shared_expert_gate.weight", 1, hidden, /*quantizable=*/false);
+    if (shared == 0)
+      return std::make_unique<MixtureOfExperts>(std::move(router), Tensor(), std::move(experts), options);
+    return std::make_unique<MixtureOfExperts>(
+        std::move(router), Tensor(), std::move(experts), options,
+        DenseMlp::load(build, p + "shared_expert.", hidden, shared),
+        build.dense(p + "shared_expert_gate.weight", 1, hidden, /*quantizable=*/false));
   }
 };
 
