@@ -42,7 +42,12 @@ double kv_bytes_read_per_decode_step(const memory::KvPoolConfig& config, int32_t
 }
 
 BatchBench::BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_context, int64_t max_step_tokens)
-    : engine_(engine), max_batch_(max_batch), max_context_(max_context), max_step_tokens_(max_step_tokens) {
+    : engine_(engine),
+      max_batch_(max_batch),
+      max_context_(max_context),
+      max_step_tokens_(max_step_tokens),
+      memory_(engine.kv_pool().config(),
+              memory::MemoryConfig{.prefix_cache = false, .num_state_slots = engine.state_pool().num_slots()}) {
   const memory::KvPool& pool = engine.kv_pool();
   page_size_ = pool.page_size();
   max_pages_ = static_cast<int32_t>(ceil_div(max_context, page_size_));
@@ -61,54 +66,19 @@ BatchBench::BatchBench(engine::Engine& engine, int32_t max_batch, int32_t max_co
            "{} recurrent-state slots for batches of {} sequences: raise --num-state-slots", state_slots, max_batch);
 }
 
-int32_t BatchBench::max_chunk(int32_t length, int32_t batch_size) const {
-  int64_t limit = max_context_ - length;
-  for (int g = 0; g < engine_.kv_pool().num_groups(); ++g) {
-    const memory::KvGroup& group = engine_.kv_pool().group(g);
-    if (group.window == 0) continue;
-    // The step touches pages [length/page_size - window_pages, ceil((length + n)/page_size)); all must be distinct in
-    // the ring of this sequence.
-    const int64_t ring = group.num_pages / batch_size;
-    const int64_t window_pages = ceil_div(group.window, page_size_);
-    const int64_t first_kept = std::max<int64_t>(0, length / page_size_ - window_pages);
-    limit = std::min(limit, (ring + first_kept) * page_size_ - length);
-  }
-  return static_cast<int32_t>(limit);
-}
-
-engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks, int32_t batch_size) const {
-  const memory::KvPool& pool = engine_.kv_pool();
-  const bool recurrent = engine_.state_pool().num_slots() > 0;  // hybrid models: sequence s owns state slot s
-  // Full attention: sequence s owns pages [s * max_pages, (s + 1) * max_pages); a window group: its ring of
-  // num_pages / batch_size pages, holding page p at p % ring (pages out of every token's reach stay absent).
-  std::vector<std::vector<std::vector<int32_t>>> tables(chunks.size());  // [chunk][group]
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const Chunk& chunk = chunks[i];
-    const int32_t kv_len = chunk.begin + static_cast<int32_t>(chunk.ids.size());
-    const int32_t first_new_page = chunk.begin / page_size_;
-    for (int g = 0; g < pool.num_groups(); ++g) {
-      const memory::KvGroup& group = pool.group(g);
-      const int32_t window_pages = static_cast<int32_t>(ceil_div(group.window, page_size_));
-      const int64_t stride = group.window == 0 ? max_pages_ : group.num_pages / batch_size;
-      std::vector<int32_t>& table = tables[i].emplace_back(ceil_div(kv_len, page_size_), -1);
-      for (int32_t p = 0; p < static_cast<int32_t>(table.size()); ++p) {
-        if (group.window == 0) {
-          table[p] = static_cast<int32_t>(chunk.seq * stride + p);
-        } else if (p >= first_new_page - window_pages) {
-          table[p] = static_cast<int32_t>(chunk.seq * stride + p % stride);
-        }
-      }
-    }
-  }
-  engine::StepBuilder step(pool.num_groups());
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    const Chunk& chunk = chunks[i];
-    step.add_sequence(chunk.ids, chunk.begin, tables[i], recurrent ? chunk.seq : -1);
+engine::ForwardBatch BatchBench::build_step(std::span<const Chunk> chunks,
+                                            std::span<const memory::SequenceMemory> seqs) {
+  engine::StepBuilder step(engine_.kv_pool().num_groups());
+  for (const Chunk& chunk : chunks) {
+    const memory::SequenceMemory& seq = seqs[chunk.seq];
+    step.add_sequence(chunk.ids, chunk.begin, seq.kv.pages, seq.state_slot);
     if (chunk.sample)
       for (int32_t row = step.num_tokens() - chunk.rows; row < step.num_tokens(); ++row)
         step.add_logit_row(row, engine::SamplingRow{.params = &greedy_, .token_bitmask = chunk.token_bitmask});
   }
-  return step.finish(max_pages_);
+  engine::ForwardBatch batch = step.finish(max_pages_);
+  batch.state_copies = memory_.take_step_copies().copies;
+  return batch;
 }
 
 bool BatchBench::bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar) {
@@ -143,6 +113,23 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
              max_context_);
   BatchTimings timings;
   std::vector<Chunk> chunks;
+  // Every sequence's pages and state slot, given back however the run ends.
+  std::vector<memory::SequenceMemory> seqs(batch_size);
+  struct Release {
+    memory::MemoryManager& memory;
+    std::vector<memory::SequenceMemory>& seqs;
+    ~Release() {
+      for (memory::SequenceMemory& seq : seqs) memory.release(seq);
+    }
+  } release{memory_, seqs};
+  for (memory::SequenceMemory& seq : seqs)
+    RS_CHECK(memory_.acquire(seq, {}, 0) >= 0, "no recurrent-state slot is free for a batch of {}", batch_size);
+  // Makes positions [begin, begin + n) of sequence s writable; the most it could (at least one token).
+  const auto reserve = [&](int32_t s, int64_t begin, int64_t n) {
+    const int64_t end = memory_.reserve(seqs[s], begin, begin + n);
+    RS_CHECK(end > begin, "the KV pool cannot hold sequence {} past {} tokens: raise --kv-cache-gb", s, begin);
+    return end - begin;
+  };
   if (grammar) grammar->reset(batch_size);
   // Feeds a sampled token to the grammar (while the sequence is constrained).
   auto accept = [&](int32_t seq, int32_t token) {
@@ -158,14 +145,13 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
       const auto& prompt = prompts[s];
       const int64_t left = static_cast<int64_t>(prompt.size()) - length[s];
       if (left == 0) continue;
-      const int64_t n = std::min({left, budget, static_cast<int64_t>(max_chunk(length[s], batch_size))});
-      RS_CHECK(n > 0, "sequence {} of {} tokens cannot grow: its window ring is too small", s, length[s]);
+      const int64_t n = reserve(s, length[s], std::min(left, budget));
       chunks.push_back(Chunk{s, length[s], std::span(prompt).subspan(length[s], n), n == left});
       budget -= n;
     }
     if (chunks.empty()) break;
     if (grammar) bind_masks(chunks, *grammar);
-    const engine::ForwardBatch batch = build_step(chunks, batch_size);
+    const engine::ForwardBatch batch = build_step(chunks, seqs);
     const engine::StepHandle launched = engine_.launch(batch);
     if (grammar) fill_masks(chunks, *grammar);  // while the device runs the forward, as serve does
     const engine::StepOutput out = engine_.sample(launched);
@@ -185,9 +171,12 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
   for (int32_t step = 0; step < decode_steps; ++step) {
     const auto step_start = Clock::now();
     chunks.clear();
-    for (int32_t s = 0; s < batch_size; ++s) chunks.push_back(Chunk{s, length[s], std::span(&next[s], 1), true});
+    for (int32_t s = 0; s < batch_size; ++s) {
+      RS_CHECK(reserve(s, length[s], 1) == 1, "the KV pool cannot hold sequence {} past {} tokens", s, length[s]);
+      chunks.push_back(Chunk{s, length[s], std::span(&next[s], 1), true});
+    }
     if (grammar) timings.all_constrained.push_back(bind_masks(chunks, *grammar));
-    const engine::ForwardBatch batch = build_step(chunks, batch_size);
+    const engine::ForwardBatch batch = build_step(chunks, seqs);
     const engine::StepHandle launched = engine_.launch(batch);
     if (grammar) {
       const auto fill_start = Clock::now();
@@ -212,22 +201,26 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     std::vector<std::vector<int32_t>> ids(batch_size);
     chunks.clear();
     for (int32_t s = 0; s < batch_size; ++s) {
-      RS_CHECK(draft + 1 <= max_chunk(length[s], batch_size), "a verify pass of {} tokens overruns a window ring",
+      RS_CHECK(reserve(s, length[s], draft + 1) == draft + 1, "the KV pool cannot hold a verify pass of {} tokens",
                draft + 1);
       ids[s].assign(draft + 1, next[s]);
       chunks.push_back(Chunk{s, length[s], ids[s], true, draft + 1});
     }
-    engine::ForwardBatch batch = build_step(chunks, batch_size);
-    const int32_t state_slots = engine_.state_pool().num_slots();
-    if (state_slots > 0) {  // hybrid models keep the state after each draft token, as the scheduler's verify steps do
-      RS_CHECK(
-          state_slots >= max_batch_ * (1 + draft),
-          "{} recurrent-state slots cannot hold {} sequences and their {} checkpoints each: raise --num-state-slots",
-          state_slots, batch_size, draft);
+    engine::ForwardBatch batch = build_step(chunks, seqs);
+    if (memory_
+            .has_state()) {  // hybrid models keep the state after each draft token, as the scheduler's verify steps do
       batch.state_checkpoints.assign(batch.token_ids.size(), -1);
-      for (int32_t s = 0; s < batch_size; ++s)
-        for (int32_t i = 0; i < draft; ++i)
-          batch.state_checkpoints[batch.seq_token_start[s] + i] = max_batch_ + s * draft + i;
+      for (int32_t s = 0; s < batch_size; ++s) {
+        memory_.drop_checkpoints(seqs[s]);
+        for (int32_t i = 0; i < draft; ++i) {
+          const int32_t slot = memory_.take_checkpoint(seqs[s]);
+          RS_CHECK(slot >= 0,
+                   "recurrent-state slots cannot hold {} sequences and their {} checkpoints each: raise "
+                   "--num-state-slots",
+                   batch_size, draft);
+          batch.state_checkpoints[batch.seq_token_start[s] + i] = slot;
+        }
+      }
     }
     auto& seconds = timings.verify_step_seconds.emplace_back(draft, std::vector<double>()).second;
     engine_.forward(batch);  // warm: a new shape may size scratch

@@ -1,6 +1,7 @@
-// BatchBench: drives B sequences through an Engine without a scheduler, for `radixserve bench one-batch`. Every
-// sequence owns its KV pages: a contiguous range in full-attention groups, a ring in sliding-window groups, so one pool
-// sized for the largest batch serves every batch size.
+// BatchBench: drives B sequences through an Engine without a scheduler, for `radixserve bench one-batch`. Each
+// sequence's pages and state slot come from a memory::MemoryManager (as the scheduler's do, without the prefix cache):
+// pages behind a sliding window go back to the pool as the sequence grows, so one pool sized for the largest batch
+// serves every batch size.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "memory/sequence_memory.h"
 
 namespace rs::app {
 
@@ -60,14 +62,11 @@ class BatchBench {
     int32_t rows = 1;     // sampled rows: the last `rows` tokens (a verify pass samples every drafted position)
     std::span<const uint32_t> token_bitmask;  // of the sampled token; empty: unconstrained
   };
-  engine::ForwardBatch build_step(std::span<const Chunk> chunks, int32_t batch_size) const;
+  engine::ForwardBatch build_step(std::span<const Chunk> chunks, std::span<const memory::SequenceMemory> seqs);
   // Points the sampling chunks of active sequences at their masks; true when every sampling chunk got one.
   static bool bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar);
   // Fills those masks: between Engine::launch and Engine::sample, while the device computes (as serve does).
   static void fill_masks(std::span<const Chunk> chunks, BatchGrammar& grammar);
-  // Most new tokens a sequence of `length` tokens may take in one step without its window rings overwriting a page
-  // the step still reads.
-  int32_t max_chunk(int32_t length, int32_t batch_size) const;
 
   engine::Engine& engine_;
   int32_t max_batch_;
@@ -76,6 +75,7 @@ class BatchBench {
   int32_t page_size_;
   int32_t max_pages_;  // page-table row length: pages of max_context
   engine::SamplingParams greedy_{.temperature = 0.0f};
+  memory::MemoryManager memory_;
 };
 
 }  // namespace rs::app
