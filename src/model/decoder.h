@@ -33,8 +33,7 @@ class DecoderModel : public Model {
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure_workspace(max_tokens); }
   void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
-  Tensor embedding_table() const override { return embed_tokens_; }
-  const LinearWeight* output_head() const override { return &lm_head_; }
+  SharedWeights shared_weights() const override { return {embed_tokens_, &lm_head_}; }
   std::vector<KvScales> kv_cache_scales() const override;
   // Tensor parallelism (model/tensor_parallel.h): this model is rank comm->rank() of a group, built from the rank's
   // config (its share of the heads and of the MLP width) and loaded from WeightSource::sharded. After the token

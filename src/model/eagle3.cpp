@@ -19,14 +19,15 @@
 namespace rs::model {
 namespace {
 
-class Eagle3Model final : public Model {
+class Eagle3Model final : public Model, public DraftHead {
  public:
   explicit Eagle3Model(const loader::ModelConfig& config) : config_(config) {}
 
   void load(loader::WeightSource& weights, Backend& backend, const ProgressFn& progress) override;
   void reserve(int64_t max_tokens) override { ensure(max_tokens); }
   void forward(const StepInputs& inputs, StepMemory& memory, Tensor logits) override;
-  void bind_target(const Model& target, const Tensor& features) override;
+  DraftHead* draft_head() override { return this; }
+  void bind_target(const SharedWeights& target, const Tensor& features) override;
   std::vector<int32_t> draft_to_target() const override { return draft_to_target_; }
 
  private:
@@ -119,8 +120,8 @@ void Eagle3Model::load(loader::WeightSource& weights, Backend& backend, const Pr
   if (progress) progress("loading weights", 1.0);
 }
 
-void Eagle3Model::bind_target(const Model& target, const Tensor& features) {
-  const Tensor embedding = target.embedding_table();
+void Eagle3Model::bind_target(const SharedWeights& target, const Tensor& features) {
+  const Tensor embedding = target.embedding;
   RS_CHECK(features.ndim() == 2 && features.dim(1) == 3 * target_hidden_ && features.dtype() == DType::kF32,
            "EAGLE-3 head for a target of hidden size {} given features {}", target_hidden_, features.shape_string());
   // The target's table, as SGLang binds it (a head's own embed_tokens, where a release has one, is a copy of it).
@@ -133,7 +134,7 @@ void Eagle3Model::bind_target(const Model& target, const Tensor& features) {
   features_ = features;
   using EagleLmHead = loader::ModelConfig::EagleLmHead;
   if (config_.eagle_lm_head == EagleLmHead::kTargetHead) {
-    const LinearWeight* head = target.output_head();
+    const LinearWeight* head = target.head;
     RS_CHECK(head != nullptr && head->out_features == config_.vocab_size && head->in_features == config_.hidden_size,
              "the EAGLE-3 head takes its LM head from the target, which has none of [{}, {}]", config_.vocab_size,
              config_.hidden_size);

@@ -45,6 +45,23 @@ struct StepMemory {
   memory::StatePool* state = nullptr;
 };
 
+// What a target model lends a draft head: its token embedding table [vocab, hidden] (empty where it has none or the
+// checkpoint quantizes it) and its LM head prepared for the backend (null where it has none).
+struct SharedWeights {
+  Tensor embedding;
+  const LinearWeight* head = nullptr;
+};
+
+// A draft head for speculative decoding (EAGLE-3): it reads its target's hidden-state taps and shares its weights.
+class DraftHead {
+ public:
+  virtual ~DraftHead() = default;
+  // Binds the target's weights and its feature cache (HiddenTaps::cache) before the head's first step.
+  virtual void bind_target(const SharedWeights& target, const Tensor& features) = 0;
+  // The target's token id of each of the head's logit columns (empty: the identity).
+  virtual std::vector<int32_t> draft_to_target() const = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -65,16 +82,11 @@ class Model {
   };
   virtual std::vector<KvScales> kv_cache_scales() const { return {}; }
 
-  // ---- speculative decoding with EAGLE-3 heads (a target's taps come in StepInputs::taps) ----
-  // The token embedding table [vocab, hidden], or empty.
-  virtual Tensor embedding_table() const { return Tensor(); }
-  // The LM head (prepared for the backend), or null.
-  virtual const LinearWeight* output_head() const { return nullptr; }
-  // A draft head's inputs from its target: the target's embedding table (and LM head, for heads that share it), and
-  // the target's feature cache. Default: unsupported (throws).
-  virtual void bind_target(const Model& target, const Tensor& features);
-  // A draft head's target token id for each of its logit columns (empty: the identity).
-  virtual std::vector<int32_t> draft_to_target() const { return {}; }
+  // ---- speculative decoding (a target's hidden-state taps come in StepInputs::taps) ----
+  // What this model lends a draft head.
+  virtual SharedWeights shared_weights() const { return {}; }
+  // This model as a draft head, or null for a model that is not one.
+  virtual DraftHead* draft_head() { return nullptr; }
 };
 
 // Creates the model for config.architecture (see registry.cpp); the error lists the supported architectures.

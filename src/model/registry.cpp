@@ -30,10 +30,6 @@ constexpr Registration kArchitectures[] = {
 
 }  // namespace
 
-void Model::bind_target(const Model& /*target*/, const Tensor& /*features*/) {
-  RS_FAIL("this model is not a draft head");
-}
-
 std::vector<std::string> supported_architectures() {
   std::vector<std::string> names;
   for (const auto& entry : kArchitectures) names.emplace_back(entry.architecture);

@@ -28,8 +28,10 @@ DraftModelDrafter::DraftModelDrafter(std::unique_ptr<engine::Engine> head, engin
   RS_CHECK(engine_->model_config().vocab_size == target.model_config().vocab_size,
            "the EAGLE-3 head's vocabulary ({} tokens) differs from the target's ({})",
            engine_->model_config().vocab_size, target.model_config().vocab_size);
-  engine_->model().bind_target(target.model(), target.hidden_features());
-  draft_to_target_ = engine_->model().draft_to_target();
+  model::DraftHead* head_model = engine_->model().draft_head();
+  RS_CHECK(head_model != nullptr, "{} does not run as a draft head", engine_->model_config().architecture);
+  head_model->bind_target(target.model().shared_weights(), target.hidden_features());
+  draft_to_target_ = head_model->draft_to_target();
   target_ = &target;
 }
 
