@@ -124,11 +124,9 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
   } release{memory_, seqs};
   for (memory::SequenceMemory& seq : seqs)
     RS_CHECK(memory_.acquire(seq, {}, 0) >= 0, "no recurrent-state slot is free for a batch of {}", batch_size);
-  // Makes positions [begin, begin + n) of sequence s writable; the most it could (at least one token).
+  // Makes positions [begin, begin + n) of sequence s writable; how many it could (0 when the pool has no page now).
   const auto reserve = [&](int32_t s, int64_t begin, int64_t n) {
-    const int64_t end = memory_.reserve(seqs[s], begin, begin + n);
-    RS_CHECK(end > begin, "the KV pool cannot hold sequence {} past {} tokens: raise --kv-cache-gb", s, begin);
-    return end - begin;
+    return memory_.reserve(seqs[s], begin, begin + n) - begin;
   };
   if (grammar) grammar->reset(batch_size);
   // Feeds a sampled token to the grammar (while the sequence is constrained).
@@ -146,10 +144,16 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
       const int64_t left = static_cast<int64_t>(prompt.size()) - length[s];
       if (left == 0) continue;
       const int64_t n = reserve(s, length[s], std::min(left, budget));
+      if (n == 0) continue;  // a window group's pages are taken by the chunks before it: the next step
       chunks.push_back(Chunk{s, length[s], std::span(prompt).subspan(length[s], n), n == left});
       budget -= n;
     }
-    if (chunks.empty()) break;
+    if (chunks.empty()) {
+      for (int32_t s = 0; s < batch_size; ++s)
+        RS_CHECK(length[s] == static_cast<int32_t>(prompts[s].size()),
+                 "the KV pool cannot hold sequence {} past {} tokens: raise --kv-cache-gb", s, length[s]);
+      break;
+    }
     if (grammar) bind_masks(chunks, *grammar);
     const engine::ForwardBatch batch = build_step(chunks, seqs);
     const engine::StepHandle launched = engine_.launch(batch);

@@ -81,8 +81,8 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
   config.context_length =
       std::max<int64_t>(config.context_length, (context + config.page_size - 1) / config.page_size * config.page_size);
   const loader::ModelConfig model = loader::load_model_config(options.model_dir);
-  // Hybrid models: a recurrent-state slot per sequence (sequence s owns slot s), and with --verify-drafts one more
-  // per draft token for the verify pass's checkpoints.
+  // Hybrid models: a recurrent-state slot per sequence, and with --verify-drafts one more per draft token for the
+  // verify pass's checkpoints (BatchBench takes them from its MemoryManager).
   const memory::StateGeometry geometry = engine::state_geometry_of(model);
   if (!geometry.empty() && config.num_state_slots == 0)
     config.num_state_slots = max_batch * (1 + std::max(options.verify_room() - 1, 0));

@@ -51,7 +51,11 @@ struct DecodingScheduler {
       auto request = std::make_unique<Request>();
       request->id = static_cast<uint64_t>(i + 1);
       for (int32_t t = 0; t < prompt; ++t) request->prompt_ids.push_back(static_cast<int32_t>(random() % 30000 + 1000));
-      request->max_new_tokens = static_cast<int32_t>(kSteps + 32);
+      // Room for the timed steps after the setup's: prefilling every prompt takes that many steps, the first
+      // sequences decoding during them.
+      const int64_t setup_steps =
+          (int64_t{running} * prompt + config.max_prefill_tokens - 1) / config.max_prefill_tokens;
+      request->max_new_tokens = static_cast<int32_t>(kSteps + setup_steps + 16);
       request->sampling.temperature = 0.0f;
       request->stream = streams.emplace_back(std::make_shared<TokenStream>());
       scheduler->submit(std::move(request));
