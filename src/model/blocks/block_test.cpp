@@ -26,7 +26,7 @@ TEST(Scratch, PiecesAreAlignedAndBoundedByTheNeed) {
   EXPECT_GE(static_cast<const char*>(b.data()), static_cast<const char*>(a.data()) + a.bytes());
   // What is left is the alignment slack (less than 256 bytes per declared piece): more than that throws.
   EXPECT_THROW(scratch.take(DType::kF32, {tokens, 64}), Error);
-  scratch.reset();                                              // the next block starts from the beginning again
+  scratch.reset();  // the next block starts from the beginning again
   EXPECT_EQ(scratch.take(DType::kF32, {tokens, 3}).data(), a.data());
 }
 
