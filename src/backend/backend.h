@@ -59,6 +59,10 @@ struct AttentionParams {
   float scale = 1.0f;  // multiplies q.k
   int32_t window = 0;  // 0 = full causal; W = keys (i-W, i] (W keys including self)
   Tensor sinks;        // [num_heads] per-head sink logits, or empty
+  // false: every query of a sequence sees all its keys up to seq_kv_len - 1, the step's later tokens included (a
+  // block-diffusion drafter's block attends bidirectionally, issue 43); a window still counts back from the query's
+  // own position. CPU only for now (CUDA refuses it).
+  bool causal = true;
 };
 
 // How qkv_prepare turns a fused q|k|v projection into attention inputs: per-head RMSNorm weights of q and k (both or

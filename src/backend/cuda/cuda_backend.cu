@@ -574,6 +574,7 @@ class CudaBackend final : public Backend {
   AttentionArgs attention_args(int32_t tokens, const KvCache& cache, const BatchView& batch,
                                const AttentionParams& params, Tensor out) const {
     const Tensor &k_cache = cache.k, &v_cache = cache.v;
+    RS_CHECK(params.causal, "attention without causality (a DFlash drafter's block) is not on CUDA yet");
     RS_CHECK(params.num_kv_heads > 0 && params.num_heads % params.num_kv_heads == 0 && params.head_dim <= 256 &&
                  out.numel() == int64_t{tokens} * params.num_heads * params.head_dim,
              "attention: out {} for {} tokens with {} heads / {} kv heads of {}", out.shape_string(), tokens,

@@ -87,7 +87,7 @@ void attention_rowwise(ThreadPool& pool, const Tensor& q, const KvCache& cache, 
       const int32_t first = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
       const int32_t* pages = page_table + token_seq[t] * max_pages;
       const float* qv = q.data_as<float>() + (t * heads + h) * hd;
-      const int32_t count = pos - first + 1;
+      const int32_t count = last_key(batch, params, t) - first + 1;
       scores.resize(count);
       rows.resize(count);
       // Cache rows of keys first..pos, walking the page table without a division per key.
@@ -174,8 +174,8 @@ class ItemRows {
     for (int64_t r = 0; r < rows_; ++r) {
       const int32_t pos = batch.positions.data_as<int32_t>()[token(r)];
       lo_[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
-      hi_[r] = pos;
-      key_begin_ = std::min(key_begin_, lo_[r]), key_end_ = std::max(key_end_, pos + 1);
+      hi_[r] = last_key(batch, params, token(r));
+      key_begin_ = std::min(key_begin_, lo_[r]), key_end_ = std::max(key_end_, hi_[r] + 1);
       m_[r] = sinks ? sinks[head(r)] : -INFINITY;
       l_[r] = sinks ? 1.0f : 0.0f;
     }
@@ -473,9 +473,10 @@ void attention(ThreadPool& pool, const Tensor& q, const KvCache& cache, const Ba
       int64_t end = t + 1;
       while (end < num_tokens && end - t < max_tokens && token_seq[end] == token_seq[t]) ++end;
       int64_t keys = 0;
-      for (int64_t u = t; u < end; ++u)
-        keys =
-            std::max<int64_t>(keys, params.window > 0 ? std::min(positions[u] + 1, params.window) : positions[u] + 1);
+      for (int64_t u = t; u < end; ++u) {
+        const int64_t first = params.window > 0 ? std::max(0, positions[u] - params.window + 1) : 0;
+        keys = std::max<int64_t>(keys, last_key(batch, params, u) + 1 - first);
+      }
       segments.push_back({t, end, (end - t) * keys});
       t = end;
     }

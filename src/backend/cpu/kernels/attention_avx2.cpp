@@ -70,8 +70,8 @@ RS_TARGET_AVX2 void avx2_attend_item(const Tensor& q, const KvCache& cache, cons
   for (int64_t r = 0; r < rows; ++r) {
     const int32_t pos = positions[token(r)];
     st.lo[r] = params.window > 0 ? std::max(0, pos - params.window + 1) : 0;
-    st.hi[r] = pos;
-    key_begin = std::min(key_begin, st.lo[r]), key_end = std::max(key_end, pos + 1);
+    st.hi[r] = last_key(batch, params, token(r));
+    key_begin = std::min(key_begin, st.lo[r]), key_end = std::max(key_end, st.hi[r] + 1);
     st.m[r] = sinks ? sinks[head(r)] : -INFINITY;  // a sink starts a row at m = sink, l = 1
     st.l[r] = sinks ? 1.0f : 0.0f;
   }

@@ -12,6 +12,12 @@
 
 namespace rs::cpu {
 
+// The last key token t attends to: its own position, or without causality its sequence's last key.
+inline int32_t last_key(const BatchView& batch, const AttentionParams& params, int64_t t) {
+  if (params.causal) return batch.positions.data_as<int32_t>()[t];
+  return batch.seq_kv_len.data_as<int32_t>()[batch.token_seq.data_as<int32_t>()[t]] - 1;
+}
+
 // Whether this CPU runs the kernel for `head_dim` (a multiple of 8, at most 256).
 bool avx2_attention_supports(int32_t head_dim);
 

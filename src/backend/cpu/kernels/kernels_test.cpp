@@ -78,16 +78,18 @@ TEST(CpuKernels, Mxfp4DecodesLowNibbleFirstWithE8M0Scale) {
   EXPECT_FLOAT_EQ(y, 2.0f * (1.0f + 60.0f - 100.0f));
 }
 
-// Naive attention over a contiguous sequence, with window and sinks.
+// Naive attention over a contiguous sequence, with window and sinks; without causality query i sees every key of the
+// sequence (the window still counts back from i).
 std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<float>& k,
                                    const std::vector<float>& v, int len, int heads, int kv_heads, int hd, float scale,
-                                   int window, const std::vector<float>& sinks) {
+                                   int window, const std::vector<float>& sinks, bool causal = true) {
   std::vector<float> out(len * heads * hd, 0.0f);
   for (int i = 0; i < len; ++i)
     for (int h = 0; h < heads; ++h) {
       const int kvh = h / (heads / kv_heads);
       std::vector<double> s;
-      for (int j = 0; j <= i; ++j) {
+      const int last = causal ? i : len - 1;
+      for (int j = 0; j <= last; ++j) {
         if (window > 0 && j <= i - window) {
           s.push_back(-INFINITY);
           continue;
@@ -100,7 +102,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
       for (double x : s) m = std::max(m, x);
       double denom = sinks.empty() ? 0.0 : std::exp(sinks[h] - m);
       for (double& x : s) denom += (x = std::exp(x - m));
-      for (int j = 0; j <= i; ++j)
+      for (int j = 0; j <= last; ++j)
         for (int d = 0; d < hd; ++d) out[(i * heads + h) * hd + d] += s[j] / denom * v[(j * kv_heads + kvh) * hd + d];
     }
   return out;
@@ -119,6 +121,7 @@ struct AttentionCase {
   int page_size = 4;
   float scale = 0.3f;  // large scales give peaked scores whose running maximum moves between key blocks
   float k_scale = 0.05f, v_scale = 0.02f;  // fp8 only
+  bool causal = true;  // false: each query sees all of its sequence's keys (AttentionParams::causal)
 };
 
 void check_paged_attention(const AttentionCase& c) {
@@ -195,6 +198,7 @@ void check_paged_attention(const AttentionCase& c) {
     for (int window : {0, 1, 5, 37}) {
       AttentionParams params{heads,   kv_heads, hd,
                              c.scale, window,   use_sinks ? Tensor(sinks.data(), DType::kF32, {heads}) : Tensor()};
+      params.causal = c.causal;
       std::vector<float> got(total_queries * heads * hd);
       attention(pool, Tensor(q_batch.data(), DType::kF32, {total_queries, heads, hd}), cache, batch, params,
                 Tensor(got.data(), DType::kF32, {total_queries, heads * hd}));
@@ -202,7 +206,7 @@ void check_paged_attention(const AttentionCase& c) {
       for (size_t s = 0; s < c.seqs.size(); ++s) {
         const auto [len, queries] = c.seqs[s];
         auto ref = naive_attention(qs[s], ks[s], vs[s], len, heads, kv_heads, hd, c.scale, window,
-                                   use_sinks ? sinks : std::vector<float>{});
+                                   use_sinks ? sinks : std::vector<float>{}, c.causal);
         for (int i = len - queries; i < len; ++i, ++row)
           for (int j = 0; j < heads * hd; ++j)
             ASSERT_NEAR(got[row * heads * hd + j], ref[i * heads * hd + j], c.cache_dtype == DType::kBF16 ? 6e-3 : 2e-5)
@@ -223,6 +227,23 @@ TEST(CpuKernels, PagedAttentionMatchesNaiveWithWindowAndSinks) {
   for (DType cache : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     check_paged_attention({16, 2, 64, {{100, 100}, {130, 1}}, cache, 16, 1.0f});
     check_paged_attention({4, 1, 256, {{50, 50}, {70, 2}}, cache, 16, 0.5f});
+  }
+}
+
+// A step that sees all of its sequence's keys (a block-diffusion drafter's block, issue 43): each query of the last
+// `queries` positions attends to every key up to the sequence's end, the later tokens of its step included.
+TEST(CpuKernels, PagedAttentionWithoutCausalitySeesTheWholeStep) {
+  for (DType cache : {DType::kF32, DType::kBF16, DType::kF8E4M3})
+    for (int hd : {8, 32, 64, 128})
+      for (auto [heads, kv_heads] : {std::pair{4, 4}, {8, 2}}) {
+        AttentionCase c{heads, kv_heads, hd, {{37, 16}, {20, 20}, {45, 1}, {70, 7}}, cache};
+        c.causal = false;
+        check_paged_attention(c);
+      }
+  for (DType cache : {DType::kF32, DType::kBF16}) {
+    AttentionCase c{4, 1, 256, {{50, 16}, {16, 16}}, cache, 16, 0.5f};
+    c.causal = false;
+    check_paged_attention(c);
   }
 }
 
