@@ -150,10 +150,7 @@ void DecoderModel::ensure_workspace(int64_t tokens) {
   if (comm_ && comm_->size() > 1) head_buffer_ = backend_->alloc(tokens * head_rows() * sizeof(float));
   ScratchNeed scratch;
   for (const DecoderLayer& lw : layers_)
-    for (const ScratchNeed need : {lw.mixer->scratch_need(), lw.ffn->scratch_need()}) {
-      scratch.floats = std::max(scratch.floats, need.floats);
-      scratch.buffers = std::max(scratch.buffers, need.buffers);
-    }
+    scratch = scratch.covering(lw.mixer->scratch_need()).covering(lw.ffn->scratch_need());
   // x, h and proj, each [tokens, hidden] f32 and 256-byte aligned, then the scratch.
   const size_t row_bytes = static_cast<size_t>(tokens * config_.hidden_size) * sizeof(float);
   const size_t stream_bytes = (row_bytes + Scratch::kAlign - 1) / Scratch::kAlign * Scratch::kAlign;

@@ -150,10 +150,7 @@ void Eagle3Model::ensure(int64_t tokens) {
   const int64_t hidden = config_.hidden_size, hd = config_.head_dim;
   const int64_t qkv = (config_.num_heads + 2 * config_.num_kv_heads) * hd;
   const int64_t floats = tokens * (6 * hidden + 3 * target_hidden_ + 2 * qkv);
-  ScratchNeed scratch = attention_->scratch_need();
-  const ScratchNeed mlp = mlp_->scratch_need();
-  scratch.floats = std::max(scratch.floats, mlp.floats);
-  scratch.buffers = std::max(scratch.buffers, mlp.buffers);
+  const ScratchNeed scratch = attention_->scratch_need().covering(mlp_->scratch_need());
   scratch_offset_ = static_cast<size_t>(floats) * sizeof(float);
   scratch_offset_ = (scratch_offset_ + Scratch::kAlign - 1) / Scratch::kAlign * Scratch::kAlign;
   scratch_bytes_ = Scratch::bytes_for(scratch, tokens);

@@ -19,16 +19,7 @@ class Qwen3MoeModel final : public DecoderModel {
     const int32_t count = config_.num_experts;
     const std::string mlp = prefix + "mlp.";
     LinearWeight router = build.dense(mlp + "gate.weight", count, hidden, /*quantizable=*/false);
-    MoeWeights experts;
-    experts.activation = MoeActivation::kSwiGlu;
-    const WeightBuilder::ExpertRange local = build.local_experts(count);
-    experts.first_expert = local.first;
-    experts.total_experts = count;
-    for (int32_t e = local.first; e < local.first + local.count; ++e) {
-      experts.gate.push_back(build.expert(mlp, e, count, "gate_proj", inter, hidden));
-      experts.up.push_back(build.expert(mlp, e, count, "up_proj", inter, hidden));
-      experts.down.push_back(build.expert(mlp, e, count, "down_proj", hidden, inter));
-    }
+    MoeWeights experts = load_swiglu_experts(build, mlp, count, hidden, inter);
     const MoeOptions options{MoeRouting::kSoftmaxTopK, config_.norm_topk_prob, config_.num_experts_per_tok};
     return std::make_unique<MixtureOfExperts>(std::move(router), Tensor(), std::move(experts), options);
   }

@@ -17,46 +17,21 @@ class HybridQwenModel final : public DecoderModel {
  protected:
   std::unique_ptr<FeedForward> load_ffn(int32_t layer, const std::string& prefix, WeightBuilder& build) override {
     if (!config_.is_moe_layer(layer)) return DecoderModel::load_ffn(layer, prefix, build);
-    loader::WeightSource& weights = build.source();
     const int64_t hidden = config_.hidden_size, inter = config_.moe_intermediate_size;
     const int32_t count = config_.num_experts;
     const std::string p = prefix + "mlp.";
     LinearWeight router = build.dense(p + "gate.weight", count, hidden, /*quantizable=*/false);
-    MoeWeights experts;
-    experts.activation = MoeActivation::kSwiGlu;
-    const WeightBuilder::ExpertRange local = build.local_experts(count);
-    experts.first_expert = local.first;
-    experts.total_experts = count;
-    const bool fused = weights.contains(p + "experts.gate_up_proj");
-    if (fused) {
-      // Qwen3.5-MoE releases: gate_up_proj [E, 2I, H] (gate rows first) and down_proj [E, H, I] (expert parallelism:
-      // the rank's block of experts).
-      const Tensor gate_up = weights.require(p + "experts.gate_up_proj", {local.count, 2 * inter, hidden});
-      const Tensor down = weights.require(p + "experts.down_proj", {local.count, hidden, inter});
-      const auto rows_of = [](const Tensor& t, int64_t first_element, int64_t rows, int64_t cols) {
-        char* base = static_cast<char*>(t.data()) + first_element * dtype_size(t.dtype());
-        return LinearWeight{LinearWeight::Format::kDense, Tensor(base, t.dtype(), {rows, cols}), Tensor(), rows, cols};
-      };
-      for (int64_t e = 0; e < local.count; ++e) {
-        experts.gate.push_back(rows_of(gate_up, e * 2 * inter * hidden, inter, hidden));
-        experts.up.push_back(rows_of(gate_up, (e * 2 + 1) * inter * hidden, inter, hidden));
-        experts.down.push_back(rows_of(down, e * hidden * inter, hidden, inter));
-      }
-    } else {
-      for (int32_t e = local.first; e < local.first + local.count; ++e) {
-        experts.gate.push_back(build.expert(p, e, count, "gate_proj", inter, hidden));
-        experts.up.push_back(build.expert(p, e, count, "up_proj", inter, hidden));
-        experts.down.push_back(build.expert(p, e, count, "down_proj", hidden, inter));
-      }
-    }
+    MoeWeights experts = load_swiglu_experts(build, p, count, hidden, inter);  // per expert, stacked or fused
     const MoeOptions options{MoeRouting::kSoftmaxTopK, config_.norm_topk_prob, config_.num_experts_per_tok};
     const int64_t shared = config_.shared_expert_intermediate_size;
-    if (shared == 0)
-      return std::make_unique<MixtureOfExperts>(std::move(router), Tensor(), std::move(experts), options);
-    return std::make_unique<MixtureOfExperts>(
-        std::move(router), Tensor(), std::move(experts), options,
-        DenseMlp::load(build, p + "shared_expert.", hidden, shared),
-        build.dense(p + "shared_expert_gate.weight", 1, hidden, /*quantizable=*/false));
+    std::unique_ptr<DenseMlp> shared_mlp;
+    LinearWeight shared_gate;
+    if (shared > 0) {
+      shared_mlp = DenseMlp::load(build, p + "shared_expert.", hidden, shared);
+      shared_gate = build.dense(p + "shared_expert_gate.weight", 1, hidden, /*quantizable=*/false);
+    }
+    return std::make_unique<MixtureOfExperts>(std::move(router), Tensor(), std::move(experts), options,
+                                              std::move(shared_mlp), std::move(shared_gate));
   }
 };
 

@@ -5,6 +5,7 @@
 // once per layer and knows no block's fields. A quantized format is a LinearWeight kind, so no block changes for one.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/backend.h"
@@ -26,6 +27,10 @@ class WeightVisitor {
 struct ScratchNeed {
   int64_t floats = 0;
   int buffers = 0;
+  // Scratch enough for either (blocks run one after another and reuse it).
+  ScratchNeed covering(const ScratchNeed& other) const {
+    return {std::max(floats, other.floats), std::max(buffers, other.buffers)};
+  }
 };
 
 // A step's scratch memory, handed out in 256-byte-aligned pieces (kernels read rows with 16-byte vector loads, and
@@ -57,28 +62,25 @@ struct LayerStep {
   Scratch& scratch;
 };
 
-class TokenMixer {
+// What both halves of a layer are.
+class Block {
  public:
-  virtual ~TokenMixer() = default;
+  virtual ~Block() = default;
   virtual void visit(WeightVisitor& visitor) = 0;
   virtual ScratchNeed scratch_need() const = 0;
   // Whether the normed input may come in the backend's linear_input_dtype (it feeds only dense bf16 projections).
   virtual bool takes_typed_input() const = 0;
-  // The checkpoint's FP8 KV cache scales of this layer, or {0, 0}.
-  virtual Model::KvScales kv_scales() const { return {}; }
   // h [T, H] (the normed layer input) -> out [T, H] f32.
   virtual void run(const LayerStep& step, const Tensor& h, Tensor out) = 0;
 };
 
-class FeedForward {
+class TokenMixer : public Block {
  public:
-  virtual ~FeedForward() = default;
-  virtual void visit(WeightVisitor& visitor) = 0;
-  virtual ScratchNeed scratch_need() const = 0;
-  virtual bool takes_typed_input() const = 0;
-  // h [T, H] -> out [T, H] f32.
-  virtual void run(const LayerStep& step, const Tensor& h, Tensor out) = 0;
+  // The checkpoint's FP8 KV cache scales of this layer, or {0, 0}.
+  virtual Model::KvScales kv_scales() const { return {}; }
 };
+
+class FeedForward : public Block {};
 
 // Whether `w` is a dense bf16 weight (the layers' inputs may then be typed: Backend::linear_input_dtype).
 inline bool is_dense_bf16(const LinearWeight& w) {

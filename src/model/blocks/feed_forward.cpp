@@ -25,6 +25,36 @@ void DenseMlp::run(const LayerStep& step, const Tensor& h, Tensor out) {
   step.backend.linear(act, down_, Tensor(), out);
 }
 
+MoeWeights load_swiglu_experts(WeightBuilder& build, const std::string& mlp, int32_t count, int64_t hidden,
+                               int64_t inter) {
+  MoeWeights experts;
+  experts.activation = MoeActivation::kSwiGlu;
+  const WeightBuilder::ExpertRange local = build.local_experts(count);
+  experts.first_expert = local.first;
+  experts.total_experts = count;
+  loader::WeightSource& weights = build.source();
+  if (weights.contains(mlp + "experts.gate_up_proj")) {
+    const Tensor gate_up = weights.require(mlp + "experts.gate_up_proj", {local.count, 2 * inter, hidden});
+    const Tensor down = weights.require(mlp + "experts.down_proj", {local.count, hidden, inter});
+    const auto rows_of = [](const Tensor& t, int64_t first_element, int64_t rows, int64_t cols) {
+      char* base = static_cast<char*>(t.data()) + first_element * dtype_size(t.dtype());
+      return LinearWeight{LinearWeight::Format::kDense, Tensor(base, t.dtype(), {rows, cols}), Tensor(), rows, cols};
+    };
+    for (int64_t e = 0; e < local.count; ++e) {
+      experts.gate.push_back(rows_of(gate_up, e * 2 * inter * hidden, inter, hidden));
+      experts.up.push_back(rows_of(gate_up, (e * 2 + 1) * inter * hidden, inter, hidden));
+      experts.down.push_back(rows_of(down, e * hidden * inter, hidden, inter));
+    }
+    return experts;
+  }
+  for (int32_t e = local.first; e < local.first + local.count; ++e) {
+    experts.gate.push_back(build.expert(mlp, e, count, "gate_proj", inter, hidden));
+    experts.up.push_back(build.expert(mlp, e, count, "up_proj", inter, hidden));
+    experts.down.push_back(build.expert(mlp, e, count, "down_proj", hidden, inter));
+  }
+  return experts;
+}
+
 MixtureOfExperts::MixtureOfExperts(LinearWeight router, Tensor router_bias, MoeWeights experts, MoeOptions options,
                                    std::unique_ptr<DenseMlp> shared, LinearWeight shared_gate)
     : router_(std::move(router)),

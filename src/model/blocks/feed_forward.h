@@ -26,6 +26,12 @@ class DenseMlp final : public FeedForward {
   LinearWeight down_;     // [H, I]
 };
 
+// SwiGLU experts of `count` under `mlp` ("model.layers.0.mlp."), stored per expert or as one stacked module
+// (WeightBuilder::expert), or fused as Qwen3.5-MoE releases them (experts.gate_up_proj [E, 2I, H], gate rows first,
+// and experts.down_proj [E, H, I], viewed in place): all of them, or with expert parallelism the rank's block.
+MoeWeights load_swiglu_experts(WeightBuilder& build, const std::string& mlp, int32_t count, int64_t hidden,
+                               int64_t inter);
+
 struct MoeOptions {
   MoeRouting routing = MoeRouting::kSoftmaxTopK;
   bool norm_topk_prob = true;
