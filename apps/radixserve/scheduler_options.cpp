@@ -38,21 +38,27 @@ void add_speculative_options(CLI::App& cmd, spec::SpeculativeConfig& spec) {
   cmd.add_option_function<std::string>(
          "--speculative-algorithm",
          [&spec](const std::string& name) { spec.algorithm = spec::parse_spec_algorithm(name); },
-         "Speculative decoding: none, ngram (prompt lookup), draft (a small model, --speculative-draft-model) or "
-         "eagle3 (an EAGLE-3 head, --speculative-draft-model)")
-      ->check(CLI::IsMember({"none", "ngram", "draft", "eagle3"}))
+         "Speculative decoding: none, ngram (prompt lookup), draft (a small model, --speculative-draft-model), "
+         "eagle3 (an EAGLE-3 head, --speculative-draft-model) or dflash (a DFlash block drafter, "
+         "--speculative-draft-model)")
+      ->check(CLI::IsMember({"none", "ngram", "draft", "eagle3", "dflash"}))
       ->default_str("none");
-  cmd.add_option("--speculative-num-draft-tokens", spec.num_draft_tokens,
-                 "Tokens drafted per sequence and verified in one target pass")
-      ->check(CLI::Range(1, 32))
-      ->capture_default_str();
+  cmd.add_option_function<int32_t>(
+         "--speculative-num-draft-tokens",
+         [&spec](int32_t tokens) {
+           spec.num_draft_tokens = tokens;
+           spec.num_draft_tokens_given = true;
+         },
+         "Tokens drafted per sequence and verified in one target pass (dflash: the drafter's block size - 1)")
+      ->check(CLI::Range(1, 64))
+      ->default_str(std::to_string(spec.num_draft_tokens));
   cmd.add_option("--speculative-max-batch", spec.max_batch,
                  "Verify drafts only while at most this many sequences decode in a step")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd.add_option("--speculative-draft-model", spec.draft_model_dir,
-                 "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft, or the "
-                 "EAGLE-3 head's folder for eagle3")
+                 "Draft checkpoint folder (same tokenizer as the model) for --speculative-algorithm draft, the "
+                 "EAGLE-3 head's folder for eagle3, or the DFlash drafter's for dflash")
       ->transform(model_folder());
   cmd.add_option("--speculative-draft-mem-fraction", spec.draft_mem_fraction,
                  "GPU: the draft model fills device memory up to this share (weights, then its KV pool)")

@@ -94,18 +94,18 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
            "unknown task '{}' (auto, generate, embed)", config_.task);
   model_config_.embedding = config_.task == "embed" || (config_.task == "auto" && model_config_.embedding_detected);
   if (model_config_.embedding) {
-    RS_CHECK(!model_config_.is_eagle3(), "an EAGLE-3 head cannot serve embeddings");
+    RS_CHECK(!model_config_.is_draft_head(), "a draft head (EAGLE-3, DFlash) cannot serve embeddings");
     RS_CHECK(model_config_.embedding_pooling == "last",
              "{}: pooling '{}' is not supported: radixserve pools the last token (as Qwen3-Embedding does)",
              model_dir.string(), model_config_.embedding_pooling);
     RS_CHECK(config_.capture_hidden_layers.empty(), "an embedding model cannot be a speculative-decoding target");
     config_.cuda_graph_max_batch = 0;  // steps are prefills: nothing decodes
   }
-  // An EAGLE-3 head follows its target's positions: trained heads often declare a short max_position_embeddings.
-  if (model_config_.is_eagle3() && config_.context_length > model_config_.max_position_embeddings)
+  // A draft head follows its target's positions: trained heads often declare a short max_position_embeddings.
+  if (model_config_.is_draft_head() && config_.context_length > model_config_.max_position_embeddings)
     model_config_.max_position_embeddings = config_.context_length;
   if (!config_.quantization.empty()) {
-    RS_CHECK(!model_config_.is_eagle3(), "--quantization applies to target models, not to EAGLE-3 heads");
+    RS_CHECK(!model_config_.is_draft_head(), "--quantization applies to target models, not to draft heads");
     model_config_.quantization = loader::parse_quantization_config(
         model_config_.raw, (model_dir / "config.json").string(), config_.quantization);
   }
@@ -164,7 +164,7 @@ Engine::Engine(const std::filesystem::path& model_dir, const EngineConfig& confi
       state_geometry_of(tp > 1 ? model::rank_config(model_config_, 0, tp, config_.expert_parallel) : model_config_);
   // On a device, scratch reaches its final size before the KV pool takes what is left (memory_profile.cpp). A host's
   // budget is a fifth of free RAM, and a largest step on the CPU would cost minutes of start-up for a large model.
-  if (!backend_->device().is_cpu() && !model_config_.is_eagle3()) profile_memory(kv_config, state_geometry);
+  if (!backend_->device().is_cpu() && !model_config_.is_draft_head()) profile_memory(kv_config, state_geometry);
   size_t budget = kv_budget_bytes(kv_config, state_geometry) / tp;  // every rank holds a pool of this geometry
   create_state_pool(state_geometry, budget);
   memory::plan_kv_pool(kv_config, budget, config_.max_running_requests, config_.max_step_tokens);
@@ -254,7 +254,7 @@ void Engine::allocate_feature_cache() {
   const auto& groups = kv_pool_->config().groups;
   for (size_t g = 0; g < groups.size() && feature_group_ < 0; ++g)
     if (groups[g].window == 0) feature_group_ = static_cast<int32_t>(g);
-  RS_CHECK(feature_group_ >= 0, "an EAGLE-3 target needs a full-attention layer");
+  RS_CHECK(feature_group_ >= 0, "a draft head's target (EAGLE-3, DFlash) needs a full-attention layer");
   const int64_t rows = groups[feature_group_].num_pages * kv_pool_->page_size();
   const int64_t width = static_cast<int64_t>(config_.capture_hidden_layers.size()) * model_config_.hidden_size;
   features_buffer_ = backend_->alloc(static_cast<size_t>(rows * width) * sizeof(float));
@@ -265,7 +265,7 @@ void Engine::allocate_feature_cache() {
   RS_CHECK(config_.tensor_parallel_size == 1, "an EAGLE-3 target cannot be split over ranks yet");
   taps_ = std::make_unique<model::HiddenTaps>(
       model::HiddenTaps{.layers = config_.capture_hidden_layers, .cache = features_, .group = feature_group_});
-  RS_LOG_INFO("EAGLE-3 features: layers {} into {} MiB ({} f32 per KV slot)",
+  RS_LOG_INFO("draft-head features: layers {} into {} MiB ({} f32 per KV slot)",
               fmt::join(config_.capture_hidden_layers, ","), features_buffer_.bytes() >> 20, width);
 }
 

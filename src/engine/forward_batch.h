@@ -53,6 +53,9 @@ struct ForwardBatch {
   // own output of its previous step that feeds it (model/model.h StepInputs). Empty for other models.
   std::vector<int32_t> feature_rows;
   bool features_from_target = true;
+  // DFlash drafters: the step row that each feature row feeds (its context rows; the block rows have none), as many as
+  // feature_rows. Empty: one feature row per token (EAGLE-3).
+  std::vector<int32_t> feature_tokens;
   // Token rows whose logits are wanted (last token of a finished prefill, a decode token, or a prompt token whose
   // successor's logprob is asked for), ascending.
   std::vector<int32_t> logit_rows;

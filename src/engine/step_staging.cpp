@@ -13,9 +13,9 @@ StepStaging::StepStaging(Backend& backend, const memory::KvPool& kv, int64_t con
 
 size_t StepStaging::int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const {
   // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | first tokens [S + 1] | state slots [S] |
-  // state checkpoints [T] | feature rows [T] | per group: slots [T], page table [S, pitch]
+  // state checkpoints [T] | feature rows [T] | feature tokens [T] | per group: slots [T], page table [S, pitch]
   const size_t groups = static_cast<size_t>(kv_.num_groups());
-  return 5 * static_cast<size_t>(tokens) + rows + 3 * static_cast<size_t>(seqs) + 1 +
+  return 6 * static_cast<size_t>(tokens) + rows + 3 * static_cast<size_t>(seqs) + 1 +
          groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
 }
 
@@ -75,9 +75,21 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   std::fill(checkpoints, checkpoints + tokens, -1);
   if (has_checkpoints) std::copy(batch.state_checkpoints.begin(), batch.state_checkpoints.end(), checkpoints);
   int32_t* feature_rows = take(tokens);
+  int32_t* feature_tokens = take(tokens);
   const bool has_features = !batch.feature_rows.empty();
-  RS_CHECK(!has_features || static_cast<int32_t>(batch.feature_rows.size()) == real_tokens,
-           "batch has {} feature rows for {} tokens", batch.feature_rows.size(), real_tokens);
+  const bool per_token = batch.feature_tokens.empty();  // EAGLE-3: one per token; DFlash: context rows only
+  const int32_t num_features = per_token ? tokens : static_cast<int32_t>(batch.feature_rows.size());
+  if (per_token) {
+    RS_CHECK(!has_features || static_cast<int32_t>(batch.feature_rows.size()) == real_tokens,
+             "batch has {} feature rows for {} tokens", batch.feature_rows.size(), real_tokens);
+  } else {
+    RS_CHECK(batch.feature_tokens.size() == batch.feature_rows.size() && num_features <= real_tokens,
+             "batch has {} feature rows for {} feature tokens of {} tokens", batch.feature_rows.size(),
+             batch.feature_tokens.size(), real_tokens);
+    for (int32_t row : batch.feature_tokens)
+      RS_CHECK(row >= 0 && row < real_tokens, "feature token row {} outside the step's {} tokens", row, real_tokens);
+    std::copy(batch.feature_tokens.begin(), batch.feature_tokens.end(), feature_tokens);
+  }
   std::fill(feature_rows, feature_rows + tokens, 0);
   if (has_features) std::copy(batch.feature_rows.begin(), batch.feature_rows.end(), feature_rows);
   std::copy(batch.token_ids.begin(), batch.token_ids.end(), ids);
@@ -156,7 +168,8 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   const Tensor seq_start_d = on_device(seq_start, {all_seqs + 1});
   inputs.state = StateBatchView{positions_d, seq_start_d, on_device(state_slots, {all_seqs}), all_seqs,
                                 has_checkpoints ? on_device(checkpoints, {tokens}) : Tensor()};
-  if (has_features) inputs.feature_rows = on_device(feature_rows, {tokens});
+  if (has_features) inputs.feature_rows = on_device(feature_rows, {num_features});
+  if (has_features && !per_token) inputs.feature_tokens = on_device(feature_tokens, {num_features});
   inputs.features_from_target = batch.features_from_target;
   for (int g = 0; g < kv_.num_groups(); ++g)
     inputs.groups.push_back(BatchView{positions_d, token_seq_d, kv_len_d, on_device(tables[g], {all_seqs, page_pitch_}),

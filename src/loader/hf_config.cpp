@@ -142,6 +142,43 @@ void parse_linear_attention(const Fields& f, const std::string& source, ModelCon
            source, linear.conv_kernel);
 }
 
+// DFlash drafters: dflash_config's keys, or the same keys at the top level (as z-lab's model reads them).
+void parse_dflash(const json& raw, const Fields& top, const std::string& source, ModelConfig& config) {
+  RS_CHECK(config.architecture == "DFlashDraftModel",
+           "{}: {} drafters (grouped dynamic convolutions and a candidate selector) are not supported; "
+           "DFlashDraftModel checkpoints are",
+           source, config.architecture);
+  const bool nested = raw.contains("dflash_config") && raw["dflash_config"].is_object();
+  const Fields inner(nested ? raw["dflash_config"] : raw, source + (nested ? " dflash_config" : ""));
+  const auto& pick = [&](const char* key) -> const Fields& { return inner.has(key) ? inner : top; };
+  ModelConfig::DFlashConfig& dflash = config.dflash;
+  dflash.block_size = pick("block_size").get_or<int32_t>("block_size", 16);
+  RS_CHECK(dflash.block_size >= 2 && dflash.block_size <= 64, "{}: block_size {} must be in [2, 64]", source,
+           dflash.block_size);
+  dflash.mask_token_id = pick("mask_token_id").get<int32_t>("mask_token_id");
+  RS_CHECK(dflash.mask_token_id >= 0 && dflash.mask_token_id < config.vocab_size,
+           "{}: mask_token_id {} is outside the vocabulary of {} tokens", source, dflash.mask_token_id,
+           config.vocab_size);
+  const json& holder = nested && raw["dflash_config"].contains("target_layer_ids") ? raw["dflash_config"] : raw;
+  RS_CHECK(holder.contains("target_layer_ids") && holder["target_layer_ids"].is_array() &&
+               !holder["target_layer_ids"].empty() && holder["target_layer_ids"].size() <= 64,
+           "{}: a DFlash drafter must list 1-64 target_layer_ids", source);
+  for (const auto& id : holder["target_layer_ids"]) {
+    RS_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < 4096,
+             "{}: target_layer_ids holds {}, not a layer index", source, id.dump());
+    dflash.target_layer_ids.push_back(id.get<int32_t>());
+  }
+  // Greedy drafting takes the argmax, which output_multiplier (> 0) and final_logit_softcapping (monotone) keep.
+  const double multiplier = pick("output_multiplier").get_or<double>("output_multiplier", 1.0);
+  RS_CHECK(multiplier > 0, "{}: output_multiplier {} must be positive", source, multiplier);
+  const double embed_scale = pick("input_embedding_scale").get_or<double>("input_embedding_scale", 1.0);
+  RS_CHECK(embed_scale == 1.0, "{}: input_embedding_scale {} is not supported (1 only)", source, embed_scale);
+  const bool has_causal = top.has("is_causal");
+  const bool causal = top.get_or<bool>("is_causal", false);
+  for (int32_t i = 0; i < config.num_layers; ++i)
+    dflash.causal.push_back(has_causal ? causal : config.layer_windows[i] > 0);
+}
+
 }  // namespace
 
 int32_t ModelConfig::num_layers_of(LayerKind kind) const {
@@ -197,7 +234,7 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
     config.weight_prefix = "model.language_model.";
   // A base model (Qwen3Model, LlamaModel: no LM head) serves embeddings; its tensors carry no "model." prefix when
   // saved on their own (the loader finds either).
-  config.embedding_detected = config.architecture.ends_with("Model");
+  config.embedding_detected = config.architecture.ends_with("Model") && !config.architecture.ends_with("DraftModel");
   config.is_matryoshka = top.get_or<bool>("is_matryoshka", false);
   if (raw.contains("matryoshka_dimensions") && raw["matryoshka_dimensions"].is_array()) {
     config.matryoshka_dimensions = raw["matryoshka_dimensions"].get<std::vector<int32_t>>();
@@ -274,6 +311,8 @@ ModelConfig parse_model_config(const json& raw, const std::string& source) {
       }
     }
   }
+  if (config.architecture == "DFlashDraftModel" || config.architecture == "DFlash2DraftModel")
+    parse_dflash(raw, top, source, config);
   if (config.num_experts > 0)
     RS_CHECK(config.num_experts_per_tok > 0 && config.num_experts_per_tok <= config.num_experts,
              "{}: num_experts_per_tok {} must be in [1, {}]", source, config.num_experts_per_tok, config.num_experts);
@@ -297,6 +336,17 @@ std::vector<int32_t> ModelConfig::eagle_capture_layers(int32_t target_layers) co
   for (int32_t layer : layers)
     RS_CHECK(layer >= 0 && layer <= target_layers, "EAGLE-3 head reads layer {} of a {}-layer target", layer,
              target_layers);
+  return layers;
+}
+
+std::vector<int32_t> ModelConfig::draft_capture_layers(int32_t target_layers) const {
+  if (is_eagle3()) return eagle_capture_layers(target_layers);
+  std::vector<int32_t> layers;
+  for (int32_t id : dflash.target_layer_ids) {
+    RS_CHECK(id >= 0 && id < target_layers, "the DFlash drafter reads layer {} of a {}-layer target", id,
+             target_layers);
+    layers.push_back(id + 1);
+  }
   return layers;
 }
 

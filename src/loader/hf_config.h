@@ -93,6 +93,23 @@ struct ModelConfig {
   std::vector<int32_t> eagle_layer_ids;
   EagleLmHead eagle_lm_head = EagleLmHead::kOwn;
   bool is_eagle3() const { return draft_vocab_size > 0; }
+  // DFlash block-diffusion drafters (DFlashDraftModel, z-lab): a few Qwen3 layers that denoise a block of
+  // `block_size` positions [last token, mask_token_id x (block_size - 1)] in one forward, conditioned on the target's
+  // residual stream after `target_layer_ids` (taps at entries id + 1), projected by fc and hidden_norm; they read the
+  // target's embedding table and LM head. `causal` per layer: config.json's is_causal where given, else only
+  // sliding_attention layers are causal (as z-lab's model decides).
+  struct DFlashConfig {
+    int32_t block_size = 0;
+    int32_t mask_token_id = -1;
+    std::vector<int32_t> target_layer_ids;
+    std::vector<bool> causal;  // per drafter layer
+  };
+  DFlashConfig dflash;
+  bool is_dflash() const { return dflash.block_size > 0; }
+  // A model that drafts for a target and reads its hidden states (EAGLE-3 heads, DFlash drafters).
+  bool is_draft_head() const { return is_eagle3() || is_dflash(); }
+  // The target layer entries a draft head reads (taps): EAGLE-3's eagle_capture_layers, DFlash's target_layer_ids + 1.
+  std::vector<int32_t> draft_capture_layers(int32_t target_layers) const;
   // Embedding models. `embedding` (the engine sets it for --task embed, or when the checkpoint is one:
   // embedding_detected) makes the model return each pooled row's final-normed hidden state instead of logits.
   // Detected from a base-model architecture (Qwen3Model, LlamaModel) or a sentence-transformers folder (modules.json

@@ -15,5 +15,7 @@ std::unique_ptr<Model> make_gpt_oss(const loader::ModelConfig& config);
 std::unique_ptr<Model> make_qwen3_next(const loader::ModelConfig& config);
 // EAGLE-3 draft heads (LlamaForCausalLMEagle3): run by a drafter beside a target that captures its hidden states.
 std::unique_ptr<Model> make_eagle3(const loader::ModelConfig& config);
+// DFlash block-diffusion drafters (DFlashDraftModel): likewise, reading the target's embedding table and LM head.
+std::unique_ptr<Model> make_dflash(const loader::ModelConfig& config);
 
 }  // namespace rs::model

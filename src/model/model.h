@@ -33,8 +33,10 @@ struct StepInputs {
   StateBatchView state;           // state slot of each sequence (-1 everywhere for models without recurrent layers)
   // EAGLE-3 draft heads: per token, the row of the target's feature cache (features_from_target) or of the head's own
   // output of the previous step that feeds it; empty for other models.
-  Tensor feature_rows;  // i32 [T]
+  Tensor feature_rows;  // i32 [T], or [C] with feature_tokens
   bool features_from_target = true;
+  // DFlash drafters: the step row of each feature row (i32 [C], C <= T: the context rows); empty for EAGLE-3.
+  Tensor feature_tokens;
   const HiddenTaps* taps = nullptr;  // EAGLE-3 targets: the layers to write out (null: none)
 };
 

@@ -23,6 +23,7 @@ constexpr Registration kArchitectures[] = {
     {"Qwen3_5MoeForCausalLM", make_qwen3_next},
     {"Qwen3_5MoeForConditionalGeneration", make_qwen3_next},
     {"LlamaForCausalLMEagle3", make_eagle3},  // a draft head for speculative decoding only
+    {"DFlashDraftModel", make_dflash},        // likewise
     // Base models without an LM head: embedding checkpoints (ModelConfig::embedding)
     {"Qwen3Model", make_qwen3},
     {"LlamaModel", make_llama},

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "spec/dflash_drafter.h"
 #include "spec/draft_model_drafter.h"
 #include "spec/ngram_drafter.h"
 
@@ -25,13 +26,18 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
   RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm {} needs --speculative-draft-model DIR",
            spec::spec_algorithm_name(spec.algorithm));
   const loader::ModelConfig head = loader::load_model_config(spec.draft_model_dir);
-  RS_CHECK(head.is_eagle3() == (spec.algorithm == spec::SpecAlgorithm::kEagle3),
-           "--speculative-draft-model {} is {}an EAGLE-3 head (LlamaForCausalLMEagle3): use --speculative-algorithm "
-           "{}",
-           spec.draft_model_dir, head.is_eagle3() ? "" : "not ", head.is_eagle3() ? "eagle3" : "draft");
-  // An EAGLE-3 head's steps read the target's features through per-step rows: no recorded graphs. It drafts at the
+  const spec::SpecAlgorithm fits = head.is_eagle3()   ? spec::SpecAlgorithm::kEagle3
+                                   : head.is_dflash() ? spec::SpecAlgorithm::kDFlash
+                                                      : spec::SpecAlgorithm::kDraft;
+  RS_CHECK(fits == spec.algorithm, "--speculative-draft-model {} is {}: use --speculative-algorithm {}",
+           spec.draft_model_dir,
+           head.is_eagle3()   ? "an EAGLE-3 head (LlamaForCausalLMEagle3)"
+           : head.is_dflash() ? "a DFlash drafter (DFlashDraftModel)"
+                              : "neither an EAGLE-3 head nor a DFlash drafter",
+           spec::spec_algorithm_name(fits));
+  // A draft head's steps read the target's features through per-step rows: no recorded graphs. It drafts at the
   // target's positions, however short a context its own config declares.
-  if (head.is_eagle3()) {
+  if (head.is_draft_head()) {
     config.quantization.clear();  // heads are small: they stay as stored
     config.cuda_graph_max_batch = 0;
     if (config.context_length <= 0) config.context_length = target.max_position_embeddings;
@@ -44,6 +50,21 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
   return std::make_unique<engine::Engine>(spec.draft_model_dir, config);
 }
 
+// DFlash drafts a whole block less its first token per forward: that is the draft length, given or not.
+void resolve_draft_tokens(spec::SpeculativeConfig& spec) {
+  if (spec.algorithm != spec::SpecAlgorithm::kDFlash) return;
+  RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm dflash needs --speculative-draft-model DIR");
+  const loader::ModelConfig head = loader::load_model_config(spec.draft_model_dir);
+  RS_CHECK(head.is_dflash(), "--speculative-draft-model {} is not a DFlash drafter (DFlashDraftModel)",
+           spec.draft_model_dir);
+  const int32_t drafts = head.dflash.block_size - 1;
+  RS_CHECK(!spec.num_draft_tokens_given || spec.num_draft_tokens == drafts,
+           "--speculative-num-draft-tokens {} does not match the DFlash drafter's block of {} tokens: it drafts {} "
+           "(leave the flag out or give {})",
+           spec.num_draft_tokens, head.dflash.block_size, drafts, drafts);
+  spec.num_draft_tokens = drafts;
+}
+
 // The configured drafter (null without speculation), wrapped in a RejectionInjector when a benchmark asks for one.
 std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec, std::unique_ptr<engine::Engine> draft,
                                             engine::Engine& target, int32_t vocab_size) {
@@ -54,6 +75,8 @@ std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec,
     drafter = std::make_unique<spec::DraftModelDrafter>(std::move(draft));
   else if (spec.algorithm == spec::SpecAlgorithm::kEagle3)
     drafter = std::make_unique<spec::DraftModelDrafter>(std::move(draft), target);
+  else if (spec.algorithm == spec::SpecAlgorithm::kDFlash)
+    drafter = std::make_unique<spec::DFlashDrafter>(std::move(draft), target);
   if (drafter && spec.inject_reject_rate > 0)
     drafter = std::make_unique<spec::RejectionInjector>(std::move(drafter), spec.inject_reject_rate, vocab_size);
   return drafter;
@@ -65,14 +88,15 @@ ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig en
                            sched::SchedulerConfig scheduler_config, StackOptions options) {
   engine_config.max_running_requests = scheduler_config.max_running_requests;
   engine_config.max_step_tokens = scheduler_config.max_prefill_tokens + scheduler_config.max_running_requests;
+  resolve_draft_tokens(scheduler_config.speculative);
   const spec::SpeculativeConfig& spec = scheduler_config.speculative;
   std::unique_ptr<engine::Engine> draft;
   if (spec.uses_draft_model()) {
     const loader::ModelConfig target = loader::load_model_config(model_dir);
     draft = draft_engine(spec, engine_config, target);
-    // An EAGLE-3 head reads the target's residual stream at three layers: the target captures them.
-    if (draft->model_config().is_eagle3())
-      engine_config.capture_hidden_layers = draft->model_config().eagle_capture_layers(target.num_layers);
+    // A draft head reads the target's residual stream at some of its layers: the target captures them.
+    if (draft->model_config().is_draft_head())
+      engine_config.capture_hidden_layers = draft->model_config().draft_capture_layers(target.num_layers);
   }
   // Verify passes carry up to num_draft_tokens more tokens for each of up to max_batch decoding sequences (and on
   // hybrid models keep a recurrent-state checkpoint for each of them).

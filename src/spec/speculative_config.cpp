@@ -9,7 +9,8 @@ SpecAlgorithm parse_spec_algorithm(std::string_view name) {
   if (name == "ngram") return SpecAlgorithm::kNgram;
   if (name == "draft") return SpecAlgorithm::kDraft;
   if (name == "eagle3") return SpecAlgorithm::kEagle3;
-  RS_FAIL("unknown speculative algorithm '{}' (none, ngram, draft, eagle3)", name);
+  if (name == "dflash") return SpecAlgorithm::kDFlash;
+  RS_FAIL("unknown speculative algorithm '{}' (none, ngram, draft, eagle3, dflash)", name);
 }
 
 std::string_view spec_algorithm_name(SpecAlgorithm algorithm) {
@@ -18,6 +19,7 @@ std::string_view spec_algorithm_name(SpecAlgorithm algorithm) {
     case SpecAlgorithm::kNgram: return "ngram";
     case SpecAlgorithm::kDraft: return "draft";
     case SpecAlgorithm::kEagle3: return "eagle3";
+    case SpecAlgorithm::kDFlash: return "dflash";
   }
   return "none";
 }

@@ -54,6 +54,7 @@ std::unique_ptr<Attention> Attention::load(WeightBuilder& build, const loader::M
     attn->k_norm_ = build.norm_weight(p + "k_norm.weight", hd);
   }
   attn->set_shape(config, layer, options.sinks ? weights.require(p + "sinks", {config.num_heads}) : Tensor());
+  attn->params_.causal = options.causal;
   attn->kv_scales_ = {kv_scale(weights, p, 'k'), kv_scale(weights, p, 'v')};
   RS_CHECK((attn->kv_scales_.k > 0) == (attn->kv_scales_.v > 0), "{}: the checkpoint gives a {} scale but no {} scale",
            p, attn->kv_scales_.k > 0 ? "k" : "v", attn->kv_scales_.k > 0 ? "v" : "k");

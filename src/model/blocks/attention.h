@@ -20,6 +20,7 @@ struct RopeTable {
 struct AttentionOptions {
   bool qk_norm = false;  // Qwen3: RMSNorm per head on q and k before RoPE
   bool sinks = false;    // gpt-oss: learned per-head sink logits
+  bool causal = true;    // false: every query sees its sequence's keys up to the step's last (DFlash's block)
 };
 
 class Attention final : public TokenMixer {
