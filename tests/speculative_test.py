@@ -217,7 +217,8 @@ def check_eagle3(binary: str, models: pathlib.Path, prompt: list, new_tokens: in
           f"six concurrent requests with the exact head: {line or run.stderr[-1000:]}")
     print(f"cycle_target   eagle3 K=1  6 concurrent requests: {line[0].split('rate')[-1].strip()}")
     # Misuse fails with a clear error.
-    for algorithm, draft, expected in (("eagle3", llama, "not an EAGLE-3 head"), ("draft", head, "use --speculative")):
+    for algorithm, draft, expected in (("eagle3", llama, "neither an EAGLE-3 head"),
+                                       ("draft", head, "use --speculative")):
         command = [binary, "generate", "--model", str(llama), "--prompt-ids", "1,2,3", "--max-new-tokens", "2",
                    "--speculative-algorithm", algorithm, "--speculative-draft-model", str(draft)]
         run = subprocess.run(command, capture_output=True, text=True, timeout=120)

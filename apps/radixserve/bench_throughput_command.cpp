@@ -147,6 +147,7 @@ void run_throughput(ThroughputOptions options) {
   // sequence's context (and so the KV pool) is sized for the longest request, as `bench one-batch` does.
   if (!options.max_running_given) options.scheduler.max_running_requests = std::min(num_prompts, 128);
   options.scheduler.max_queued_requests = std::max(options.scheduler.max_queued_requests, num_prompts + 1);
+  serving::resolve_draft_tokens(options.scheduler.speculative);
   engine::EngineConfig engine_config = options.engine;
   if (engine_config.context_length == 0)
     engine_config.context_length =

@@ -87,6 +87,7 @@ void run_generate(const GenerateOptions& options) {
   scheduler.max_prefill_tokens = options.prefill_chunk;
   scheduler.chunked_prefill_size = options.prefill_chunk;
   scheduler.speculative = options.speculative;
+  serving::resolve_draft_tokens(scheduler.speculative);
   engine::EngineConfig config = options.engine;
   config.progress = make_progress_reporter();
   serving::Driver driver(options.model_dir, config, scheduler);
@@ -108,7 +109,7 @@ void run_generate(const GenerateOptions& options) {
                            {"prompt_tokens", prompt.size()},
                            {"prefill_seconds", done.first_token_seconds},
                            {"decode_seconds", done.total_seconds - done.first_token_seconds}};
-  if (options.speculative.enabled()) result["speculative"] = speculative_json(options.speculative, done.speculative);
+  if (options.speculative.enabled()) result["speculative"] = speculative_json(scheduler.speculative, done.speculative);
   if (tok) result["text"] = tok->decode(done.tokens, /*skip_special_tokens=*/true);
   std::cout << result.dump() << std::endl;
 }

@@ -62,6 +62,57 @@ TEST(HfConfig, Eagle3LmHeadIsOwnTiedOrTheTargets) {
   EXPECT_THROW(parse_model_config(raw, "c"), Error);
 }
 
+// z-lab's DFlash drafters (its DFlash2 fixture's layout, with DFlash's architecture): dflash_config's keys, the
+// taps at target_layer_ids + 1, causality per layer.
+TEST(HfConfig, DFlashDrafter) {
+  json raw = json::parse(R"({"architectures":["DFlashDraftModel"],"model_type":"qwen3","hidden_size":64,
+    "num_hidden_layers":3,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"intermediate_size":128,
+    "vocab_size":512,"num_target_layers":52,"is_causal":false,
+    "dflash_config":{"block_size":16,"mask_token_id":500,"target_layer_ids":[1,13,25,37,49],
+                     "output_multiplier":0.19,"final_logit_softcapping":20.0}})");
+  ModelConfig config = parse_model_config(raw, "c");
+  EXPECT_TRUE(config.is_dflash());
+  EXPECT_TRUE(config.is_draft_head());
+  EXPECT_FALSE(config.is_eagle3());
+  EXPECT_FALSE(config.embedding_detected);  // "...DraftModel" is no base model
+  EXPECT_EQ(config.dflash.block_size, 16);
+  EXPECT_EQ(config.dflash.mask_token_id, 500);
+  EXPECT_EQ(config.logits_width(), 512);
+  EXPECT_EQ(config.draft_capture_layers(52), (std::vector<int32_t>{2, 14, 26, 38, 50}));
+  EXPECT_THROW(config.draft_capture_layers(40), Error);  // layer 49 of a 40-layer target
+  EXPECT_EQ(config.dflash.causal, (std::vector<bool>{false, false, false}));
+  // Without is_causal, z-lab's model makes sliding_attention layers causal and the others not.
+  raw.erase("is_causal");
+  raw["sliding_window"] = 2048;
+  raw["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  EXPECT_EQ(parse_model_config(raw, "c").dflash.causal, (std::vector<bool>{true, false, true}));
+  // The keys may also sit at the top level.
+  json flat = raw;
+  flat.erase("dflash_config");
+  flat["block_size"] = 8;
+  flat["mask_token_id"] = 7;
+  flat["target_layer_ids"] = {0, 2};
+  EXPECT_EQ(parse_model_config(flat, "c").dflash.block_size, 8);
+  EXPECT_EQ(parse_model_config(flat, "c").draft_capture_layers(4), (std::vector<int32_t>{1, 3}));
+  json bad = raw;
+  bad["dflash_config"]["mask_token_id"] = 512;  // outside the vocabulary
+  EXPECT_THROW(parse_model_config(bad, "c"), Error);
+  bad = raw;
+  bad["dflash_config"].erase("target_layer_ids");
+  EXPECT_THROW(parse_model_config(bad, "c"), Error);
+  bad = raw;
+  bad["dflash_config"]["input_embedding_scale"] = 2.0;
+  EXPECT_THROW(parse_model_config(bad, "c"), Error);
+  bad = raw;
+  bad["architectures"] = {"DFlash2DraftModel"};  // grouped convolutions and a candidate selector: not built
+  try {
+    parse_model_config(bad, "c");
+    FAIL() << "DFlash2 must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DFlash2DraftModel"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HfConfig, LayerTypesWin) {
   json raw = base_config();
   raw["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};

@@ -50,21 +50,6 @@ std::unique_ptr<engine::Engine> draft_engine(const spec::SpeculativeConfig& spec
   return std::make_unique<engine::Engine>(spec.draft_model_dir, config);
 }
 
-// DFlash drafts a whole block less its first token per forward: that is the draft length, given or not.
-void resolve_draft_tokens(spec::SpeculativeConfig& spec) {
-  if (spec.algorithm != spec::SpecAlgorithm::kDFlash) return;
-  RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm dflash needs --speculative-draft-model DIR");
-  const loader::ModelConfig head = loader::load_model_config(spec.draft_model_dir);
-  RS_CHECK(head.is_dflash(), "--speculative-draft-model {} is not a DFlash drafter (DFlashDraftModel)",
-           spec.draft_model_dir);
-  const int32_t drafts = head.dflash.block_size - 1;
-  RS_CHECK(!spec.num_draft_tokens_given || spec.num_draft_tokens == drafts,
-           "--speculative-num-draft-tokens {} does not match the DFlash drafter's block of {} tokens: it drafts {} "
-           "(leave the flag out or give {})",
-           spec.num_draft_tokens, head.dflash.block_size, drafts, drafts);
-  spec.num_draft_tokens = drafts;
-}
-
 // The configured drafter (null without speculation), wrapped in a RejectionInjector when a benchmark asks for one.
 std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec, std::unique_ptr<engine::Engine> draft,
                                             engine::Engine& target, int32_t vocab_size) {
@@ -83,6 +68,20 @@ std::unique_ptr<spec::Drafter> make_drafter(const spec::SpeculativeConfig& spec,
 }
 
 }  // namespace
+
+void resolve_draft_tokens(spec::SpeculativeConfig& spec) {
+  if (spec.algorithm != spec::SpecAlgorithm::kDFlash) return;
+  RS_CHECK(!spec.draft_model_dir.empty(), "--speculative-algorithm dflash needs --speculative-draft-model DIR");
+  const loader::ModelConfig head = loader::load_model_config(spec.draft_model_dir);
+  RS_CHECK(head.is_dflash(), "--speculative-draft-model {} is not a DFlash drafter (DFlashDraftModel)",
+           spec.draft_model_dir);
+  const int32_t drafts = head.dflash.block_size - 1;
+  RS_CHECK(!spec.num_draft_tokens_given || spec.num_draft_tokens == drafts,
+           "--speculative-num-draft-tokens {} does not match the DFlash drafter's block of {} tokens: it drafts {} "
+           "(leave the flag out or give {})",
+           spec.num_draft_tokens, head.dflash.block_size, drafts, drafts);
+  spec.num_draft_tokens = drafts;
+}
 
 ServingStack::ServingStack(const std::string& model_dir, engine::EngineConfig engine_config,
                            sched::SchedulerConfig scheduler_config, StackOptions options) {

@@ -21,6 +21,10 @@ struct StackOptions {
   std::function<void(const engine::ForwardBatch&, const engine::StepOutput&)> step_observer;
 };
 
+// DFlash: num_draft_tokens becomes the drafter's block size - 1 (a different given value is an error); other
+// algorithms keep theirs. ServingStack calls it; callers that report the draft length call it first.
+void resolve_draft_tokens(spec::SpeculativeConfig& spec);
+
 class ServingStack {
  public:
   // Loads the model with its step budget sized for `scheduler_config` (max running requests, prefill tokens, verify
