@@ -103,6 +103,13 @@ if [[ -x "$build_dir/tests/model_quantized_test" ]]; then
   grep -E "^\[  (FAILED|PASSED)|fast path\]" "$logs/quantized.log" || true
 fi
 
+# 4c. The DFlash drafter's forward against its plain-Python reference (non-causal block attention on the device).
+if [[ -x "$build_dir/tests/model_dflash_test" ]]; then
+  log "model_dflash_test (RS_TEST_BACKEND=${RS_TEST_BACKEND:-cuda})"
+  RS_TEST_BACKEND=${RS_TEST_BACKEND:-cuda} "$build_dir/tests/model_dflash_test" >"$logs/dflash.log" 2>&1 || status=1
+  grep -E "^\[  (FAILED|PASSED)|diff" "$logs/dflash.log" || true
+fi
+
 # 5. End to end: greedy tokens of every tiny test model, CUDA against the exact-f32 CPU reference, and a decode
 #    benchmark of a dummy-weight Qwen3-0.6B on CUDA (informational: near-ties may flip a late token).
 app="$build_dir/bin/radixserve"
@@ -156,6 +163,19 @@ print(d["output_ids"], "accepted" if s["accepted_tokens"] == s[os.environ["WANT"
     if [[ "$eagle_cpu" == "$eagle_gpu" && "$eagle_gpu" == *" accepted" ]]; then echo "  eagle3 $head: identical, accepted"
     else status=1; echo "  eagle3 $head: DIFFERENT or rejected"; echo "    cpu  $eagle_cpu"; echo "    cuda $eagle_gpu"; fi
   done
+  # DFlash on CUDA: the cycle target's exact drafter (tests/speculative_dflash_test.py) must give the CPU's tokens with
+  # every block's first draft accepted.
+  log "DFlash on CUDA (cycle target, exact drafter)"
+  dflash() {
+    timeout 120 "$app" generate --model tests/data/dflash/cycle_target --prompt-ids "$(seq -s, 3 152)" \
+      --max-new-tokens 40 --ignore-eos --page-size 8 --exact-f32 --speculative-algorithm dflash \
+      --speculative-draft-model tests/data/dflash/cycle_drafter "$@" 2>>"$logs/generate.log" |
+      python3 -c 'import json,sys; d=json.load(sys.stdin); s=d["speculative"]
+print(d["output_ids"], "accepted" if s["accepted_tokens"] == s["verify_steps"] > 0 else "REJECTED")'; }
+  dflash_cpu=$(dflash --backend cpu || echo cpu-failed)
+  dflash_gpu=$(dflash --backend cuda --kv-cache-dtype f32 || echo cuda-failed)
+  if [[ "$dflash_cpu" == "$dflash_gpu" && "$dflash_gpu" == *" accepted" ]]; then echo "  dflash: identical, accepted"
+  else status=1; echo "  dflash: DIFFERENT or rejected"; echo "    cpu  $dflash_cpu"; echo "    cuda $dflash_gpu"; fi
   # --enable-deterministic-inference on CUDA: seeded outputs independent of prefill chunking and of concurrent requests.
   log "tests/deterministic_test.py --backend cuda"
   timeout 400 python3 tests/deterministic_test.py "$app" tests/data/models models/radixserve-demo --backend cuda 2>&1 ||
