@@ -100,7 +100,7 @@ void BatchBench::fill_masks(std::span<const Chunk> chunks, BatchGrammar& grammar
 }
 
 BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
-                             BatchGrammar* grammar, std::span<const int32_t> verify_drafts) {
+                             BatchGrammar* grammar, std::span<const int32_t> verify_drafts, const DraftTiming& draft) {
   const int32_t batch_size = static_cast<int32_t>(prompts.size());
   RS_CHECK(batch_size > 0 && batch_size <= max_batch_, "batch of {} sequences (1 to {} allowed)", batch_size,
            max_batch_);
@@ -199,6 +199,8 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
   }
   timings.decode_seconds = seconds_since(start);
 
+  if (draft.drafter != nullptr) time_drafter(draft, seqs, length, next, std::max(decode_steps, 4), timings);
+
   // Verify passes at the final context, as if every draft were rejected (the same positions are written again), so
   // each K is timed at the same KV length as the decode steps' last one.
   for (const int32_t draft : verify_drafts) {
@@ -235,6 +237,40 @@ BatchTimings BatchBench::run(const std::vector<std::vector<int32_t>>& prompts, i
     }
   }
   return timings;
+}
+
+void BatchBench::time_drafter(const DraftTiming& draft, std::span<const memory::SequenceMemory> seqs,
+                              std::span<const int32_t> length, std::span<const int32_t> next, int32_t rounds,
+                              BatchTimings& timings) {
+  // Committed tokens end with each sequence's sampled next token; the target computed every position before it. The
+  // drafter reads the tokens only as its block's first token (and ignores the context rows' ids).
+  const int32_t batch_size = static_cast<int32_t>(seqs.size());
+  std::vector<std::vector<int32_t>> tokens(batch_size);
+  int64_t shortest = max_context_;
+  for (int32_t s = 0; s < batch_size; ++s) {
+    tokens[s].assign(length[s] + 1, 0);
+    tokens[s].back() = next[s];
+    shortest = std::min<int64_t>(shortest, length[s]);
+  }
+  const int64_t rows = draft.context_rows;
+  RS_CHECK(shortest > rows * (rounds + 1), "sequences of {} tokens are too short to time {} proposals of {} rows",
+           shortest, rounds, rows);
+  const auto propose = [&](int64_t behind) {  // committed = all but the last `behind` tokens
+    std::vector<spec::DraftRequest> requests;
+    for (int32_t s = 0; s < batch_size; ++s)
+      requests.push_back(spec::DraftRequest{.id = static_cast<uint64_t>(s),
+                                            .tokens = std::span(tokens[s]).first(tokens[s].size() - behind),
+                                            .max_tokens = draft.max_tokens,
+                                            .feature_pages = seqs[s].kv.pages.at(draft.feature_group)});
+    draft.drafter->propose(requests);
+  };
+  propose(rows * rounds);  // catches up on the prompt (untimed)
+  for (int32_t r = rounds - 1; r >= 0; --r) {
+    const auto start = Clock::now();
+    propose(rows * r);
+    timings.draft_seconds.push_back(seconds_since(start));
+  }
+  for (int32_t s = 0; s < batch_size; ++s) draft.drafter->release(static_cast<uint64_t>(s));
 }
 
 }  // namespace rs::app

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "memory/sequence_memory.h"
+#include "spec/drafter.h"
 
 namespace rs::app {
 
@@ -26,6 +27,18 @@ struct BatchTimings {
   // Speculative decoding's verify pass, after the decode steps at their final context: per requested draft length K,
   // the seconds of steps where every sequence carries K + 1 tokens and samples all of them.
   std::vector<std::pair<int32_t, std::vector<double>>> verify_step_seconds;
+  // A draft head's proposals after the decode steps (every sequence drafting in the same steps, each fed a given
+  // number of new context rows per proposal, as after a verify pass that kept that many tokens): seconds per call.
+  std::vector<double> draft_seconds;
+};
+
+// What BatchBench::run times of a drafter: `drafter` reads the target's features through KV group `feature_group`
+// (Engine::feature_group); each timed proposal first feeds `context_rows` newly committed positions.
+struct DraftTiming {
+  spec::Drafter* drafter = nullptr;
+  int32_t feature_group = -1;
+  int32_t context_rows = 4;
+  int32_t max_tokens = 0;
 };
 
 class BatchGrammar;
@@ -50,8 +63,10 @@ class BatchBench {
   // prefill does), then runs `decode_steps` steps of one greedy token per sequence, each fed its own sample. With
   // `grammar`, every sampled token of a sequence whose output is not complete is constrained by its mask.
   // With `verify_drafts`, then times verify steps for each draft length (see BatchTimings::verify_step_seconds).
+  // With `draft`, times its drafter after the decode steps (see BatchTimings::draft_seconds).
   BatchTimings run(const std::vector<std::vector<int32_t>>& prompts, int32_t decode_steps,
-                   BatchGrammar* grammar = nullptr, std::span<const int32_t> verify_drafts = {});
+                   BatchGrammar* grammar = nullptr, std::span<const int32_t> verify_drafts = {},
+                   const DraftTiming& draft = {});
 
  private:
   struct Chunk {
@@ -63,6 +78,10 @@ class BatchBench {
     std::span<const uint32_t> token_bitmask;  // of the sampled token; empty: unconstrained
   };
   engine::ForwardBatch build_step(std::span<const Chunk> chunks, std::span<const memory::SequenceMemory> seqs);
+  // Times `rounds` proposals of draft.drafter for the batch at its current lengths (BatchTimings::draft_seconds).
+  void time_drafter(const DraftTiming& draft, std::span<const memory::SequenceMemory> seqs,
+                    std::span<const int32_t> length, std::span<const int32_t> next, int32_t rounds,
+                    BatchTimings& timings);
   // Points the sampling chunks of active sequences at their masks; true when every sampling chunk got one.
   static bool bind_masks(std::span<Chunk> chunks, const BatchGrammar& grammar);
   // Fills those masks: between Engine::launch and Engine::sample, while the device computes (as serve does).

@@ -16,6 +16,7 @@
 #include "apps/radixserve/commands.h"
 #include "apps/radixserve/model_option.h"
 #include "base/log.h"
+#include "spec/dflash_drafter.h"
 
 namespace rs::app {
 namespace {
@@ -32,6 +33,8 @@ struct OneBatchOptions {
   std::string regex;
   std::string tokenizer_dir;           // the grammar's vocabulary (default: the model folder)
   std::vector<int32_t> verify_drafts;  // speculative decoding: draft lengths K whose verify pass is timed
+  std::string dflash_dir;              // a DFlash drafter whose proposals are timed (--dflash-draft-model)
+  int32_t draft_context_rows = 4;      // new context rows per timed proposal (the accept length it follows)
   engine::EngineConfig engine;
 
   // Positions a sequence needs beyond its decode steps: a verify pass writes K + 1.
@@ -72,8 +75,41 @@ std::unique_ptr<BatchGrammar> make_grammar(const OneBatchOptions& options, const
   return grammar;
 }
 
+// The drafter's proposal against a decode step and, where a verify pass of its block was timed (--verify-drafts
+// block - 1), the projected speed-up at accept lengths 3, 5 and 7 (tokens per verify pass): tokens x decode step over
+// drafting + verifying.
+void report_drafter(const std::vector<std::pair<int32_t, BatchTimings>>& runs, int32_t block, int32_t rows,
+                    nlohmann::json& results) {
+  std::cout << fmt::format("DFlash drafter: one proposal ({} context rows + a block of {}) against a decode step; "
+                           "projected speed-up at accept length 3 / 5 / 7 (needs --verify-drafts {})\n",
+                           rows, block, block - 1)
+            << fmt::format("{:>6} {:>9} {:>10} {:>10} {:>20}\n", "batch", "draft ms", "x decode", "verify ms",
+                           "speed-up 3/5/7");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const auto& [batch, t] = runs[i];
+    const double decode_ms = median(t.decode_step_seconds) * 1e3, draft_ms = median(t.draft_seconds) * 1e3;
+    double verify_ms = 0;
+    for (const auto& [draft, seconds] : t.verify_step_seconds)
+      if (draft == block - 1) verify_ms = median(seconds) * 1e3;
+    nlohmann::json entry = {{"draft_ms_median", draft_ms}, {"relative_to_decode_step", draft_ms / decode_ms},
+                            {"block_size", block}, {"context_rows", rows}};
+    std::string gains = "-";
+    if (verify_ms > 0) {
+      const auto gain = [&](double accept) { return accept * decode_ms / (draft_ms + verify_ms); };
+      gains = fmt::format("{:.2f} {:.2f} {:.2f}", gain(3), gain(5), gain(7));
+      entry["verify_ms_median"] = verify_ms;
+      entry["projected_speedup"] = {{"3", gain(3)}, {"5", gain(5)}, {"7", gain(7)}};
+    }
+    std::cout << fmt::format("{:>6} {:>9.2f} {:>10.3f} {:>10.2f} {:>20}\n", batch, draft_ms, draft_ms / decode_ms,
+                             verify_ms, gains);
+    results[i]["dflash"] = entry;
+  }
+}
+
 // Sizes the engine for the largest batch: its requests, their context, their KV pages (unless --kv-cache-gb).
-engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t max_batch) {
+// `capture`: layers the target captures for a draft head (their f32 rows per KV slot share the KV budget).
+engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t max_batch,
+                                       std::vector<int32_t> capture = {}) {
   engine::EngineConfig config = options.engine;
   const int64_t context = options.input_len + options.output_len + options.verify_room();
   config.max_running_requests = max_batch;
@@ -94,12 +130,28 @@ engine::EngineConfig engine_config_for(const OneBatchOptions& options, int32_t m
     kv.dtype = engine::kv_cache_dtype(config, model);
     kv.groups = memory::group_layers_by_window(model.layer_windows);
     // The state slots come out of the same budget as the KV pages.
+    const size_t features = capture.size() * static_cast<size_t>(model.hidden_size) * sizeof(float);
     const size_t bytes = kv_bytes_for_batch(kv, max_batch, context, options.max_step_tokens) +
-                         static_cast<size_t>(config.num_state_slots) * memory::slot_bytes(geometry);
+                         static_cast<size_t>(config.num_state_slots) * memory::slot_bytes(geometry) +
+                         features * static_cast<size_t>(max_batch) * static_cast<size_t>(context + kv.page_size);
     config.kv_cache_gb = static_cast<double>(bytes) / (1ull << 30);
   }
+  config.capture_hidden_layers = std::move(capture);
   config.progress = make_progress_reporter();
   return config;
+}
+
+// --dflash-draft-model: the drafter's engine sized as the target's for the same batch (no graphs: its steps mix
+// context and block rows), bound to `target`, which captures the layers it reads.
+std::unique_ptr<spec::DFlashDrafter> make_dflash_drafter(const OneBatchOptions& options, int32_t max_batch,
+                                                         engine::Engine& target) {
+  if (options.dflash_dir.empty()) return nullptr;
+  OneBatchOptions drafter_options = options;
+  drafter_options.model_dir = options.dflash_dir;
+  engine::EngineConfig config = engine_config_for(drafter_options, max_batch);
+  config.quantization.clear();
+  config.cuda_graph_max_batch = 0;
+  return std::make_unique<spec::DFlashDrafter>(std::make_unique<engine::Engine>(options.dflash_dir, config), target);
 }
 
 void run_one_batch(const OneBatchOptions& options) {
@@ -107,7 +159,19 @@ void run_one_batch(const OneBatchOptions& options) {
   const int32_t context = options.input_len + options.output_len + options.verify_room();
   // Before the engine loads, so that a bad schema or a missing tokenizer fails fast.
   const std::unique_ptr<BatchGrammar> grammar = make_grammar(options, loader::load_model_config(options.model_dir));
-  engine::Engine engine(options.model_dir, engine_config_for(options, max_batch));
+  std::vector<int32_t> capture;  // the layers a DFlash drafter reads
+  if (!options.dflash_dir.empty()) {
+    const loader::ModelConfig drafter = loader::load_model_config(options.dflash_dir);
+    RS_CHECK(drafter.is_dflash(), "--dflash-draft-model {} is not a DFlash drafter (DFlashDraftModel)",
+             options.dflash_dir);
+    capture = drafter.draft_capture_layers(loader::load_model_config(options.model_dir).num_layers);
+  }
+  engine::Engine engine(options.model_dir, engine_config_for(options, max_batch, capture));
+  const std::unique_ptr<spec::DFlashDrafter> drafter = make_dflash_drafter(options, max_batch, engine);
+  const DraftTiming draft_timing{.drafter = drafter.get(),
+                                 .feature_group = engine.feature_group(),
+                                 .context_rows = options.draft_context_rows,
+                                 .max_tokens = drafter ? drafter->block_size() - 1 : 0};
   const auto& mc = engine.model_config();
   const memory::KvPoolConfig& kv_config = engine.kv_pool().config();
   BatchBench bench(engine, max_batch, context, options.max_step_tokens);
@@ -135,7 +199,8 @@ void run_one_batch(const OneBatchOptions& options) {
     RS_LOG_INFO("batch {}: prefill {} x {} tokens, decode {} steps", batch, batch, options.input_len,
                 options.output_len);
     const auto batch_prompts = prompts(batch, options.input_len);
-    runs.emplace_back(batch, bench.run(batch_prompts, options.output_len, nullptr, options.verify_drafts));
+    runs.emplace_back(batch,
+                      bench.run(batch_prompts, options.output_len, nullptr, options.verify_drafts, draft_timing));
     if (!grammar) continue;
     RS_LOG_INFO("batch {}: the same, constrained", batch);  // same prompts, so the same KV lengths step by step
     grammar_results.push_back(
@@ -214,6 +279,7 @@ void run_one_batch(const OneBatchOptions& options) {
       results[i]["verify"] = verify;
     }
   }
+  if (drafter) report_drafter(runs, drafter->block_size(), options.draft_context_rows, results);
   nlohmann::json grammar_json;  // null without a grammar
   if (grammar) {
     grammar_json = {{"json_schema", options.json_schema_path},
@@ -281,7 +347,15 @@ CLI::App* add_bench_one_batch_command(CLI::App& bench) {
   cmd->add_option("--verify-drafts", options->verify_drafts,
                   "Speculative decoding: also time verify passes of these draft lengths (e.g. 1,2,4,8) per batch")
       ->delimiter(',')
-      ->check(CLI::Range(1, 32));
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--dflash-draft-model", options->dflash_dir,
+                  "Speculative decoding: also time this DFlash drafter's proposals (every sequence, one block each) "
+                  "per batch")
+      ->transform(model_folder());
+  cmd->add_option("--draft-context-rows", options->draft_context_rows,
+                  "New context rows a timed DFlash proposal reads first (the accept length it follows)")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--json-schema", options->json_schema_path,
                   "Constrain every sequence by this JSON Schema, as response_format json_schema would, and report the "
                   "cost of its token masks")
