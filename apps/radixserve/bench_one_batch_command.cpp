@@ -80,9 +80,10 @@ std::unique_ptr<BatchGrammar> make_grammar(const OneBatchOptions& options, const
 // drafting + verifying.
 void report_drafter(const std::vector<std::pair<int32_t, BatchTimings>>& runs, int32_t block, int32_t rows,
                     nlohmann::json& results) {
-  std::cout << fmt::format("DFlash drafter: one proposal ({} context rows + a block of {}) against a decode step; "
-                           "projected speed-up at accept length 3 / 5 / 7 (needs --verify-drafts {})\n",
-                           rows, block, block - 1)
+  std::cout << fmt::format(
+                   "DFlash drafter: one proposal ({} context rows + a block of {}) against a decode step; "
+                   "projected speed-up at accept length 3 / 5 / 7 (needs --verify-drafts {})\n",
+                   rows, block, block - 1)
             << fmt::format("{:>6} {:>9} {:>10} {:>10} {:>20}\n", "batch", "draft ms", "x decode", "verify ms",
                            "speed-up 3/5/7");
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -91,8 +92,10 @@ void report_drafter(const std::vector<std::pair<int32_t, BatchTimings>>& runs, i
     double verify_ms = 0;
     for (const auto& [draft, seconds] : t.verify_step_seconds)
       if (draft == block - 1) verify_ms = median(seconds) * 1e3;
-    nlohmann::json entry = {{"draft_ms_median", draft_ms}, {"relative_to_decode_step", draft_ms / decode_ms},
-                            {"block_size", block}, {"context_rows", rows}};
+    nlohmann::json entry = {{"draft_ms_median", draft_ms},
+                            {"relative_to_decode_step", draft_ms / decode_ms},
+                            {"block_size", block},
+                            {"context_rows", rows}};
     std::string gains = "-";
     if (verify_ms > 0) {
       const auto gain = [&](double accept) { return accept * decode_ms / (draft_ms + verify_ms); };
