@@ -13,7 +13,8 @@ StepStaging::StepStaging(Backend& backend, const memory::KvPool& kv, int64_t con
 
 size_t StepStaging::int32s_for(int32_t tokens, int32_t seqs, int32_t rows) const {
   // token ids, positions, token_seq [T] | logit rows [R] | kv lengths [S] | first tokens [S + 1] | state slots [S] |
-  // state checkpoints [T] | feature rows [T] | feature tokens [T] | per group: slots [T], page table [S, pitch]
+  // state checkpoints [T] | feature rows [T] | per group: slots [T], page table [S, pitch] | feature tokens [T]
+  // (DFlash steps only: last, so that every other step's layout is the same with or without them)
   const size_t groups = static_cast<size_t>(kv_.num_groups());
   return 6 * static_cast<size_t>(tokens) + rows + 3 * static_cast<size_t>(seqs) + 1 +
          groups * (tokens + static_cast<size_t>(seqs) * page_pitch_);
@@ -75,7 +76,6 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
   std::fill(checkpoints, checkpoints + tokens, -1);
   if (has_checkpoints) std::copy(batch.state_checkpoints.begin(), batch.state_checkpoints.end(), checkpoints);
   int32_t* feature_rows = take(tokens);
-  int32_t* feature_tokens = take(tokens);
   const bool has_features = !batch.feature_rows.empty();
   const bool per_token = batch.feature_tokens.empty();  // EAGLE-3: one per token; DFlash: context rows only
   const int32_t num_features = per_token ? tokens : static_cast<int32_t>(batch.feature_rows.size());
@@ -88,7 +88,6 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
              batch.feature_tokens.size(), real_tokens);
     for (int32_t row : batch.feature_tokens)
       RS_CHECK(row >= 0 && row < real_tokens, "feature token row {} outside the step's {} tokens", row, real_tokens);
-    std::copy(batch.feature_tokens.begin(), batch.feature_tokens.end(), feature_tokens);
   }
   std::fill(feature_rows, feature_rows + tokens, 0);
   if (has_features) std::copy(batch.feature_rows.begin(), batch.feature_rows.end(), feature_rows);
@@ -147,6 +146,12 @@ model::StepInputs StepStaging::upload(const ForwardBatch& batch, int32_t padded_
       slots[g][real_tokens + i] = -1;  // writes nothing
       tables[g][static_cast<int64_t>(seqs + i) * page_pitch_] = 0;
     }
+  }
+
+  int32_t* feature_tokens = nullptr;
+  if (!per_token) {
+    feature_tokens = take(tokens);
+    std::copy(batch.feature_tokens.begin(), batch.feature_tokens.end(), feature_tokens);
   }
 
   // One copy of exactly the bytes written, to the same offsets in the device buffer.
