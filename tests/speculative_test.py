@@ -254,6 +254,11 @@ def check_server(binary: str, demo: str) -> None:
     metrics = urllib.request.urlopen(server.url + "/metrics", timeout=10).read().decode()
     accepted = [line for line in metrics.splitlines() if line.startswith("radixserve_spec_accepted_tokens_total")]
     check(accepted and float(accepted[0].split()[-1]) > 0, f"no accepted tokens in /metrics: {accepted}")
+    # The costs behind the counts: the drafter's proposals and the steps that verified them.
+    for name in ("radixserve_spec_draft_calls_total", "radixserve_spec_draft_seconds_total",
+                 "radixserve_spec_verify_steps_total", "radixserve_spec_verify_step_seconds_total"):
+        value = [line for line in metrics.splitlines() if line.startswith(name)]
+        check(value and float(value[0].split()[-1]) > 0, f"{name} missing or zero in /metrics: {value}")
     server.stop()
     print(f"serve: usage.speculative {spec}")
 

@@ -176,7 +176,12 @@ bool Scheduler::step() {
     return true;
   }
   ++counters_.steps;
-  counters_.forward_seconds += seconds_since(forward_start);
+  const double forward_seconds = seconds_since(forward_start);
+  counters_.forward_seconds += forward_seconds;
+  if (std::any_of(items.begin(), items.end(), [](const StepItem& item) { return item.seq->num_draft > 0; })) {
+    ++counters_.spec_verify_steps;
+    counters_.spec_verify_step_seconds += forward_seconds;
+  }
   for (const auto& [seq, error] : mask_failures)
     finish(*seq, FinishReason::kError, fmt::format("structured output failed: {}", error), ErrorCause::kRequest);
   commit(items, output);
@@ -190,7 +195,12 @@ std::vector<StepItem> Scheduler::schedule() {
   std::vector<StepItem> items;
   schedule_decodes(items);
   schedule_prefills(items);
-  speculation_.propose(items, memory_);  // last: drafts are optional and take only pages nothing else needed this step
+  // Last: drafts are optional and take only pages nothing else needed this step.
+  const auto draft_start = Clock::now();
+  if (speculation_.propose(items, memory_)) {
+    ++counters_.spec_draft_calls;
+    counters_.spec_draft_seconds += seconds_since(draft_start);
+  }
   if (items.empty() && !running_.empty()) {
     // Every running sequence is a prefill starved of pages: retract the newest so the others can move on.
     if (running_.size() == 1) {

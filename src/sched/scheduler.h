@@ -72,6 +72,12 @@ struct SchedulerStats {
   uint64_t spec_verifies = 0;         // sequence passes that verified a draft
   uint64_t spec_draft_tokens = 0;     // draft tokens verified
   uint64_t spec_accepted_tokens = 0;  // of which accepted
+  // The costs behind them: the drafter's proposals (wall time inside Drafter::propose, scheduler thread) and the
+  // forward time of the steps that verified drafts.
+  uint64_t spec_draft_calls = 0;
+  double spec_draft_seconds = 0;
+  uint64_t spec_verify_steps = 0;
+  double spec_verify_step_seconds = 0;
 };
 
 // Runs one step in two phases (Engine::launch and Engine::sample in production, a fake in tests): `launch` starts the

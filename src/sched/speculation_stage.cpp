@@ -14,13 +14,13 @@ SpeculationStage::SpeculationStage(const spec::SpeculativeConfig& policy, std::u
            "speculative decoding needs positive draft tokens and batch limit");
 }
 
-void SpeculationStage::propose(std::vector<StepItem>& items, memory::MemoryManager& memory) {
-  if (!drafter_) return;
+bool SpeculationStage::propose(std::vector<StepItem>& items, memory::MemoryManager& memory) {
+  if (!drafter_) return false;
   const spec::SpeculativeConfig& policy = policy_;
   std::vector<StepItem*> decodes;
   for (StepItem& item : items)
     if (item.end - item.begin == 1 && item.samples()) decodes.push_back(&item);
-  if (decodes.empty() || static_cast<int32_t>(decodes.size()) > policy.max_batch) return;
+  if (decodes.empty() || static_cast<int32_t>(decodes.size()) > policy.max_batch) return false;
   std::vector<spec::DraftRequest> requests;
   std::vector<StepItem*> drafting;
   for (StepItem* item : decodes) {
@@ -37,12 +37,12 @@ void SpeculationStage::propose(std::vector<StepItem>& items, memory::MemoryManag
     requests.push_back(request);
     drafting.push_back(item);
   }
-  if (requests.empty()) return;
+  if (requests.empty()) return false;
   try {
     drafter_->propose(requests);
   } catch (const std::exception& e) {
     RS_LOG_WARN("drafting failed; this step decodes without drafts: {}", e.what());
-    return;
+    return true;
   }
   for (size_t i = 0; i < requests.size(); ++i) {
     StepItem& item = *drafting[i];
@@ -62,6 +62,7 @@ void SpeculationStage::propose(std::vector<StepItem>& items, memory::MemoryManag
       for (int64_t i = 0; i < length; ++i) memory.take_checkpoint(seq.memory);
     item.end = seq.num_tokens();
   }
+  return true;
 }
 
 int32_t SpeculationStage::settle(Sequence& seq, const engine::StepOutput& output, size_t row,

@@ -25,7 +25,8 @@ class SpeculationStage {
 
   // Appends the drafter's proposal to the decode items of sequences that draft this step (at most policy.max_batch
   // decodes; none constrained by a grammar), within each sequence's max_new_tokens and the context.
-  void propose(std::vector<StepItem>& items, memory::MemoryManager& memory);
+  // Returns whether the drafter was asked (and so whether this step's time includes a proposal).
+  bool propose(std::vector<StepItem>& items, memory::MemoryManager& memory);
   // After a verify step: the draft tokens of `seq` the target accepted (its samples are output rows
   // [row, row + num_draft + 1)). Removes the draft from seq.tokens, rolls recurrent state back and records the
   // acceptance; the caller appends the accepted tokens and the target's next one.

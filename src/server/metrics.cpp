@@ -145,6 +145,17 @@ std::string ServerMetrics::render(const sched::SchedulerStats& stats, int32_t pa
          "Speculative decoding: mean tokens a verify pass produced (accepted drafts + 1) since start.",
          stats.spec_verifies ? 1.0 + static_cast<double>(stats.spec_accepted_tokens) / stats.spec_verifies : 0.0,
          model);
+  single(out, "radixserve_spec_draft_calls_total", "counter",
+         "Speculative decoding: drafter proposals (one per step that drafted, all its sequences together).",
+         static_cast<double>(stats.spec_draft_calls), model);
+  single(out, "radixserve_spec_draft_seconds_total", "counter",
+         "Speculative decoding: wall time inside the drafter's proposals (a drafting model's forwards included).",
+         stats.spec_draft_seconds, model);
+  single(out, "radixserve_spec_verify_steps_total", "counter", "Speculative decoding: steps that verified drafts.",
+         static_cast<double>(stats.spec_verify_steps), model);
+  single(out, "radixserve_spec_verify_step_seconds_total", "counter",
+         "Speculative decoding: forward time of the steps that verified drafts.", stats.spec_verify_step_seconds,
+         model);
   single(out, "radixserve_http_connections", "gauge", "Open client connections on the API port.",
          static_cast<double>(http_connections.load()), model);
   header(out, "radixserve_requests_total", "counter", "API calls by outcome (each call counted once).");

@@ -75,7 +75,15 @@ TEST(ServerMetrics, RendersSpeculativeDecodingTotals) {
   stats.spec_verifies = 10;
   stats.spec_draft_tokens = 40;
   stats.spec_accepted_tokens = 25;
+  stats.spec_draft_calls = 4;
+  stats.spec_draft_seconds = 0.5;
+  stats.spec_verify_steps = 3;
+  stats.spec_verify_step_seconds = 0.25;
   const std::string out = metrics.render(stats, 16);
+  EXPECT_NE(out.find("radixserve_spec_draft_calls_total 4\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_spec_draft_seconds_total 0.5\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_spec_verify_steps_total 3\n"), std::string::npos);
+  EXPECT_NE(out.find("radixserve_spec_verify_step_seconds_total 0.25\n"), std::string::npos);
   EXPECT_NE(out.find("radixserve_spec_verifies_total 10\n"), std::string::npos);
   EXPECT_NE(out.find("radixserve_spec_draft_tokens_total 40\n"), std::string::npos);
   EXPECT_NE(out.find("radixserve_spec_accepted_tokens_total 25\n"), std::string::npos);
